@@ -1,0 +1,5 @@
+import sys
+
+from modellint.cli import main
+
+sys.exit(main())

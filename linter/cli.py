@@ -1,0 +1,307 @@
+"""Command line: `modellint [check] PATH...`, `modellint rules`, `modellint rule CODE`."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import modellint
+from modellint.config import (
+    Config,
+    ConfigError,
+    enabled_codes,
+    file_ignores,
+    find_pyproject,
+    is_excluded,
+    load_config,
+    matches,
+    validate_codes,
+)
+from modellint.plugins import PluginError, Registry, load_registry
+
+SUBCOMMANDS = ("check", "rules", "rule", "trace")
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # exit 2 with our prefix, like argparse but no usage dump
+        raise UsageError(message)
+
+
+def _codes(value: str) -> list[str]:
+    return [part.strip().upper() for part in value.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="modellint",
+        description="A static-plus-runtime linter for PyTorch model code.",
+    )
+    parser.add_argument("--version", action="version", version=f"modellint {modellint.__version__}")
+    sub = parser.add_subparsers(dest="command")
+
+    check = sub.add_parser("check", help="lint files and folders (the default command)")
+    check.add_argument("paths", nargs="*", metavar="PATH")
+    check.add_argument("--select", type=_codes, help="comma-separated codes or prefixes, or ALL")
+    check.add_argument("--extend-select", type=_codes, default=[])
+    check.add_argument("--ignore", type=_codes, default=[])
+    check.add_argument("--format", default="text", help="text, concise, json, or a plugin's")
+    check.add_argument("--output-file", "-o")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument("--statistics", action="store_true", help="count findings per rule")
+    check.add_argument("--config", help="a pyproject.toml or modellint.toml to use")
+    check.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                       help="load a plugin module (repeatable)")
+    check.add_argument("--quiet", "-q", action="store_true", help="no summary line")
+    check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes")
+    check.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
+    check.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
+    check.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    check.add_argument("--no-cache", action="store_true")
+    check.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
+    check.add_argument("--runtime", action="store_true", help="also build and trace the models")
+    check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
+    check.add_argument("--timeout", type=float, help="seconds per model (runtime pass)")
+
+    rules = sub.add_parser("rules", help="list every rule")
+    rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
+    rules.add_argument("--format", choices=("text", "json"), default="text")
+
+    rule = sub.add_parser("rule", help="show a rule's documentation")
+    rule.add_argument("code")
+    rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
+    return parser
+
+
+def _normalise_argv(argv: list[str]) -> list[str]:
+    """`modellint PATH...` means `modellint check PATH...`."""
+    if not argv:
+        return ["check"]
+    first = argv[0]
+    if first in SUBCOMMANDS or first in ("-h", "--help", "--version"):
+        return argv
+    return ["check", *argv]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "rules":
+            return _cmd_rules(args)
+        if args.command == "rule":
+            return _cmd_rule(args)
+        if args.command == "trace":
+            from modellint.runtime.cli import trace_main
+
+            return trace_main(argv[1:])
+        return _cmd_check(args)
+    except (UsageError, ConfigError, PluginError) as exc:
+        print(f"modellint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("modellint: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - never show a user a bare traceback
+        if debug:
+            traceback.print_exc()
+        print(
+            f"modellint: internal error: {type(exc).__name__}: {exc}"
+            + ("" if debug else " (rerun with --debug for the traceback)"),
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+
+
+def _config_for(args) -> Config:
+    if getattr(args, "config", None):
+        path = Path(args.config)
+        if not path.is_file():
+            raise ConfigError(f"config file {args.config} does not exist")
+        return load_config(path)
+    paths = getattr(args, "paths", None) or ["."]
+    return load_config(find_pyproject(Path(paths[0])))
+
+
+def _registry(config: Config, cli_plugins: list[str]) -> Registry:
+    return load_registry([*config.plugins, *cli_plugins])
+
+
+def _cmd_rules(args) -> int:
+    config = _config_for(args)
+    registry = _registry(config, args.plugins)
+    rows = []
+    for code in sorted(registry.rules):
+        rule = registry.rules[code]
+        rows.append(
+            {
+                "code": code,
+                "name": rule.name,
+                "pass": "+".join(rule.passes),
+                "default": "on" if rule.default_enabled else "off",
+                "fix": rule.fix or "",
+                "summary": rule.summary(),
+            }
+        )
+    if args.format == "json":
+        import json
+
+        print(json.dumps(rows, indent=2))
+        return EXIT_CLEAN
+    widths = {key: max(len(key), *(len(r[key]) for r in rows)) for key in ("code", "name", "pass")}
+    header = (
+        f"{'code':<{widths['code']}}  {'name':<{widths['name']}}  {'pass':<{widths['pass']}}"
+        "  default  fix"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['code']:<{widths['code']}}  {r['name']:<{widths['name']}}  "
+            f"{r['pass']:<{widths['pass']}}  {r['default']:<7}  {r['fix']}"
+        )
+    return EXIT_CLEAN
+
+
+def _cmd_rule(args) -> int:
+    config = _config_for(args)
+    registry = _registry(config, args.plugins)
+    code = args.code.upper()
+    rule = registry.rules.get(code)
+    if rule is None:
+        raise UsageError(f"unknown rule code `{args.code}` (see `modellint rules`)")
+    print(render_rule_doc(rule))
+    return EXIT_CLEAN
+
+
+def render_rule_doc(rule) -> str:
+    from modellint.rule import Valid
+
+    out = io.StringIO()
+    out.write(f"# {rule.code} {rule.name}\n\n")
+    out.write(
+        f"Pass: {'+'.join(rule.passes)}. Severity: {rule.severity.value}. "
+        f"Default: {'on' if rule.default_enabled else 'off'}. "
+        f"Fix: {rule.fix or 'none'}.\n\n"
+    )
+    out.write(rule.documentation() + "\n")
+    if rule.invalid:
+        out.write("\n## Flagged examples\n")
+        for example in rule.invalid:
+            out.write(f"\n```python\n{example.code.strip()}\n```\n(line {example.line})\n")
+    if rule.valid:
+        out.write("\n## Not flagged\n")
+        for example in rule.valid:
+            code = example.code if isinstance(example, Valid) else example
+            out.write(f"\n```python\n{code.strip()}\n```\n")
+    return out.getvalue()
+
+
+def _use_color(choice: str, stream) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _cmd_check(args) -> int:
+    from modellint.report import Summary
+    from modellint.static.discover import discover
+    from modellint.static.runner import StaticOptions, run
+
+    paths = args.paths or ["."]
+    for path in paths:
+        if not os.path.lexists(path):
+            raise UsageError(f"path does not exist: {path}")
+    config = _config_for(args)
+    if args.select is not None:
+        config.select = args.select
+    config.extend_select = [*config.extend_select, *args.extend_select]
+    config.ignore = [*config.ignore, *args.ignore]
+    registry = _registry(config, args.plugins)
+    validate_codes(
+        config,
+        set(registry.rules),
+        {"select": args.select or [], "extend-select": args.extend_select, "ignore": args.ignore},
+    )
+    if args.format not in registry.reporters:
+        raise UsageError(
+            f"unknown format `{args.format}` (choose from {', '.join(sorted(registry.reporters))})"
+        )
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    registry.manager.hook.modellint_configure(config=config)
+    enabled = enabled_codes(config, registry.rules)
+    static_rules = [
+        registry.rules[code] for code in sorted(enabled)
+        if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
+    ]
+    tasks = []
+    for display, path in discover(paths, lambda p: is_excluded(config, p)):
+        ignored = file_ignores(config, path)
+        disabled = frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
+        tasks.append((display, path, disabled))
+    opts = StaticOptions(
+        rules=static_rules,
+        options=config.rule_options(),
+        fix=args.fix,
+        unsafe_fixes=args.unsafe_fixes,
+        diff=args.diff,
+        jobs=args.jobs,
+    )
+    outcomes = run(tasks, opts)
+    findings = [f for outcome in outcomes for f in outcome.findings]
+    if args.runtime:
+        from modellint.runtime.pass_ import run_runtime_pass
+
+        findings = run_runtime_pass(findings, paths, config, registry, enabled, args)
+    findings.sort(key=lambda f: f.sort_key())
+    for outcome in outcomes:
+        for message in outcome.messages:
+            print(f"modellint: {message}", file=sys.stderr)
+        if args.debug:
+            for text in outcome.tracebacks:
+                print(text, file=sys.stderr)
+    diff_text = "".join(outcome.diff for outcome in outcomes)
+    stream = open(args.output_file, "w", encoding="utf-8") if args.output_file else sys.stdout
+    try:
+        if args.diff:
+            stream.write(diff_text)
+            if not diff_text and not args.quiet:
+                print("No fixes available.", file=sys.stderr)
+        else:
+            summary = Summary(
+                files_checked=len(tasks),
+                fixed=sum(outcome.fixed for outcome in outcomes),
+                rules=dict(registry.rules),
+                statistics=args.statistics,
+                quiet=args.quiet,
+                color=_use_color(args.color, stream),
+                fix_mode=args.fix,
+                unsafe_fixes=args.unsafe_fixes,
+            )
+            registry.reporters[args.format](stream).report(findings, summary)
+    finally:
+        if args.output_file:
+            stream.close()
+    if args.diff:
+        return EXIT_FINDINGS if diff_text else EXIT_CLEAN
+    if args.exit_zero:
+        return EXIT_CLEAN
+    counted = [f for f in findings if f.severity.value != "info"]
+    return EXIT_FINDINGS if counted else EXIT_CLEAN

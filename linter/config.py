@@ -1,0 +1,215 @@
+"""`[tool.modellint]` in the nearest pyproject.toml, merged with command-line options."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KNOWN_KEYS = frozenset(
+    {
+        "select", "extend-select", "ignore", "exclude", "per-file-ignores", "plugins",
+        "target-torch-version", "target-gpu-memory", "runtime",
+    }
+)
+RUNTIME_KEYS = frozenset({"device", "timeout", "models"})
+MODEL_KEYS = frozenset({"target", "kwargs", "inputs"})
+DEFAULT_TORCH_VERSION = (2, 6)
+_VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
+
+
+class ConfigError(Exception):
+    """A configuration problem (exit 2); the message names the key and the file."""
+
+
+@dataclass
+class Config:
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    plugins: list[str] = field(default_factory=list)
+    target_torch_version: tuple[int, ...] = DEFAULT_TORCH_VERSION
+    target_gpu_memory: str | None = None
+    runtime: dict[str, Any] = field(default_factory=dict)
+    # directory of the pyproject.toml the settings came from (patterns are relative to it)
+    root: Path = field(default_factory=Path.cwd)
+    source: Path | None = None
+
+    def rule_options(self) -> dict[str, Any]:
+        return {
+            "target_torch_version": self.target_torch_version,
+            "target_gpu_memory": self.target_gpu_memory,
+        }
+
+    def where(self) -> str:
+        return str(self.source) if self.source else "the command line"
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` that has a [tool.modellint] table."""
+    start = start.resolve()
+    directory = start if start.is_dir() else start.parent
+    for candidate in (directory, *directory.parents):
+        path = candidate / "pyproject.toml"
+        if path.is_file():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+            if "modellint" in data.get("tool", {}):
+                return path
+    return None
+
+
+def load_config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
+    table = data.get("tool", {}).get("modellint")
+    if table is None:
+        if path.name == "pyproject.toml":
+            table = {}
+        else:
+            # a standalone modellint.toml may hold the settings at top level
+            table = data
+    return parse_table(table, path)
+
+
+def _string_list(value: Any, key: str, path: Path | None) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: `{key}` must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def parse_table(table: dict[str, Any], path: Path | None) -> Config:
+    config = Config(root=path.parent.resolve() if path else Path.cwd(), source=path)
+    for key in table:
+        if key not in KNOWN_KEYS:
+            raise ConfigError(f"{path}: unknown key `{key}` in [tool.modellint]")
+    if "select" in table:
+        config.select = _string_list(table["select"], "select", path)
+    config.extend_select = _string_list(table.get("extend-select", []), "extend-select", path)
+    config.ignore = _string_list(table.get("ignore", []), "ignore", path)
+    config.exclude = _string_list(table.get("exclude", []), "exclude", path)
+    config.plugins = _string_list(table.get("plugins", []), "plugins", path)
+    pfi = table.get("per-file-ignores", {})
+    if not isinstance(pfi, dict):
+        raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
+    config.per_file_ignores = {
+        glob: _string_list(codes, f"per-file-ignores.{glob}", path) for glob, codes in pfi.items()
+    }
+    if "target-torch-version" in table:
+        value = table["target-torch-version"]
+        if not isinstance(value, str) or not _VERSION.match(value):
+            raise ConfigError(
+                f"{path}: `target-torch-version` must be a version string such as \"2.4\", "
+                f"got {value!r}"
+            )
+        config.target_torch_version = tuple(int(p) for p in value.split("."))
+    if "target-gpu-memory" in table:
+        value = table["target-gpu-memory"]
+        if not isinstance(value, str) or not re.match(r"^\d+(\.\d+)?\s*[KMGT]i?B$", value):
+            raise ConfigError(
+                f"{path}: `target-gpu-memory` must be a size such as \"80GB\", got {value!r}"
+            )
+        config.target_gpu_memory = value
+    runtime = table.get("runtime", {})
+    if not isinstance(runtime, dict):
+        raise ConfigError(f"{path}: `runtime` must be a table")
+    for key in runtime:
+        if key not in RUNTIME_KEYS:
+            raise ConfigError(f"{path}: unknown key `runtime.{key}` in [tool.modellint.runtime]")
+    if "timeout" in runtime and (
+        not isinstance(runtime["timeout"], (int, float)) or runtime["timeout"] <= 0
+    ):
+        raise ConfigError(f"{path}: `runtime.timeout` must be a positive number of seconds")
+    if "device" in runtime and not isinstance(runtime["device"], str):
+        raise ConfigError(f"{path}: `runtime.device` must be a string such as \"cpu\"")
+    for index, model in enumerate(runtime.get("models", [])):
+        if not isinstance(model, dict) or "target" not in model:
+            raise ConfigError(f"{path}: `runtime.models[{index}]` needs a `target`")
+        for key in model:
+            if key not in MODEL_KEYS:
+                raise ConfigError(f"{path}: unknown key `runtime.models[{index}].{key}`")
+    config.runtime = runtime
+    return config
+
+
+def matches(code: str, selectors: list[str]) -> bool:
+    return any(sel == "ALL" or code.startswith(sel) for sel in selectors)
+
+
+def validate_codes(config: Config, known: set[str], cli: dict[str, list[str]]) -> None:
+    """Every selector must be ALL or a prefix of at least one known code."""
+    sources = {
+        "select": (config.select or [], config.where()),
+        "extend-select": (config.extend_select, config.where()),
+        "ignore": (config.ignore, config.where()),
+    }
+    for glob, codes in config.per_file_ignores.items():
+        sources[f"per-file-ignores.{glob}"] = (codes, config.where())
+    for key, values in cli.items():
+        sources[f"--{key}"] = (values, "the command line")
+    for key, (values, where) in sources.items():
+        for selector in values:
+            if selector != "ALL" and not any(code.startswith(selector) for code in known):
+                raise ConfigError(f"{where}: unknown rule code `{selector}` in `{key}`")
+
+
+def enabled_codes(config: Config, rules: dict[str, Any]) -> set[str]:
+    """Default-on rules, or `select`; plus `extend-select`; minus `ignore`."""
+    if config.select is None:
+        base = {code for code, rule in rules.items() if rule.default_enabled}
+    else:
+        base = {code for code in rules if matches(code, config.select)}
+    base |= {code for code in rules if matches(code, config.extend_select)}
+    return {code for code in base if not matches(code, config.ignore)}
+
+
+def file_ignores(config: Config, path: Path) -> frozenset[str]:
+    """Codes ignored for `path` by per-file-ignores (globs relative to the config's folder)."""
+    if not config.per_file_ignores:
+        return frozenset()
+    try:
+        relative = path.resolve().relative_to(config.root).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    codes: set[str] = set()
+    for glob, selectors in config.per_file_ignores.items():
+        if fnmatch.fnmatch(relative, glob) or fnmatch.fnmatch(path.name, glob):
+            codes.update(selectors)
+    return frozenset(codes)
+
+
+def is_excluded(config: Config, path: Path) -> bool:
+    if not config.exclude:
+        return False
+    try:
+        relative = path.resolve().relative_to(config.root).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    parts = relative.split("/")
+    for glob in config.exclude:
+        pattern = glob.rstrip("/")
+        if fnmatch.fnmatch(relative, pattern) or any(fnmatch.fnmatch(p, pattern) for p in parts):
+            return True
+        if relative.startswith(pattern + "/"):
+            return True
+    return False

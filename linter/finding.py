@@ -1,0 +1,86 @@
+"""The one result type both passes produce."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """Replace LibCST nodes of the parsed file by new ones.
+
+    `replacements` maps an original node (by identity) to its replacement. `safe` fixes are
+    applied by `--fix`; unsafe ones only with `--unsafe-fixes`.
+    """
+
+    replacements: tuple[tuple[Any, Any], ...]
+    description: str
+    safe: bool = True
+
+
+@dataclass
+class Finding:
+    code: str
+    name: str
+    message: str
+    severity: Severity
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    pass_: str = "static"
+    fix: Fix | None = field(default=None, compare=False, repr=False)
+    source_line: str = field(default="", compare=False, repr=False)
+    # first line of the statement the finding is in: a noqa there suppresses it
+    statement_line: int = field(default=0, compare=False, repr=False)
+    target: str = field(default="", compare=False)
+
+    @property
+    def fixable(self) -> bool:
+        return self.fix is not None
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "severity": self.severity.value,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "fixable": self.fixable,
+            "pass": self.pass_,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            code=data["code"],
+            name=data["name"],
+            message=data["message"],
+            severity=Severity(data["severity"]),
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            pass_=data["pass"],
+        )

@@ -1,0 +1,110 @@
+"""Text and concise output, as ruff and flake8 print it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from modellint.finding import Finding, Severity
+from modellint.report import Reporter, Summary
+
+_COLORS = {
+    "path": "\033[1m",
+    "code": "\033[1;31m",
+    "warning": "\033[1;33m",
+    "info": "\033[1;36m",
+    "caret": "\033[31m",
+    "dim": "\033[2m",
+}
+_RESET = "\033[0m"
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"{_COLORS[style]}{text}{_RESET}" if color else text
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _fix_marker(finding: Finding, summary: Summary) -> str:
+    if finding.fix is None:
+        return ""
+    if finding.fix.safe or summary.unsafe_fixes:
+        return "[*] "
+    return ""
+
+
+class ConciseReporter(Reporter):
+    excerpt = False
+
+    def headline(self, finding: Finding, summary: Summary) -> str:
+        style = {"error": "code", "warning": "warning", "info": "info"}[finding.severity.value]
+        location = _paint(f"{finding.path}:{finding.line}:{finding.column}:", "path", summary.color)
+        code = _paint(finding.code, style, summary.color)
+        target = f" (from {finding.target})" if finding.target else ""
+        return f"{location} {code} {_fix_marker(finding, summary)}{finding.message}{target}"
+
+    def report(self, findings: list[Finding], summary: Summary) -> None:
+        write = self.stream.write
+        for finding in findings:
+            write(self.headline(finding, summary) + "\n")
+            if self.excerpt and finding.source_line:
+                write(self.excerpt_lines(finding, summary))
+        if summary.statistics:
+            write(self.statistics(findings))
+        if not summary.quiet:
+            write(self.closing(findings, summary))
+
+    def excerpt_lines(self, finding: Finding, summary: Summary) -> str:
+        line = finding.source_line.expandtabs(1).rstrip()
+        gutter = str(finding.line)
+        pad = " " * len(gutter)
+        start = max(finding.column - 1, 0)
+        if finding.end_line == finding.line:
+            width = max(finding.end_column - finding.column, 1)
+        else:
+            width = max(len(line) - start, 1)
+        carets = _paint("^" * width, "caret", summary.color)
+        return (
+            f"{pad} |\n{gutter} | {line}\n{pad} | {' ' * start}{carets}\n\n"
+        )
+
+    def statistics(self, findings: list[Finding]) -> str:
+        counts = Counter((f.code, f.name) for f in findings)
+        fixable = Counter(f.code for f in findings if f.fixable)
+        lines = [
+            f"{count:>5}\t{code}\t{'[*] ' if fixable[code] else ''}{name}"
+            for (code, name), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        return "\n".join(lines) + ("\n" if lines else "")
+
+    def closing(self, findings: list[Finding], summary: Summary) -> str:
+        parts = []
+        if summary.fixed:
+            parts.append(f"Fixed {_plural(summary.fixed, 'finding')}.")
+        if not findings:
+            if not summary.fixed:
+                parts.append(f"All checks passed ({_plural(summary.files_checked, 'file')}).")
+            return "\n".join(parts) + "\n"
+        files = len({f.path for f in findings})
+        fixable = sum(1 for f in findings if _fix_marker(f, summary))
+        hidden = sum(
+            1 for f in findings if f.fix is not None and not f.fix.safe and not summary.unsafe_fixes
+        )
+        word = "remaining" if summary.fix_mode else "findings"
+        noun = _plural(len(findings), "finding") if word == "findings" else (
+            f"{len(findings)} remaining"
+        )
+        line = f"Found {noun} in {_plural(files, 'file')}"
+        line += f" ({fixable} fixable with --fix)." if fixable else "."
+        parts.append(line)
+        if hidden:
+            parts.append(f"{hidden} more fixable with --unsafe-fixes.")
+        errors = sum(1 for f in findings if f.severity is Severity.ERROR)
+        if errors != len(findings):
+            parts.append(f"({errors} errors, {len(findings) - errors} warnings or notes)")
+        return "\n".join(parts) + "\n"
+
+
+class TextReporter(ConciseReporter):
+    excerpt = True

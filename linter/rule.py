@@ -1,0 +1,142 @@
+"""The public rule API: everything a rule module imports from modellint."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import libcst as cst
+
+from modellint.finding import Fix, Severity
+from modellint.static.context import FileContext
+from modellint.static.imports import dotted_name
+
+__all__ = [
+    "FileContext",
+    "Fix",
+    "Invalid",
+    "Rule",
+    "RuntimeRule",
+    "Severity",
+    "StaticRule",
+    "Valid",
+    "dotted_name",
+]
+
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Code on which the rule must report nothing."""
+
+    code: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code on which the rule must report at `line` (1-based); `fixed` is the expected source
+    after the rule's fixes (safe and unsafe) are applied, when the rule can fix it."""
+
+    code: str
+    line: int
+    fixed: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Rule:
+    """Common attributes of static and runtime rules."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.ERROR
+    default_enabled: ClassVar[bool] = True
+    passes: ClassVar[tuple[str, ...]] = ("static",)
+    # None, "safe" or "unsafe"
+    fix: ClassVar[str | None] = None
+    valid: ClassVar[list[Valid | str]] = []
+    invalid: ClassVar[list[Invalid]] = []
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.documentation().split("\n", 1)[0].strip()
+
+    @classmethod
+    def doc_section(cls, title: str) -> str:
+        text = cls.documentation()
+        marker = f"## {title}"
+        start = text.find(marker)
+        if start < 0:
+            return ""
+        rest = text[start + len(marker) :]
+        end = rest.find("\n## ")
+        return inspect.cleandoc(rest if end < 0 else rest[:end])
+
+
+class StaticRule(Rule, cst.BatchableCSTVisitor):
+    """A rule run by the static pass: a LibCST visitor batched with every other enabled rule.
+
+    Declare `METADATA_DEPENDENCIES` for the LibCST metadata the rule reads (the engine resolves
+    only what enabled rules declare) and `triggers`, words of which at least one must occur in a
+    file's text for the rule to run on it.
+    """
+
+    triggers: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__()
+        self.context = context
+        self.error: BaseException | None = None
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        *,
+        fix: Fix | None = None,
+        severity: Severity | None = None,
+    ) -> None:
+        self.context.reports.append(
+            (self, node, message, fix, severity or self.severity, self.context.statement_stack[-1:])
+        )
+
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
+        return {name: self._guarded(getattr(self, name)) for name in _visitor_names(type(self))}
+
+    def _guarded(self, method: Callable[[cst.CSTNode], Any]) -> Callable[[cst.CSTNode], None]:
+        # one failing rule must not stop the others sharing the pass
+        def call(node: cst.CSTNode) -> None:
+            if self.error is not None:
+                return
+            try:
+                method(node)
+            except Exception as exc:  # noqa: BLE001 - becomes an ML001 finding
+                self.error = exc
+
+        return call
+
+
+@functools.cache
+def _visitor_names(cls: type) -> tuple[str, ...]:
+    names = []
+    for name in dir(cls):
+        if not (name.startswith("visit_") or name.startswith("leave_")):
+            continue
+        attr = getattr(cls, name)
+        if callable(attr) and not getattr(attr, "_is_no_op", False):
+            names.append(name)
+    return tuple(names)
+
+
+class RuntimeRule(Rule):
+    """A rule run by the runtime pass over a built, traced model (see `modellint.runtime`)."""
+
+    passes: ClassVar[tuple[str, ...]] = ("runtime",)

@@ -1,0 +1,167 @@
+"""Per-file state the engine shares with every rule: imports, the enclosing class and function,
+and the questions rules ask about names ("is this call `torch.nn.X`?")."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import libcst as cst
+
+from modellint.static.classes import ClassInfo, analyze_class
+from modellint.static.imports import ImportMap, dotted_name
+
+NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
+PARAMETER_NAMES = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.UninitializedParameter"}
+)
+TORCHVISION_NON_BUILDERS = frozenset({"get_weight", "get_model_weights", "list_models"})
+# torch functions that return a new tensor
+TENSOR_FACTORIES = frozenset(
+    {
+        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
+        "randint", "randperm", "arange", "linspace", "logspace", "eye", "zeros_like",
+        "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
+        "Tensor", "FloatTensor", "LongTensor", "DoubleTensor", "IntTensor", "BoolTensor",
+        "ByteTensor", "HalfTensor", "triu", "tril", "stack", "cat", "normal", "bernoulli",
+    }
+)
+_NN_CLASS = re.compile(r"^torch\.nn\.([A-Z]\w*)$")
+
+
+class FileContext:
+    def __init__(self, path: str, source: str, options: dict[str, Any]) -> None:
+        self.path = path
+        self.source = source
+        self.options = options
+        self.imports = ImportMap()
+        self.module_classes: dict[str, cst.ClassDef] = {}
+        self.class_stack: list[cst.ClassDef] = []
+        self.function_stack: list[cst.FunctionDef] = []
+        self.statement_stack: list[cst.CSTNode] = []
+        self.reports: list[Any] = []
+        self._class_infos: dict[int, ClassInfo] = {}
+        self._module_class_ids: set[int] = set()
+
+    # -- names ---------------------------------------------------------------------------
+    def qualified_name(self, node: cst.BaseExpression) -> str | None:
+        """`torch.nn.Linear` for `nn.Linear` under `import torch.nn as nn`, and so on."""
+        return self.imports.resolve(node)
+
+    def call_name(self, node: cst.CSTNode) -> str | None:
+        """The qualified name of the function a call calls, if it was imported."""
+        if not isinstance(node, cst.Call):
+            return None
+        return self.imports.resolve(node.func)
+
+    def is_call_to(self, node: cst.CSTNode, *qualified: str) -> bool:
+        return self.call_name(node) in qualified
+
+    # -- what an expression builds ----------------------------------------------------------
+    def is_module_class_name(self, qualified: str | None) -> bool:
+        if qualified is None:
+            return False
+        match = _NN_CLASS.match(qualified)
+        if match:
+            return match.group(1) not in NN_NON_MODULES
+        return False
+
+    def builds_module(self, node: cst.CSTNode) -> bool:
+        """A call that constructs an `nn.Module`: a `torch.nn` layer, a module class of this
+        file, or a `torchvision.models` builder."""
+        if not isinstance(node, cst.Call):
+            return False
+        if isinstance(node.func, cst.Name) and node.func.value in self.module_classes:
+            return True
+        qualified = self.imports.resolve(node.func)
+        if qualified is None:
+            return False
+        if self.is_module_class_name(qualified):
+            return True
+        if qualified.startswith("torchvision.models."):
+            last = qualified.rsplit(".", 1)[1]
+            return last[:1].islower() and last not in TORCHVISION_NON_BUILDERS
+        return False
+
+    def builds_parameter(self, node: cst.CSTNode) -> bool:
+        return self.call_name(node) in PARAMETER_NAMES
+
+    def builds_tensor(self, node: cst.CSTNode) -> bool:
+        """A call of a torch tensor factory (`torch.ones(3, 4)`, `torch.tensor([...])`)."""
+        qualified = self.call_name(node)
+        if qualified is None or not qualified.startswith("torch."):
+            return False
+        return qualified[len("torch.") :] in TENSOR_FACTORIES
+
+    # -- classes --------------------------------------------------------------------------
+    def is_module_class(self, node: cst.ClassDef) -> bool:
+        """A base is `nn.Module`, a `torch.nn` class, or a module class of this file."""
+        return id(node) in self._module_class_ids
+
+    def register_class(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            if base.keyword is not None:
+                continue
+            expr = base.value
+            if isinstance(expr, cst.Name) and expr.value in self.module_classes:
+                break
+            qualified = self.imports.resolve(expr)
+            if qualified == "torch.nn.Module" or self.is_module_class_name(qualified):
+                break
+        else:
+            return
+        self.module_classes[node.name.value] = node
+        self._module_class_ids.add(id(node))
+
+    def class_info(self, node: cst.ClassDef) -> ClassInfo:
+        info = self._class_infos.get(id(node))
+        if info is None:
+            info = self._class_infos[id(node)] = analyze_class(node)
+        return info
+
+    def base_class_infos(self, node: cst.ClassDef) -> list[ClassInfo] | None:
+        """Infos of the class and its in-file bases; None when a base comes from outside the
+        file and is not a known torch class (so its attributes are unknown)."""
+        infos = [self.class_info(node)]
+        for base in node.bases:
+            if base.keyword is not None:
+                continue
+            expr = base.value
+            if isinstance(expr, cst.Name) and expr.value in self.module_classes:
+                parents = self.base_class_infos(self.module_classes[expr.value])
+                if parents is None:
+                    return None
+                infos.extend(parents)
+                continue
+            if self.imports.resolve(expr) == "torch.nn.Module" or dotted_name(expr) == "object":
+                continue
+            return None
+        return infos
+
+    # -- where we are ---------------------------------------------------------------------
+    @property
+    def current_class(self) -> cst.ClassDef | None:
+        return self.class_stack[-1] if self.class_stack else None
+
+    @property
+    def current_function(self) -> cst.FunctionDef | None:
+        return self.function_stack[-1] if self.function_stack else None
+
+    @property
+    def in_module_class(self) -> bool:
+        """Inside the body of a module class (its methods included)."""
+        return any(id(c) in self._module_class_ids for c in self.class_stack)
+
+    def current_method(self) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
+        """The module class and method whose body we are in, if any."""
+        for cls in reversed(self.class_stack):
+            if id(cls) not in self._module_class_ids:
+                continue
+            for func in self.function_stack:
+                if func in cls.body.body:
+                    return cls, func
+        return None
+
+    def in_method(self, *names: str) -> bool:
+        found = self.current_method()
+        return found is not None and found[1].name.value in names

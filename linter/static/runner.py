@@ -1,0 +1,132 @@
+"""Run the static pass over many files: workers, fixes, and collecting the outcome."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from modellint.finding import Finding, Fix
+from modellint.fix import apply_fixes, applicable, check_parses, unified_diff, write_atomically
+from modellint.fix import WriteError
+from modellint.rule import StaticRule
+from modellint.static.engine import SYNTAX_ERROR, lint_source
+
+MAX_FIX_ROUNDS = 10
+
+
+@dataclass
+class StaticOptions:
+    rules: Sequence[type[StaticRule]]
+    options: dict[str, Any]
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+    jobs: int = 1
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    fixed: int = 0
+    diff: str = ""
+    messages: list[str] = field(default_factory=list)
+    tracebacks: list[str] = field(default_factory=list)
+
+
+_OPTIONS: StaticOptions | None = None
+
+
+def _read_error(display: str, exc: OSError) -> Finding:
+    from modellint.finding import Severity
+
+    reason = exc.strerror or type(exc).__name__
+    return Finding(
+        code=SYNTAX_ERROR[0], name=SYNTAX_ERROR[1], message=f"cannot read file: {reason}",
+        severity=Severity.ERROR, path=display, line=1, column=1, end_line=1, end_column=1,
+    )
+
+
+def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions) -> FileOutcome:
+    outcome = FileOutcome(path=display)
+    try:
+        original = path.read_bytes()
+    except OSError as exc:
+        if SYNTAX_ERROR[0] not in disabled:
+            outcome.findings.append(_read_error(display, exc))
+        return outcome
+    result = lint_source(display, original, opts.rules, opts.options, disabled)
+    outcome.tracebacks.extend(result.tracebacks)
+    wants_fix = (opts.fix or opts.diff) and result.module is not None
+    if wants_fix and any(applicable(f, opts.unsafe_fixes) for f in result.findings):
+        text = result.source
+        for _ in range(MAX_FIX_ROUNDS):
+            if result.module is None:
+                break
+            new_text, fixed = apply_fixes(result.module, result.findings, opts.unsafe_fixes)
+            if fixed == 0 or new_text == text:
+                break
+            problem = check_parses(new_text)
+            if problem is not None:
+                outcome.messages.append(
+                    f"{display}: a fix produced invalid code ({problem}); file left unchanged"
+                )
+                text = result.source
+                outcome.fixed = 0
+                result = lint_source(display, original, opts.rules, opts.options, disabled)
+                break
+            outcome.fixed += fixed
+            text = new_text
+            result = lint_source(
+                display, new_text.encode(result.encoding), opts.rules, opts.options, disabled
+            )
+        if outcome.fixed:
+            if opts.diff:
+                outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
+                # --diff writes nothing: report what is still there now
+                result = lint_source(display, original, opts.rules, opts.options, disabled)
+                outcome.fixed = 0
+            else:
+                try:
+                    write_atomically(path, text.encode(result.encoding), original)
+                except WriteError as exc:
+                    outcome.messages.append(str(exc))
+                    outcome.fixed = 0
+                    result = lint_source(display, original, opts.rules, opts.options, disabled)
+    for finding in result.findings:
+        if finding.fix is not None:
+            # the nodes stay in this process; reporters only need to know it is fixable
+            finding.fix = Fix((), finding.fix.description, finding.fix.safe)
+    outcome.findings = result.findings
+    return outcome
+
+
+def _decode(data: bytes, encoding: str) -> str:
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _worker(task: tuple[str, str, frozenset[str]]) -> FileOutcome:
+    display, path, disabled = task
+    assert _OPTIONS is not None
+    return lint_file(display, Path(path), disabled, _OPTIONS)
+
+
+def run(
+    tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
+) -> list[FileOutcome]:
+    global _OPTIONS
+    jobs = max(1, min(opts.jobs, len(tasks)))
+    if jobs == 1 or len(tasks) < 4:
+        return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
+    _OPTIONS = opts
+    work = [(display, str(path), disabled) for display, path, disabled in tasks]
+    chunksize = max(1, min(32, len(work) // (jobs * 8)))
+    # fork shares the loaded plugins with the workers; spawn would re-import them
+    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with context.Pool(jobs) as pool:
+        return list(pool.imap(_worker, work, chunksize=chunksize))

@@ -1,0 +1,1 @@
+"""modellint's built-in rules, one plugin module per topic."""

@@ -1,0 +1,88 @@
+"""Findings the engine itself produces: files that do not parse, internal errors, skipped models."""
+
+from __future__ import annotations
+
+from modellint.hookspecs import hookimpl
+from modellint.rule import Invalid, Rule, Severity, StaticRule
+
+
+class SyntaxError_(StaticRule):
+    """A file that could not be parsed.
+
+    ## What it does
+    Reports a file that is not valid Python (or cannot be decoded) at the line and column of
+    the error. The other files are still linted.
+
+    ## Why is this bad?
+    Python cannot import the file, and no other rule can check it.
+
+    ## Example
+        def forward(self, x:
+            return x
+
+    ## Use instead
+        def forward(self, x):
+            return x
+    """
+
+    code = "ML000"
+    name = "syntax-error"
+    valid = ["def forward(self, x):\n    return x\n"]
+    invalid = [Invalid("x = 1\ndef forward(self, x:\n    return x\n", line=2)]
+
+
+class InternalError(Rule):
+    """modellint failed on this file.
+
+    ## What it does
+    Reports that a rule, or the engine, raised an exception on this file. The finding names the
+    rule; `--debug` prints the traceback. The other rules and files are still checked.
+
+    ## Why is this bad?
+    Part of the file went unchecked. It is a bug in modellint or a plugin: please report it
+    with the file (or a reduced copy).
+
+    ## Example
+        (any file on which a rule crashes)
+
+    ## Use instead
+        Report the bug; meanwhile `--ignore` the failing rule for that file.
+    """
+
+    code = "ML001"
+    name = "internal-error"
+    passes = ("static", "runtime")
+
+
+class RuntimeSkipped(Rule):
+    """A model could not be built or fed, so the runtime pass skipped it.
+
+    ## What it does
+    Says why a model found by the runtime pass was not checked (its constructor needs
+    arguments, no example input could be inferred, ...) and shows the
+    `[[tool.modellint.runtime.models]]` entry that would let it run.
+
+    ## Why is this bad?
+    It is not a mistake in the model (info severity: the exit code does not change), but the
+    model went unchecked.
+
+    ## Example
+        class Net(nn.Module):
+            def __init__(self, width): ...
+
+    ## Use instead
+        [[tool.modellint.runtime.models]]
+        target = "models.py:Net"
+        kwargs = { width = 64 }
+        inputs = [[2, 3, 32, 32]]
+    """
+
+    code = "ML002"
+    name = "runtime-skipped"
+    severity = Severity.INFO
+    passes = ("runtime",)
+
+
+@hookimpl
+def modellint_add_rules():
+    return [SyntaxError_, InternalError, RuntimeSkipped]

@@ -1,0 +1,1 @@
+"""Runtime checks of the built-in rules."""
