@@ -17,6 +17,12 @@ from modellint.rule import Rule
 BUILTIN_PLUGINS = (
     "modellint.rules.core",
     "modellint.rules.registration",
+    "modellint.rules.forward",
+    "modellint.rules.training",
+    "modellint.rules.hooks",
+    "modellint.rules.serialization",
+    "modellint.rules.init",
+    "modellint.rules.deprecated",
     "modellint.report.builtin",
 )
 ENTRY_POINT_GROUP = "modellint"
