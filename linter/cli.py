@@ -96,15 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in argv
     try:
+        if argv[0] == "trace":
+            from modellint.runtime.cli import trace_main
+
+            return trace_main(argv[1:])
         args = build_parser().parse_args(argv)
         if args.command == "rules":
             return _cmd_rules(args)
         if args.command == "rule":
             return _cmd_rule(args)
-        if args.command == "trace":
-            from modellint.runtime.cli import trace_main
-
-            return trace_main(argv[1:])
         return _cmd_check(args)
     except (UsageError, ConfigError, PluginError) as exc:
         print(f"modellint: error: {exc}", file=sys.stderr)
