@@ -1,0 +1,134 @@
+"""The GitHub Action's logic (action.yml calls it; tests run it with the environment GitHub sets).
+
+Two steps, both driven by the action's inputs (`INPUT_ARGS`, `INPUT_SRC`, `INPUT_VERSION`,
+`INPUT_RUNTIME`, `INPUT_SARIF_FILE`, `INPUT_SUMMARY`):
+
+    python "$GITHUB_ACTION_PATH/linter/action.py" install   # standard library only
+    "$MODELLINT_PYTHON" -m modellint.action                    # run: annotate, summarise
+
+`install` makes a virtual environment under `$RUNNER_TEMP` (with the job's site-packages
+visible, so that `runtime: true` can import the project's own dependencies) and installs
+modellint there: from the action's checkout, or `modellint==VERSION` from the registry.
+`run` checks `src` with `args`, reports with `--format github`, writes SARIF to `sarif-file`
+when asked (the annotations are then read back from it, so the checks run once), and exits
+with modellint's exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import venv
+from collections.abc import Mapping
+from pathlib import Path
+
+TRUE = ("true", "1", "yes", "on")
+
+
+def get_input(name: str, environ: Mapping[str, str], default: str = "") -> str:
+    """An action input as GitHub's toolkit reads it: `INPUT_<NAME>`, spaces as `_`, upper case;
+    a `-` in the name may also be given as `_`."""
+    key = "INPUT_" + name.replace(" ", "_").upper()
+    for candidate in (key, key.replace("-", "_")):
+        if candidate in environ:
+            return environ[candidate].strip()
+    return default
+
+
+def flag(name: str, environ: Mapping[str, str], default: bool) -> bool:
+    value = get_input(name, environ)
+    if not value:
+        return default
+    if value.lower() in TRUE:
+        return True
+    if value.lower() in ("false", "0", "no", "off"):
+        return False
+    raise SystemExit(f"modellint action: input `{name}` must be true or false, not {value!r}")
+
+
+def requirement(environ: Mapping[str, str]) -> str:
+    """What pip installs: the action's checkout or a released version, with the runtime extra
+    when the runtime pass is asked for."""
+    extra = "[runtime]" if flag("runtime", environ, False) else ""
+    version = get_input("version", environ)
+    if version:
+        if version[0].isdigit():
+            version = "==" + version
+        return f"modellint{extra}{version}"
+    action_path = environ.get("GITHUB_ACTION_PATH")
+    if not action_path:
+        raise SystemExit("modellint action: GITHUB_ACTION_PATH is not set")
+    return f"{Path(action_path).resolve()}{extra}"
+
+
+def venv_python(folder: Path) -> Path:
+    return folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def install(environ: Mapping[str, str]) -> int:
+    folder = Path(environ.get("RUNNER_TEMP") or Path.cwd()) / "modellint-venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=True, clear=True).create(folder)
+    python = venv_python(folder)
+    command = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
+               requirement(environ)]
+    print("modellint action: " + shlex.join(command), flush=True)
+    code = subprocess.call(command)
+    if code == 0 and environ.get("GITHUB_OUTPUT"):
+        with open(environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
+            out.write(f"python={python}\n")
+    return code
+
+
+def check_command(environ: Mapping[str, str], python: str = sys.executable) -> list[str]:
+    """The modellint command line for the inputs (without the output options)."""
+    args = shlex.split(get_input("args", environ, "check") or "check")
+    if flag("runtime", environ, False) and "--runtime" not in args:
+        args.append("--runtime")
+    src = shlex.split(get_input("src", environ, ".") or ".")
+    return [python, "-m", "modellint", *args, *src]
+
+
+def run(environ: Mapping[str, str]) -> int:
+    sarif_file = get_input("sarif-file", environ)
+    command = check_command(environ)
+    env = dict(environ)
+    if not flag("summary", environ, True):
+        env.pop("GITHUB_STEP_SUMMARY", None)
+    if not sarif_file:
+        return subprocess.call([*command, "--format", "github"], env=env)
+    code = subprocess.call([*command, "--format", "sarif", "--output-file", sarif_file], env=env)
+    try:
+        with open(sarif_file, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError):
+        return code  # modellint failed before writing (its message is on stderr)
+    annotate(document, env)
+    return code
+
+
+def annotate(document: dict, environ: Mapping[str, str]) -> None:
+    from modellint.report import Summary
+    from modellint.report.github import GithubReporter
+    from modellint.report.sarif import files_checked, findings_from_sarif
+
+    summary = Summary(files_checked=files_checked(document))
+    GithubReporter(sys.stdout, environ=environ).report(findings_from_sarif(document), summary)
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    step = argv[0] if argv else "run"
+    if step == "install":
+        return install(os.environ)
+    if step == "run":
+        return run(os.environ)
+    print(f"modellint action: unknown step {step!r} (install or run)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The pre-commit hook, run for real with `pre-commit try-repo` on a copy of this checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BAD = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(x):\n        return x\n"
+CLEAN = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n"
+REGISTRY_DOWN = ("No matching distribution", "Could not find a version",
+                 "Failed to establish a new connection", "Temporary failure in name resolution")
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def test_hook_definition():
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "modellint"
+    assert hook["entry"] == "modellint check"
+    assert hook["language"] == "python"
+    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["require_serial"] is True
+    assert "--runtime" not in hook["entry"] and not hook.get("additional_dependencies")
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, **GIT_ENV})
+
+
+@pytest.fixture(scope="module")
+def try_repo(tmp_path_factory):
+    if shutil.which("pre-commit") is None and not _has_module("pre_commit"):
+        pytest.skip("pre-commit is not installed (it is in the test extra)")
+    base = tmp_path_factory.mktemp("precommit")
+    # try-repo clones the hook repository at HEAD, so the checkout (with uncommitted work) is
+    # copied into a repository of its own and committed there
+    hooks = base / "modellint"
+    shutil.copytree(ROOT, hooks, ignore=shutil.ignore_patterns(
+        ".git", "*.egg-info", "__pycache__", ".modellint_cache", "build", "dist", ".venv"))
+    _git(hooks, "init", "-q")
+    _git(hooks, "add", "-A")
+    _git(hooks, "commit", "-q", "-m", "checkout under test")
+    project = base / "project"
+    project.mkdir()
+    (project / "bad.py").write_text(BAD)
+    (project / "clean.py").write_text(CLEAN)
+    (project / "README.md").write_text("not python: the hook skips it\n")
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(base / "cache"), "NO_COLOR": "1"}
+
+    def run(*files: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "try-repo", str(hooks), "modellint",
+             "--files", *files],
+            cwd=project, env=env, capture_output=True, text=True, timeout=600,
+        )
+
+    first = run("clean.py")
+    output = first.stdout + first.stderr
+    if first.returncode != 0 and "An unexpected error has occurred" in output and any(
+        s in output + _log(base) for s in REGISTRY_DOWN
+    ):
+        pytest.skip("pre-commit cannot install modellint: the package registry is unreachable")
+    return run, first
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _log(base: Path) -> str:
+    log = base / "cache" / "pre-commit.log"
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
+def test_passes_on_a_clean_file(try_repo):
+    _, first = try_repo
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "modellint" in first.stdout and "Passed" in first.stdout
+
+
+def test_fails_and_shows_the_findings(try_repo):
+    run, _ = try_repo
+    proc = run("bad.py", "clean.py", "README.md")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Failed" in proc.stdout
+    assert "bad.py:5:9: ML105" in proc.stdout
+    assert "clean.py:" not in proc.stdout and "Found 1 finding in 1 file" in proc.stdout
