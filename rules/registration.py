@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import difflib
 
+import libcst as cst
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, StaticRule
+from modellint.rule import FileContext, Fix, Invalid, StaticRule, dotted_name
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
+CONTAINER_CLASSES = frozenset(
+    {
+        "torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential",
+        "torch.nn.ParameterList", "torch.nn.ParameterDict",
+    }
+)
 
 
-def _self_attribute(target: cst.BaseExpression, self_name: str) -> str | None:
+def self_attribute(target: cst.BaseExpression, self_name: str = "self") -> str | None:
+    """`x` for `self.x`, else None."""
     if (
         isinstance(target, cst.Attribute)
         and isinstance(target.value, cst.Name)
@@ -18,6 +26,328 @@ def _self_attribute(target: cst.BaseExpression, self_name: str) -> str | None:
     ):
         return target.attr.value
     return None
+
+
+def nn_reference(context: FileContext, attr: str) -> cst.BaseExpression | None:
+    """An expression for `torch.nn.<attr>` under this file's imports (`nn.ModuleList`), or None
+    when neither `torch.nn` nor `torch` is imported under a usable name."""
+    for local, target in context.imports.aliases.items():
+        if target == "torch.nn":
+            return cst.Attribute(cst.Name(local), cst.Name(attr))
+    for local, target in context.imports.aliases.items():
+        if target == "torch":
+            return cst.Attribute(cst.Attribute(cst.Name(local), cst.Name("nn")), cst.Name(attr))
+    return None
+
+
+def _class_method_body(context: FileContext) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
+    """The module class and method whose body is being visited (directly, not nested)."""
+    method = context.current_method()
+    if method is None or context.current_function is not method[1]:
+        return None
+    return method
+
+
+def _references_attribute(node: cst.CSTNode, names: set[str]) -> bool:
+    """Whether `node` mentions `self.<name>` or a bare `<name>` for one of `names`."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            nonlocal found
+            if attr.attr.value in names and isinstance(attr.value, cst.Name):
+                found = True
+
+        def visit_Name(self, name: cst.Name) -> None:
+            nonlocal found
+            if name.value in names:
+                found = True
+
+    node.visit(Finder())
+    return found
+
+
+def _wrapped_in_container(context: FileContext, scope: cst.CSTNode, names: set[str]) -> bool:
+    """Whether `scope` passes `self.<name>` / `<name>` to nn.ModuleList, nn.Sequential ..."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal found
+            if context.call_name(call) in CONTAINER_CLASSES and any(
+                _references_attribute(arg.value, names) for arg in call.args
+            ):
+                found = True
+
+    scope.visit(Finder())
+    return found
+
+
+class _PlainContainer(StaticRule):
+    """Shared logic of ML101 and ML102: what counts as an element is the subclass's."""
+
+    list_class: str
+    dict_class: str
+    what: str
+    triggers = ("self.",)
+
+    def holds(self, node: cst.CSTNode) -> bool:
+        raise NotImplementedError
+
+    def _element(self, node: cst.BaseExpression) -> bool:
+        if self.holds(node):
+            return True
+        if isinstance(node, cst.Name):
+            value = self.context.lookup(node.value)
+            return value is not None and value is not node and self.holds(value)
+        return False
+
+    def container_kind(self, value: cst.BaseExpression) -> str | None:
+        """"list" or "dict" when `value` is a plain container holding our elements."""
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            if any(self._element(el.value) for el in value.elements):
+                return "list"
+        elif isinstance(value, (cst.ListComp, cst.SetComp)):
+            if self._element(value.elt):
+                return "list"
+        elif isinstance(value, cst.Dict):
+            if any(isinstance(el, cst.DictElement) and self._element(el.value)
+                   for el in value.elements):
+                return "dict"
+        elif isinstance(value, cst.DictComp):
+            if self._element(value.value):
+                return "dict"
+        return None
+
+    def _wrap(self, value: cst.BaseExpression, kind: str) -> Fix | None:
+        if kind == "dict" and isinstance(value, cst.Dict) and not all(
+            isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+            for el in value.elements
+        ):
+            return None  # ModuleDict keys must be strings
+        if isinstance(value, (cst.Set, cst.SetComp)):
+            return None
+        func = nn_reference(self.context, self.list_class if kind == "list" else self.dict_class)
+        if func is None:
+            return None
+        return Fix(
+            ((value, cst.Call(func, [cst.Arg(value)])),),
+            f"wrap in `nn.{self.list_class if kind == 'list' else self.dict_class}`",
+            safe=False,
+        )
+
+    def _message(self, attr: str, kind: str, origin: str = "") -> str:
+        wrapper = self.list_class if kind == "list" else self.dict_class
+        return (
+            f"`self.{attr}` is a plain {kind}{origin} of {self.what}; wrap it in "
+            f"`nn.{wrapper}` so that they are registered (parameters(), .to(), state_dict())"
+        )
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        found = _class_method_body(self.context)
+        if found is None:
+            return
+        cls, method = found
+        for target in node.targets:
+            attr = self_attribute(target.target)
+            if attr is None:
+                continue
+            value = node.value
+            origin = ""
+            if isinstance(value, cst.Name):
+                bound = self.context.lookup(value.value)
+                if bound is None:
+                    continue
+                if _wrapped_in_container(self.context, method, {value.value}):
+                    continue
+                origin = f" (`{value.value}`)"
+                kind = self.container_kind(bound)
+            else:
+                kind = self.container_kind(value)
+            if kind is None or _wrapped_in_container(self.context, cls, {attr}):
+                continue
+            if self.context.class_info(cls).dynamic:
+                continue  # add_module(str(i), layer) registers the elements one by one
+            self.report(node, self._message(attr, kind, origin), fix=self._wrap(value, kind)
+                        if not origin else self._wrap_name(value, kind))
+
+    def _wrap_name(self, value: cst.Name, kind: str) -> Fix | None:
+        func = nn_reference(self.context, self.list_class if kind == "list" else self.dict_class)
+        if func is None:
+            return None
+        return Fix(((value, cst.Call(func, [cst.Arg(value)])),), "wrap", safe=False)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # self.x = [] ... self.x.append(<element>)
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend",
+                                                                           "insert")):
+            return
+        attr = self_attribute(func.value)
+        if attr is None or not node.args:
+            return
+        found = _class_method_body(self.context) or (
+            self.context.current_method() if self.context.current_function else None
+        )
+        if found is None:
+            return
+        cls, _ = found
+        added = node.args[-1].value
+        if func.attr.value == "extend":
+            if self.container_kind(added) is None:
+                return
+        elif not self._element(added):
+            return
+        info = self.context.class_info(cls)
+        assigned = info.assignments.get(attr, [])
+        if not assigned or not all(
+            isinstance(value, cst.List) and not value.elements for _, value in assigned
+        ):
+            return
+        if _wrapped_in_container(self.context, cls, {attr}) or info.dynamic:
+            return
+        key = (id(cls), attr)
+        reported = self.__dict__.setdefault("_reported", set())
+        if key in reported:
+            return
+        reported.add(key)
+        empty = assigned[0][1]
+        func_ref = nn_reference(self.context, self.list_class)
+        fix = None
+        if func_ref is not None:
+            fix = Fix(((empty, cst.Call(func_ref, [])),), f"use `nn.{self.list_class}()`",
+                      safe=False)
+        self.report(node, self._message(attr, "list"), fix=fix)
+
+
+class ModuleInPlainContainer(_PlainContainer):
+    """Modules kept in a plain list, tuple or dict attribute are invisible to PyTorch.
+
+    ## What it does
+    Finds `nn.Module` objects stored in a plain `list`, `tuple` or `dict` attribute of a module:
+    a literal or comprehension assigned to `self.x`, a list built in a variable and then
+    assigned, or `self.x = []` followed by `self.x.append(layer)`.
+
+    ## Why is this bad?
+    `parameters()`, `.to(device)`, `state_dict()`, `train()`/`eval()` and the optimizer never see
+    them: the layers are not trained, not moved to the GPU, and not saved.
+
+    ## Example
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = [nn.Linear(8, 8) for _ in range(3)]
+
+    ## Use instead
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+    """
+
+    code = "ML101"
+    name = "module-in-plain-container"
+    fix = "unsafe"
+    list_class = "ModuleList"
+    dict_class = "ModuleDict"
+    what = "modules"
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = nn.ModuleList([nn.Linear(2, 2)])\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        layers = [nn.Linear(2, 2), nn.ReLU()]\n        self.body = nn.Sequential(*layers)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.sizes = [1, 2, 3]\n        self.names = ['a', 'b']\n",
+        HEADER + "class Config:\n    def __init__(self):\n        self.layers = [nn.Linear(2, 2)]\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.blocks = [nn.Linear(2, 2)]\n        self.seq = nn.Sequential(*self.blocks)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = nn.ModuleList()\n        self.layers.append(nn.Linear(2, 2))\n",
+        HEADER + "class Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = [nn.Linear(2, 2), nn.ReLU()]\n"
+        "        for i, layer in enumerate(self.layers):\n"
+        "            self.add_module(str(i), layer)\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.layers = [nn.Linear(2, 2), nn.ReLU()]\n",
+            line=7,
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.layers = nn.ModuleList([nn.Linear(2, 2), nn.ReLU()])\n",
+        ),
+        Invalid(
+            HEADER + "layer_list = [nn.Conv2d(5, 5, 3), nn.BatchNorm2d(5), nn.Linear(5, 2)]\n\n"
+            "class myNet(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.layers = layer_list\n",
+            line=9,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.heads = {'a': nn.Linear(2, 2)}\n",
+            line=7,
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.heads = nn.ModuleDict({'a': nn.Linear(2, 2)})\n",
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.blocks = []\n        for _ in range(3):\n"
+            "            self.blocks.append(nn.Linear(2, 2))\n",
+            line=9,
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.blocks = nn.ModuleList()\n"
+            "        for _ in range(3):\n            self.blocks.append(nn.Linear(2, 2))\n",
+        ),
+    ]
+
+    def holds(self, node: cst.CSTNode) -> bool:
+        return self.context.builds_module(node)
+
+
+class ParameterInPlainContainer(_PlainContainer):
+    """Parameters kept in a plain list or dict attribute are not registered.
+
+    ## What it does
+    Finds `nn.Parameter` objects stored in a plain `list`, `tuple` or `dict` attribute of a
+    module (literal, comprehension, variable, or `.append` onto `[]`).
+
+    ## Why is this bad?
+    `parameters()` does not return them, so the optimizer never updates them; `.to(device)`
+    does not move them and `state_dict()` does not save them.
+
+    ## Example
+        self.scales = [nn.Parameter(torch.ones(4)) for _ in range(3)]
+
+    ## Use instead
+        self.scales = nn.ParameterList([nn.Parameter(torch.ones(4)) for _ in range(3)])
+    """
+
+    code = "ML102"
+    name = "parameter-in-plain-container"
+    fix = "unsafe"
+    list_class = "ParameterList"
+    dict_class = "ParameterDict"
+    what = "parameters"
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.scales = nn.ParameterList([nn.Parameter(torch.ones(2))])\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.shapes = [torch.Size([2])]\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.scales = [nn.Parameter(torch.ones(2)) for _ in range(3)]\n",
+            line=7,
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.scales = nn.ParameterList("
+            "[nn.Parameter(torch.ones(2)) for _ in range(3)])\n",
+        ),
+    ]
+
+    def holds(self, node: cst.CSTNode) -> bool:
+        return self.context.builds_parameter(node)
 
 
 class MethodMissingSelf(StaticRule):
@@ -101,6 +431,602 @@ class MethodMissingSelf(StaticRule):
         )
 
 
+
+def _is_super_init(call: cst.Call) -> bool:
+    """`super().__init__(...)`, `super(Cls, self).__init__(...)` or `Base.__init__(self, ...)`."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__"):
+        return False
+    receiver = func.value
+    if isinstance(receiver, cst.Call) and dotted_name(receiver.func) == "super":
+        return True
+    return dotted_name(receiver) is not None and bool(call.args)
+
+
+class _CallFinder(cst.CSTVisitor):
+    def __init__(self, predicate) -> None:
+        self.predicate = predicate
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.predicate(node):
+            self.found = True
+
+
+def _contains_call(node: cst.CSTNode, predicate) -> bool:
+    finder = _CallFinder(predicate)
+    node.visit(finder)
+    return finder.found
+
+
+class UnregisteredTensor(StaticRule):
+    """A tensor attribute of a module that is neither a parameter nor a buffer.
+
+    ## What it does
+    Finds `self.x = torch.ones(3, 4)` (any torch tensor factory, directly or through a local
+    variable) in a module's `__init__` when `x` is never registered with `register_buffer`
+    or wrapped in `nn.Parameter`.
+
+    ## Why is this bad?
+    A plain tensor attribute is not in `parameters()`, not moved by `.to(device)` / `.cuda()`,
+    and not saved in `state_dict()`: the model breaks on the GPU and loses that state when it
+    is saved and loaded.
+
+    ## Example
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = torch.ones(3, 4)
+
+    ## Use instead
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("scale", torch.ones(3, 4))  # state, not trained
+                # or: self.scale = nn.Parameter(torch.ones(3, 4))  # trained
+    """
+
+    code = "ML103"
+    name = "unregistered-tensor"
+    triggers = ("torch",)
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('scale', torch.ones(3))\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.scale = nn.Parameter(torch.ones(3))\n",
+        HEADER + "class Helper:\n    def __init__(self):\n        self.scale = torch.ones(3)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('scale', None)\n        self.scale = torch.ones(3)\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "class net1(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.conv = nn.Linear(10, 5)\n        self.tens = torch.ones(3, 4)\n",
+            line=8,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        mask = torch.tril(torch.ones(4, 4))\n        self.mask = mask\n",
+            line=8,
+        ),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.context.in_method("__init__"):
+            return
+        found = _class_method_body(self.context)
+        if found is None:
+            return
+        cls, _ = found
+        value = node.value
+        if isinstance(value, cst.Name):
+            bound = self.context.lookup(value.value)
+            value = bound if bound is not None else value
+        if not self.context.builds_tensor(value):
+            return
+        info = self.context.class_info(cls)
+        for target in node.targets:
+            attr = self_attribute(target.target)
+            if attr is None or attr in info.registered:
+                continue
+            if any(self.context.builds_parameter(v) for _, v in info.assignments.get(attr, ())):
+                continue
+            self.report(
+                node,
+                f"`self.{attr}` is a plain tensor, so `.to(device)` and `state_dict()` skip it; "
+                f"register it with `self.register_buffer(\"{attr}\", ...)`, or wrap it in "
+                "`nn.Parameter` if it should be trained",
+            )
+
+
+class MissingSuperInit(StaticRule):
+    """A module's `__init__` does not call `super().__init__()` first.
+
+    ## What it does
+    Finds module classes whose `__init__` never calls `super().__init__()` (or
+    `Base.__init__(self)`), or assigns a sub-module or parameter before that call.
+
+    ## Why is this bad?
+    `nn.Module.__init__` creates the registries of parameters, buffers and sub-modules.
+    Without it, assigning a layer raises "cannot assign module before Module.__init__() call",
+    and the module cannot be called.
+
+    ## Example
+        class Net(nn.Module):
+            def __init__(self):
+                self.fc = nn.Linear(2, 2)
+                super().__init__()
+
+    ## Use instead
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+    """
+
+    code = "ML104"
+    name = "missing-super-init"
+    triggers = ("__init__",)
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        nn.Module.__init__(self)\n"
+        "        self.fc = nn.Linear(2, 2)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self, width):\n        self.width = width\n"
+        "        super(Net, self).__init__()\n",
+        HEADER + "class Net(nn.Module):\n    def forward(self, x):\n        return x\n",
+        HEADER + "class Plain:\n    def __init__(self):\n        self.fc = nn.Linear(2, 2)\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        self.fc = nn.Linear(2, 2)\n",
+            line=5,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        self.fc = nn.Linear(2, 2)\n        super().__init__()\n",
+            line=6,
+        ),
+    ]
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        found = self.context.current_method()
+        if found is None or found[1] is not node or node.name.value != "__init__":
+            return
+        cls = found[0]
+        statements = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
+        for index, statement in enumerate(statements):
+            if _contains_call(statement, _is_super_init):
+                for earlier in statements[:index]:
+                    self._check_early_assignment(cls, earlier)
+                return
+        self.report(
+            node.name,
+            f"`{cls.name.value}.__init__` never calls `super().__init__()`; call it first, "
+            "before assigning layers or parameters",
+        )
+
+    def _check_early_assignment(self, cls: cst.ClassDef, statement: cst.CSTNode) -> None:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return
+        for small in statement.body:
+            if not isinstance(small, cst.Assign):
+                continue
+            if not (self.context.builds_module(small.value)
+                    or self.context.builds_parameter(small.value)):
+                continue
+            for target in small.targets:
+                attr = self_attribute(target.target)
+                if attr is not None:
+                    self.report(
+                        small,
+                        f"`self.{attr}` is assigned before `super().__init__()`; PyTorch raises "
+                        "\"cannot assign module before Module.__init__() call\" — call "
+                        "`super().__init__()` first",
+                    )
+
+
+# attributes every nn.Module has, so reading them is never a mistake
+MODULE_ATTRIBUTES = frozenset(
+    {
+        "training", "forward", "parameters", "named_parameters", "buffers", "named_buffers",
+        "children", "named_children", "modules", "named_modules", "state_dict",
+        "load_state_dict", "to", "cuda", "cpu", "xpu", "mps", "ipu", "type", "float", "double",
+        "half", "bfloat16", "to_empty", "train", "eval", "requires_grad_", "zero_grad", "apply",
+        "register_buffer", "register_parameter", "add_module", "register_module",
+        "get_submodule", "get_parameter", "get_buffer", "get_extra_state", "set_extra_state",
+        "register_forward_hook", "register_forward_pre_hook", "register_backward_hook",
+        "register_full_backward_hook", "register_full_backward_pre_hook",
+        "register_state_dict_pre_hook", "register_load_state_dict_post_hook", "extra_repr",
+        "share_memory", "compile", "dump_patches", "call_super_init", "T_destination",
+        "__class__", "__dict__", "__module__", "__doc__",
+    }
+)
+
+
+class UndefinedModuleAttribute(StaticRule):
+    """`forward` reads an attribute that the module never defines.
+
+    ## What it does
+    Finds `self.x` read in `forward` (and the methods it calls) when the class — with its
+    in-file base classes — never assigns, registers or declares `x`. The message lists the
+    attributes that do exist and the closest one. Classes using `setattr`, `__getattr__`, or a
+    base class from another file are skipped.
+
+    ## Why is this bad?
+    The model fails with `AttributeError` on its first forward pass — often a layer that was
+    renamed in `__init__` (`self.conv`) but not in `forward` (`self.linear`).
+
+    ## Example
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Linear(10, 5)
+
+            def forward(self, x):
+                return self.linear(x)
+
+    ## Use instead
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear(10, 5)
+
+            def forward(self, x):
+                return self.linear(x)
+    """
+
+    code = "ML106"
+    name = "undefined-module-attribute"
+    triggers = ("forward",)
+    valid = [
+        HEADER + "class Net(nn.Module):\n    scale = 2\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(2, 2)\n"
+        "        self.register_buffer('mean', torch.zeros(2))\n"
+        "    def forward(self, x):\n        return self.fc(x) * self.scale - self.mean\n",
+        HEADER + "class Base(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n\nclass Child(Base):\n"
+        "    def forward(self, x):\n        return self.fc(x) if self.training else x\n",
+        HEADER + "from mylib import Mixin\n\nclass Net(Mixin, nn.Module):\n"
+        "    def forward(self, x):\n        return self.mixed(x)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        for i in range(2):\n            setattr(self, f'fc{i}', nn.Linear(2, 2))\n"
+        "    def forward(self, x):\n        return self.fc0(x)\n",
+        HEADER + "class Bottleneck(nn.Module):\n    def forward(self, x):\n"
+        "        return self.conv1(x)\n\nclass SEBottleneck(Bottleneck):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv1 = nn.Conv2d(3, 3, 1)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.add_module('head', nn.Linear(2, 2))\n"
+        "    @property\n    def width(self):\n        return 2\n"
+        "    def forward(self, x):\n        return self.head(x) * self.width\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "class net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.conv = nn.Linear(10, 5)\n\n    def forward(self, x):\n"
+            "        return self.linear(x)\n",
+            line=10,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(2, 2)\n    def forward(self, x):\n"
+            "        return self.head(x)\n    def head(self, x):\n        return self.fcc(x)\n",
+            line=11,
+        ),
+    ]
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self.classes: list[cst.ClassDef] = []
+        self.base_names: set[str] = set()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.base_names.update(
+            name.rsplit(".", 1)[-1] for base in node.bases
+            if (name := dotted_name(base.value)) is not None
+        )
+        if self.context.is_module_class(node):
+            self.classes.append(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for cls in self.classes:
+            # a base class may read attributes that only its subclasses define
+            if cls.name.value not in self.base_names:
+                self.check_class(cls)
+
+    def check_class(self, node: cst.ClassDef) -> None:
+        infos = self.context.base_class_infos(node)
+        if infos is None or any(info.dynamic for info in infos):
+            return
+        info = infos[0]
+        if "forward" not in info.methods:
+            return
+        defined = set(MODULE_ATTRIBUTES)
+        for each in infos:
+            defined |= each.defined_names
+        reachable, pending = set(), ["forward"]
+        while pending:
+            name = pending.pop()
+            if name in reachable or name not in info.methods:
+                continue
+            reachable.add(name)
+            pending.extend(info.methods[name].calls_on_self)
+        candidates = sorted(
+            n for n in (info.instance_attributes | set(info.methods)) if not n.startswith("__")
+        )
+        for name in sorted(reachable):
+            reported: set[str] = set()
+            for attr_node, attr in info.methods[name].reads:
+                if attr in defined or attr in reported or attr.startswith("_"):
+                    continue
+                reported.add(attr)
+                close = difflib.get_close_matches(attr, candidates, n=1, cutoff=0.5)
+                hint = f" — did you mean `self.{close[0]}`?" if close else ""
+                existing = ", ".join(f"`{c}`" for c in candidates[:8]) or "none"
+                self.report(
+                    attr_node,
+                    f"`self.{attr}` is read in `{name}` but `{node.name.value}` never defines "
+                    f"it{hint} (defined: {existing})",
+                )
+
+
+# torch.nn layers with weights, running statistics or train/eval behaviour
+STATEFUL_LAYERS = frozenset(
+    {
+        "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+        "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+        "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm",
+        "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Embedding",
+        "EmbeddingBag", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+        "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+        "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU", "Dropout", "Dropout1d",
+        "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Sequential",
+        "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+    }
+)
+
+
+class ModuleCreatedInForward(StaticRule):
+    """A layer is constructed inside `forward`.
+
+    ## What it does
+    Finds `torch.nn` layers that hold weights, statistics or train/eval behaviour (Linear,
+    Conv, norms, Embedding, RNNs, Dropout, containers ...) and module classes of the same file
+    constructed inside a module's `forward`. Stateless layers (activations, padding, losses)
+    are not flagged.
+
+    ## Why is this bad?
+    A layer built in `forward` gets fresh random weights on every call, is never registered
+    (the optimizer cannot train it), stays on the CPU, and is always in training mode.
+
+    ## Example
+        def forward(self, x):
+            return nn.Linear(16, 4)(x)
+
+    ## Use instead
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.head(x)
+    """
+
+    code = "ML107"
+    name = "module-created-in-forward"
+    triggers = ("forward",)
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n    def forward(self, x):\n        return self.fc(x)\n",
+        HEADER + "import torch.nn.functional as F\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        return F.relu(x)\n",
+        HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
+        "        return nn.Parameter is None\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
+            "        return nn.Linear(16, 4)(x)\n",
+            line=6,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.context.in_method("forward") or not self.context.builds_module(node):
+            return
+        qualified = self.context.call_name(node)
+        if qualified is not None and qualified.rsplit(".", 1)[-1] not in STATEFUL_LAYERS:
+            return  # activations, pads, losses ... hold no weights and no train/eval state
+        if self.context.current_function is not self.context.current_method()[1]:
+            return  # a nested factory function inside forward
+        name = dotted_name(node.func) or "module"
+        self.report(
+            node,
+            f"`{name}(...)` is built on every call of `forward`: its weights are re-initialised, "
+            "never registered nor trained; create it once in `__init__`",
+        )
+
+
+class RepeatedModuleInstance(StaticRule):
+    """One module object placed several times in a container.
+
+    ## What it does
+    Finds `[block] * n`, `nn.Sequential(*[block] * n)` and comprehensions that repeat one
+    pre-built module (`[layer for _ in range(n)]`) inside containers of modules.
+
+    ## Why is this bad?
+    The container holds the same object `n` times: every "layer" shares one set of weights, so
+    the model is far smaller than it looks, and `named_modules()` lists it once.
+
+    ## Example
+        self.blocks = nn.Sequential(*[nn.Linear(8, 8)] * 4)
+
+    ## Use instead
+        self.blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])
+    """
+
+    code = "ML108"
+    name = "repeated-module-instance"
+    triggers = ("*", "for ")
+    valid = [
+        HEADER + "blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])\n",
+        HEADER + "sizes = [64] * 4\n",
+        HEADER + "shared_head = nn.Linear(8, 8)\nheads = nn.ModuleList([shared_head] * 3)\n",
+        HEADER + "layers = [nn.Linear(8, 8) for _ in range(4)]\n",
+    ]
+    invalid = [
+        Invalid(HEADER + "blocks = nn.Sequential(*[nn.Linear(8, 8)] * 4)\n", line=4),
+        Invalid(HEADER + "block = nn.Linear(8, 8)\nlayers = nn.ModuleList([block] * 3)\n", line=5),
+        Invalid(
+            HEADER + "block = nn.Linear(8, 8)\nlayers = nn.ModuleList([block for _ in range(3)])\n",
+            line=5,
+        ),
+    ]
+
+    def _is_module(self, node: cst.BaseExpression) -> bool:
+        if self.context.builds_module(node):
+            return True
+        if isinstance(node, cst.Name):
+            value = self.context.lookup(node.value)
+            return value is not None and self.context.builds_module(value)
+        return False
+
+    def _intentional(self, names: list[str]) -> bool:
+        # `[shared_head] * n` under `if config.share_heads:` ties weights on purpose
+        texts = [n.lower() for n in names]
+        for statement in self.context.statement_stack:
+            if isinstance(statement, cst.If):
+                texts.append((dotted_name(statement.test) or "").lower())
+        return any("share" in t or "tie" in t or "tying" in t for t in texts)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if not isinstance(node.operator, cst.Multiply):
+            return
+        for side in (node.left, node.right):
+            if isinstance(side, (cst.List, cst.Tuple)) and any(
+                self._is_module(el.value) for el in side.elements
+            ) and not self._intentional(
+                [el.value.value for el in side.elements if isinstance(el.value, cst.Name)]
+            ):
+                self.report(
+                    node,
+                    "multiplying a list of modules repeats the same module objects, so the "
+                    "copies share weights; build each one in a comprehension instead",
+                )
+                return
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> None:
+        elt = node.elt
+        if isinstance(elt, cst.Name) and self._is_module(elt):
+            targets = set()
+            comp = node.for_in
+            while comp is not None:
+                targets.update(n for n in _names(comp.target))
+                comp = comp.inner_for_in
+            if elt.value in targets or self._intentional([elt.value]):
+                return
+            self.report(
+                node,
+                f"the comprehension repeats the one module `{elt.value}`; every entry shares its "
+                "weights — construct a new module in each iteration",
+            )
+
+    visit_ListComp = _comprehension
+    visit_GeneratorExp = _comprehension
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _names(el.value)]
+    return []
+
+
+class ParameterOverwritten(StaticRule):
+    """A registered parameter is reassigned with a plain tensor.
+
+    ## What it does
+    Finds `self.w = <tensor expression>` in a module class where `self.w` was registered as an
+    `nn.Parameter`.
+
+    ## Why is this bad?
+    PyTorch raises "cannot assign 'torch.FloatTensor' as parameter 'w'"; and where it does not
+    (after `del self.w`), the parameter silently leaves `parameters()` and stops training.
+
+    ## Example
+        self.w = nn.Parameter(torch.ones(3))
+        ...
+        self.w = self.w * 2
+
+    ## Use instead
+        with torch.no_grad():
+            self.w.mul_(2)
+    """
+
+    code = "ML109"
+    name = "parameter-overwritten"
+    triggers = ("Parameter",)
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.ones(3))\n    def reset(self):\n"
+        "        self.w = nn.Parameter(torch.zeros(3))\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.ones(3))\n    def forward(self, x):\n"
+        "        w = self.w * 2\n        return x * w\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.w = nn.Parameter(torch.ones(3))\n    def forward(self, x):\n"
+            "        self.w = self.w * 2\n        return x * self.w\n",
+            line=9,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.w = nn.Parameter(torch.ones(3))\n        self.w = torch.zeros(3)\n",
+            line=8,
+        ),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        found = self.context.current_method()
+        if found is None:
+            return
+        value = node.value
+        plain = isinstance(value, cst.BinaryOperation) or (
+            isinstance(value, cst.Call)
+            and (self.context.call_name(value) or "").startswith("torch.")
+            and not self.context.builds_parameter(value)
+            and not self.context.builds_module(value)
+        )
+        if not plain:
+            return
+        info = self.context.class_info(found[0])
+        for target in node.targets:
+            attr = self_attribute(target.target)
+            if attr is None:
+                continue
+            if any(self.context.builds_parameter(v) for _, v in info.assignments.get(attr, ())):
+                self.report(
+                    node,
+                    f"`self.{attr}` is an `nn.Parameter` but is reassigned with a plain tensor; "
+                    "update it in place under `torch.no_grad()` or assign a new `nn.Parameter`",
+                )
+
+
 @hookimpl
 def modellint_add_rules():
-    return [MethodMissingSelf]
+    return [
+        ModuleInPlainContainer,
+        ParameterInPlainContainer,
+        UnregisteredTensor,
+        MissingSuperInit,
+        MethodMissingSelf,
+        UndefinedModuleAttribute,
+        ModuleCreatedInForward,
+        RepeatedModuleInstance,
+        ParameterOverwritten,
+    ]

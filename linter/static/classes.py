@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
-
 from modellint.static.imports import dotted_name
 
 REGISTERING_METHODS = frozenset(
@@ -30,6 +29,12 @@ class ClassInfo:
     class_attributes: set[str] = field(default_factory=set)
     # every name assigned as self.<name> anywhere in the class, or registered by literal name
     instance_attributes: set[str] = field(default_factory=set)
+    # self.<name> = value: name -> [(method, value)] in source order
+    assignments: dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]]] = field(
+        default_factory=dict
+    )
+    # names given to register_buffer / register_parameter / add_module / register_module
+    registered: dict[str, str] = field(default_factory=dict)
     # the class cannot be reasoned about statically (setattr, __getattr__, __dict__ ...)
     dynamic: bool = False
 
@@ -97,11 +102,21 @@ class _MethodCollector(cst.CSTVisitor):
         else:
             self.store_targets.add(id(target))
 
+    def _record_values(self, targets: list[cst.BaseExpression], value) -> None:
+        if self.self_name is None or value is None:
+            return
+        for target in targets:
+            name = _target_names(target, self.self_name) if isinstance(target, cst.Attribute) else []
+            for attr in name:
+                self.info.assignments.setdefault(attr, []).append((self.method.node, value))
+
     def visit_Assign(self, node: cst.Assign) -> None:
         self._stores([t.target for t in node.targets])
+        self._record_values([t.target for t in node.targets], node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._stores([node.target])
+        self._record_values([node.target], node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._stores([node.target])
@@ -130,8 +145,9 @@ class _MethodCollector(cst.CSTVisitor):
         method = func.attr.value
         if method in REGISTERING_METHODS:
             first = node.args[0].value if node.args else None
-            if isinstance(first, cst.SimpleString):
+            if isinstance(first, cst.SimpleString) and isinstance(first.evaluated_value, str):
                 self.info.instance_attributes.add(first.evaluated_value)
+                self.info.registered[first.evaluated_value] = method
             else:
                 self.info.dynamic = True
         if isinstance(func.value, cst.Name) and func.value.value == self.self_name:

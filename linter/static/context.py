@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 import libcst as cst
-
 from modellint.static.classes import ClassInfo, analyze_class
 from modellint.static.imports import ImportMap, dotted_name
 
@@ -39,6 +38,8 @@ class FileContext:
         self.class_stack: list[cst.ClassDef] = []
         self.function_stack: list[cst.FunctionDef] = []
         self.statement_stack: list[cst.CSTNode] = []
+        # name -> last value assigned to it: the module's scope, then one per class/function
+        self.scopes: list[dict[str, cst.BaseExpression]] = [{}]
         self.reports: list[Any] = []
         self._class_infos: dict[int, ClassInfo] = {}
         self._module_class_ids: set[int] = set()
@@ -137,6 +138,14 @@ class FileContext:
                 continue
             return None
         return infos
+
+    def lookup(self, name: str) -> cst.BaseExpression | None:
+        """The value last assigned to a plain name in the current function, else at module
+        level (assignments seen so far)."""
+        value = self.scopes[-1].get(name)
+        if value is None and len(self.scopes) > 1:
+            value = self.scopes[0].get(name)
+        return value
 
     # -- where we are ---------------------------------------------------------------------
     @property

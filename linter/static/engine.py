@@ -12,7 +12,6 @@ from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
-
 from modellint.finding import Finding, Severity
 from modellint.rule import StaticRule
 from modellint.static import noqa
@@ -50,10 +49,18 @@ class _Enter(cst.BatchableCSTVisitor):
         self.context.register_class(node)
         self.context.class_stack.append(node)
         self.context.statement_stack.append(node)
+        self.context.scopes.append({})
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.context.function_stack.append(node)
         self.context.statement_stack.append(node)
+        self.context.scopes.append({})
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        scope = self.context.scopes[-1]
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                scope[target.target.value] = node.value
 
     def _statement(self, node: cst.CSTNode) -> None:
         self.context.statement_stack.append(node)
@@ -78,10 +85,12 @@ class _Leave(cst.BatchableCSTVisitor):
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
         self.context.class_stack.pop()
         self.context.statement_stack.pop()
+        self.context.scopes.pop()
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.context.function_stack.pop()
         self.context.statement_stack.pop()
+        self.context.scopes.pop()
 
     def _statement(self, node: cst.CSTNode) -> None:
         self.context.statement_stack.pop()

@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from modellint.finding import Finding, Fix
-from modellint.fix import apply_fixes, applicable, check_parses, unified_diff, write_atomically
-from modellint.fix import WriteError
+from modellint.fix import (
+    WriteError,
+    applicable,
+    apply_fixes,
+    check_parses,
+    unified_diff,
+    write_atomically,
+)
 from modellint.rule import StaticRule
 from modellint.static.engine import SYNTAX_ERROR, lint_source
 
