@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 import libcst as cst
+
 from modellint.hookspecs import hookimpl
 from modellint.rule import FileContext, Fix, Invalid, StaticRule, dotted_name
 
@@ -246,6 +247,7 @@ class ModuleInPlainContainer(_PlainContainer):
     """
 
     code = "ML101"
+    passes = ("static", "runtime")
     name = "module-in-plain-container"
     fix = "unsafe"
     list_class = "ModuleList"
@@ -324,6 +326,7 @@ class ParameterInPlainContainer(_PlainContainer):
     """
 
     code = "ML102"
+    passes = ("static", "runtime")
     name = "parameter-in-plain-container"
     fix = "unsafe"
     list_class = "ParameterList"
@@ -487,6 +490,7 @@ class UnregisteredTensor(StaticRule):
     """
 
     code = "ML103"
+    passes = ("static", "runtime")
     name = "unregistered-tensor"
     triggers = ("torch",)
     valid = [
@@ -565,6 +569,7 @@ class MissingSuperInit(StaticRule):
     """
 
     code = "ML104"
+    passes = ("static", "runtime")
     name = "missing-super-init"
     triggers = ("__init__",)
     valid = [
@@ -678,6 +683,7 @@ class UndefinedModuleAttribute(StaticRule):
     """
 
     code = "ML106"
+    passes = ("static", "runtime")
     name = "undefined-module-attribute"
     triggers = ("forward",)
     valid = [
@@ -815,6 +821,7 @@ class ModuleCreatedInForward(StaticRule):
     """
 
     code = "ML107"
+    passes = ("static", "runtime")
     name = "module-created-in-forward"
     triggers = ("forward",)
     valid = [
@@ -868,6 +875,7 @@ class RepeatedModuleInstance(StaticRule):
     """
 
     code = "ML108"
+    passes = ("static", "runtime")
     name = "repeated-module-instance"
     triggers = ("*", "for ")
     valid = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from modellint.finding import Finding, Severity
+from modellint.finding import Finding
 from modellint.report import Reporter, Summary
 
 _COLORS = {
@@ -91,18 +91,12 @@ class ConciseReporter(Reporter):
         hidden = sum(
             1 for f in findings if f.fix is not None and not f.fix.safe and not summary.unsafe_fixes
         )
-        word = "remaining" if summary.fix_mode else "findings"
-        noun = _plural(len(findings), "finding") if word == "findings" else (
-            f"{len(findings)} remaining"
-        )
+        noun = f"{len(findings)} remaining" if summary.fix_mode else _plural(len(findings), "finding")
         line = f"Found {noun} in {_plural(files, 'file')}"
-        line += f" ({fixable} fixable with --fix)." if fixable else "."
+        line += f" ({fixable} fixable)." if fixable else "."
         parts.append(line)
         if hidden:
             parts.append(f"{hidden} more fixable with --unsafe-fixes.")
-        errors = sum(1 for f in findings if f.severity is Severity.ERROR)
-        if errors != len(findings):
-            parts.append(f"({errors} errors, {len(findings) - errors} warnings or notes)")
         return "\n".join(parts) + "\n"
 
 
