@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import tokenize
 import traceback
@@ -12,10 +13,12 @@ from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
 from modellint.finding import Finding, Severity
 from modellint.rule import StaticRule
 from modellint.static import noqa
 from modellint.static.context import FileContext
+from modellint.static.walk import dispatch_table, walk
 
 SYNTAX_ERROR = ("ML000", "syntax-error")
 INTERNAL_ERROR = ("ML001", "internal-error")
@@ -216,7 +219,12 @@ def run_rules(
     instances = [rule(context) for rule in rules]
     findings: list[Finding] = []
     try:
-        wrapper.visit_batched([_Enter(context), *instances, _Leave(context)])
+        with contextlib.ExitStack() as stack:
+            # only the metadata that enabled rules declare is computed
+            if any(rule.METADATA_DEPENDENCIES for rule in instances):
+                for rule in instances:
+                    stack.enter_context(rule.resolve(wrapper))
+            walk(module, dispatch_table([_Enter(context), *instances, _Leave(context)]))
     except RecursionError:
         findings.append(_finding(
             INTERNAL_ERROR, path, "the file is nested too deeply to be linted", 1, 1))

@@ -1,0 +1,97 @@
+"""One pre-order walk over a LibCST tree that calls every rule's visit_/leave_ methods.
+
+LibCST's own traversal visits every whitespace, comma and parenthesis node and goes through its
+generic transform machinery; rules never look at those nodes. This walk follows only the
+fields that hold code (in source order) and dispatches by node class, which makes the shared
+pass several times cheaper. Visitors for whitespace, punctuation and operator nodes are
+therefore not called (read them from the parent node instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+
+import libcst as cst
+
+_SKIPPED_FIELDS = frozenset(
+    {
+        "lpar", "rpar", "lbracket", "rbracket", "lbrace", "rbrace", "comma", "semicolon",
+        "colon", "equal", "dot", "header", "footer", "leading_lines", "lines_after_decorators",
+        "trailing_whitespace", "operator", "asynchronous", "first_colon", "second_colon",
+        "default_indent", "default_newline", "encoding", "has_trailing_newline", "indent",
+        "newline", "star", "relative", "conversion", "start", "end", "whitespace",
+    }
+)
+# where the dataclass field order differs from the order in the source text
+_SOURCE_ORDER = {
+    cst.FunctionDef: ("decorators", "name", "type_parameters", "params", "returns", "body"),
+    cst.ClassDef: ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    cst.IfExp: ("body", "test", "orelse"),
+    cst.ExceptHandler: ("type", "name", "body"),
+    cst.MatchCase: ("pattern", "guard", "body"),
+    cst.Arg: ("keyword", "value"),
+}
+if hasattr(cst, "ExceptStarHandler"):
+    _SOURCE_ORDER[cst.ExceptStarHandler] = ("type", "name", "body")
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        if cls in _SOURCE_ORDER:
+            fields = _SOURCE_ORDER[cls]
+        else:
+            fields = tuple(
+                f.name for f in dataclasses.fields(cls)
+                if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
+            )
+        _FIELDS[cls] = fields
+    return fields
+
+
+Dispatch = dict[str, list[Callable[[cst.CSTNode], None]]]
+
+
+def dispatch_table(visitors: Iterable[cst.BatchableCSTVisitor]) -> Dispatch:
+    table: Dispatch = {}
+    for visitor in visitors:
+        for name, method in visitor.get_visitors().items():
+            table.setdefault(name, []).append(method)
+    return table
+
+
+def walk(root: cst.CSTNode, table: Dispatch) -> None:
+    """Call `visit_<Type>` before and `leave_<Type>` after each node's children."""
+    visits: dict[type, list] = {}
+    leaves: dict[type, list] = {}
+    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    pop, push = stack.pop, stack.append
+    node_type = cst.CSTNode
+    while stack:
+        node, leaving = pop()
+        cls = type(node)
+        if leaving:
+            for method in leaves[cls]:
+                method(node)
+            continue
+        methods = visits.get(cls)
+        if methods is None:
+            name = cls.__name__
+            methods = visits[cls] = table.get(f"visit_{name}", [])
+            leaves[cls] = table.get(f"leave_{name}", [])
+        for method in methods:
+            method(node)
+        if leaves[cls]:
+            push((node, True))
+        children: list[cst.CSTNode] = []
+        for field in _child_fields(cls):
+            value = getattr(node, field)
+            if isinstance(value, node_type):
+                children.append(value)
+            elif type(value) in (tuple, list):
+                children.extend(child for child in value if isinstance(child, node_type))
+        for child in reversed(children):
+            push((child, False))
