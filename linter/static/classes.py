@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
+
 from modellint.static.imports import dotted_name
 
 REGISTERING_METHODS = frozenset(

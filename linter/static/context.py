@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import libcst as cst
+
 from modellint.static.classes import ClassInfo, analyze_class
 from modellint.static.imports import ImportMap, dotted_name
 

@@ -19,6 +19,7 @@ from modellint.fix import (
     write_atomically,
 )
 from modellint.rule import StaticRule
+from modellint.static.cache import Cache
 from modellint.static.engine import SYNTAX_ERROR, lint_source
 
 MAX_FIX_ROUNDS = 10
@@ -32,6 +33,7 @@ class StaticOptions:
     unsafe_fixes: bool = False
     diff: bool = False
     jobs: int = 1
+    cache: Cache | None = None
 
 
 @dataclass
@@ -65,9 +67,17 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
         if SYNTAX_ERROR[0] not in disabled:
             outcome.findings.append(_read_error(display, exc))
         return outcome
+    wants_fix = opts.fix or opts.diff
+    key = None
+    if opts.cache is not None and not wants_fix:
+        key = opts.cache.file_key(display, original, disabled)
+        cached = opts.cache.get(key)
+        if cached is not None:
+            outcome.findings = cached
+            return outcome
     result = lint_source(display, original, opts.rules, opts.options, disabled)
     outcome.tracebacks.extend(result.tracebacks)
-    wants_fix = (opts.fix or opts.diff) and result.module is not None
+    wants_fix = wants_fix and result.module is not None
     if wants_fix and any(applicable(f, opts.unsafe_fixes) for f in result.findings):
         text = result.source
         for _ in range(MAX_FIX_ROUNDS):
@@ -108,6 +118,9 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
             # the nodes stay in this process; reporters only need to know it is fixable
             finding.fix = Fix((), finding.fix.description, finding.fix.safe)
     outcome.findings = result.findings
+    # a file whose linting failed is linted again next time
+    if key is not None and not result.tracebacks:
+        opts.cache.put(key, result.findings)
     return outcome
 
 
