@@ -209,6 +209,16 @@ def render_rule_doc(rule) -> str:
     return out.getvalue()
 
 
+def _cache(config: Config, rules):
+    from modellint.static.cache import Cache, default_dir, settings_key
+
+    cache = Cache(
+        default_dir(config.root),
+        settings_key(modellint.__version__, rules, config.rule_options()),
+    )
+    return cache if cache.prepare() else None
+
+
 def _use_color(choice: str, stream) -> bool:
     if choice == "always":
         return True
@@ -229,16 +239,18 @@ def _cmd_check(args) -> int:
         if not os.path.lexists(path):
             raise UsageError(f"path does not exist: {path}")
     config = _config_for(args)
-    if args.select is not None:
-        config.select = args.select
-    config.extend_select = [*config.extend_select, *args.extend_select]
-    config.ignore = [*config.ignore, *args.ignore]
     registry = _registry(config, args.plugins)
+    # validate before merging, so that a bad code is blamed on the file or the command line
+    # it came from
     validate_codes(
         config,
         set(registry.rules),
         {"select": args.select or [], "extend-select": args.extend_select, "ignore": args.ignore},
     )
+    if args.select is not None:
+        config.select = args.select
+    config.extend_select = [*config.extend_select, *args.extend_select]
+    config.ignore = [*config.ignore, *args.ignore]
     if args.format not in registry.reporters:
         raise UsageError(
             f"unknown format `{args.format}` (choose from {', '.join(sorted(registry.reporters))})"
@@ -263,8 +275,11 @@ def _cmd_check(args) -> int:
         unsafe_fixes=args.unsafe_fixes,
         diff=args.diff,
         jobs=args.jobs,
+        cache=None if args.no_cache or args.fix or args.diff else _cache(config, static_rules),
     )
     outcomes = run(tasks, opts)
+    if opts.cache is not None:
+        opts.cache.prune()
     findings = [f for outcome in outcomes for f in outcome.findings]
     if args.runtime:
         from modellint.runtime.pass_ import run_runtime_pass

@@ -88,9 +88,10 @@ def write_atomically(path: Path, data: bytes, expected_old: bytes) -> None:
         raise WriteError(f"cannot re-read {path}: {exc.strerror}") from None
     if current != expected_old:
         raise WriteError(f"{path} changed while it was being linted; not fixed")
-    if not os.access(path, os.W_OK):
-        raise WriteError(f"{path} is not writable; not fixed")
     mode = path.stat().st_mode
+    # the mode bits count too: root may write anything, but a read-only file stays read-only
+    if not os.access(path, os.W_OK) or not mode & 0o222:
+        raise WriteError(f"{path} is not writable; not fixed")
     directory = path.resolve().parent
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".modellint", dir=directory)

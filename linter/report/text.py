@@ -51,7 +51,7 @@ class ConciseReporter(Reporter):
             if self.excerpt and finding.source_line:
                 write(self.excerpt_lines(finding, summary))
         if summary.statistics:
-            write(self.statistics(findings))
+            write(self.statistics(findings, summary))
         if not summary.quiet:
             write(self.closing(findings, summary))
 
@@ -69,9 +69,9 @@ class ConciseReporter(Reporter):
             f"{pad} |\n{gutter} | {line}\n{pad} | {' ' * start}{carets}\n\n"
         )
 
-    def statistics(self, findings: list[Finding]) -> str:
+    def statistics(self, findings: list[Finding], summary: Summary) -> str:
         counts = Counter((f.code, f.name) for f in findings)
-        fixable = Counter(f.code for f in findings if f.fixable)
+        fixable = Counter(f.code for f in findings if _fix_marker(f, summary))
         lines = [
             f"{count:>5}\t{code}\t{'[*] ' if fixable[code] else ''}{name}"
             for (code, name), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))

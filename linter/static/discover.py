@@ -117,7 +117,8 @@ def _walk_dir(display, directory, resolved, ignores, excluded, seen):
     except OSError:
         return
     for entry in entries:
-        child_display = os.path.join(display, entry.name)
+        # `modellint .` and a bare `modellint` show `pkg/model.py`, not `./pkg/model.py`
+        child_display = entry.name if display in (".", "./") else os.path.join(display, entry.name)
         child = resolved / entry.name
         try:
             is_dir = entry.is_dir()

@@ -35,12 +35,22 @@ class FileResult:
     tracebacks: list[str] = field(default_factory=list)
 
 
-class _Enter(cst.BatchableCSTVisitor):
-    """Runs first for each node: records imports, classes, functions and statements."""
-
+class _Tracker(cst.BatchableCSTVisitor):
     def __init__(self, context: FileContext) -> None:
         super().__init__()
         self.context = context
+
+    def get_visitors(self):
+        # LibCST filters methods on __name__, which would drop the `visit_X = _statement` aliases
+        return {
+            name: getattr(self, name)
+            for name in dir(type(self))
+            if name.startswith(("visit_", "leave_"))
+        }
+
+
+class _Enter(_Tracker):
+    """Runs first for each node: records imports, classes, functions and statements."""
 
     def visit_Import(self, node: cst.Import) -> None:
         self.context.imports.add_import(node)
@@ -78,12 +88,8 @@ class _Enter(cst.BatchableCSTVisitor):
     visit_Match = _statement
 
 
-class _Leave(cst.BatchableCSTVisitor):
+class _Leave(_Tracker):
     """Runs last for each node: pops what `_Enter` pushed."""
-
-    def __init__(self, context: FileContext) -> None:
-        super().__init__()
-        self.context = context
 
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
         self.context.class_stack.pop()
@@ -246,10 +252,22 @@ def run_rules(
         return findings
     positions = wrapper.resolve(PositionProvider)
     lines = text.splitlines()
+    statements = None
     for rule, node, message, fix, severity, statement in context.reports:
         span = positions[node]
         line = span.start.line
-        statement_line = positions[statement[0]].start.line if statement else line
+        if statement:
+            statement_line = positions[statement[0]].start.line
+        else:
+            # reported after the walk (from leave_Module): find the statement around the node
+            if statements is None:
+                statements = [
+                    (code_range.start.line, code_range.end.line)
+                    for each, code_range in positions.items()
+                    if isinstance(each, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+                ]
+            around = [start for start, end in statements if start <= line <= end]
+            statement_line = max(around) if around else line
         if noqa.line_suppresses(_line(lines, line), rule.code) or (
             statement_line != line
             and noqa.line_suppresses(_line(lines, statement_line), rule.code)

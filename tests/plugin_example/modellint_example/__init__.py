@@ -1,0 +1,1 @@
+"""An example third-party modellint plugin (see `modellint_example.rules`)."""

@@ -1,0 +1,168 @@
+"""`[tool.modellint]` in pyproject.toml: discovery, precedence, errors that name key and file."""
+
+from __future__ import annotations
+
+from conftest import NET, write
+
+
+def _config(root, body: str):
+    return write(root, "pyproject.toml", "[tool.modellint]\n" + body)
+
+
+def test_nearest_pyproject_above_the_first_path_wins(modellint, tmp_path):
+    # the working directory has its own config; the one beside the linted code is used
+    _config(tmp_path, 'select = ["ML101"]\n')
+    _config(tmp_path / "project", 'select = ["ML105"]\n')
+    write(tmp_path, "project/src/pkg/net.py", NET)
+    # a pyproject.toml without [tool.modellint] in between is skipped
+    write(tmp_path, "project/src/pyproject.toml", '[project]\nname = "x"\n')
+    result = modellint("project/src/pkg/net.py", "--format", "json")
+    assert result.codes() == [("ML105", 11)]
+    # with no path the working directory's config applies
+    assert modellint("--format", "json").codes() == [("ML101", 8)]
+
+
+def test_command_line_wins_over_config(modellint, tmp_path):
+    _config(tmp_path, 'select = ["ML105"]\nignore = ["ML103"]\n')
+    write(tmp_path, "net.py", NET)
+    assert modellint("net.py", "--format", "json").codes() == [("ML105", 11)]
+    assert modellint("net.py", "--format", "json", "--select", "ML101").codes() == [("ML101", 8)]
+    # --ignore adds to the config's ignore; --extend-select adds to its select
+    assert modellint("net.py", "--format", "json", "--extend-select", "ML101").codes() == [
+        ("ML101", 8), ("ML105", 11),
+    ]
+    assert modellint("net.py", "--format", "json", "--ignore", "ML105").rc == 0
+
+
+def test_extend_select_and_ignore_in_config(modellint, tmp_path):
+    _config(tmp_path, 'ignore = ["ML10"]\nextend-select = ["ML105"]\n')
+    write(tmp_path, "net.py", NET)
+    # ignore beats extend-select
+    result = modellint("net.py", "--format", "json")
+    assert result.rc == 0 and result.codes() == []
+
+
+def test_per_file_ignores(modellint, tmp_path):
+    _config(tmp_path, '[tool.modellint.per-file-ignores]\n"legacy/*.py" = ["ML105", "ML103"]\n'
+            '"gen_*.py" = ["ML1"]\n')
+    write(tmp_path, "legacy/old.py", NET)
+    write(tmp_path, "new/net.py", NET)
+    write(tmp_path, "new/gen_model.py", NET)
+    result = modellint(".", "--format", "json")
+    by_path = {}
+    for f in result.json():
+        by_path.setdefault(f["path"], []).append(f["code"])
+    assert by_path == {"legacy/old.py": ["ML101"], "new/net.py": ["ML101", "ML103", "ML105"]}
+
+
+def test_per_file_ignores_are_relative_to_the_config_not_the_working_directory(
+    modellint, tmp_path
+):
+    _config(tmp_path / "proj", '[tool.modellint.per-file-ignores]\n"models/*" = ["ML105"]\n')
+    write(tmp_path, "proj/models/net.py", NET)
+    result = modellint("proj", "--format", "json", "--select", "ML105")
+    assert result.rc == 0, result
+
+
+def test_exclude_skips_walked_files_but_not_explicit_ones(modellint, tmp_path):
+    _config(tmp_path, 'exclude = ["generated", "*_pb2.py"]\n')
+    write(tmp_path, "generated/net.py", NET)
+    write(tmp_path, "src/model_pb2.py", NET)
+    write(tmp_path, "src/net.py", NET)
+    walked = modellint(".", "--format", "json", "--select", "ML105")
+    assert [f["path"] for f in walked.json()] == ["src/net.py"]
+    explicit = modellint("generated/net.py", "--format", "json", "--select", "ML105")
+    assert explicit.codes() == [("ML105", 11)]
+
+
+def test_config_option_names_a_file(modellint, tmp_path):
+    write(tmp_path, "custom.toml", '[tool.modellint]\nselect = ["ML103"]\n')
+    write(tmp_path, "net.py", NET)
+    assert modellint("net.py", "--config", "custom.toml", "--format", "json").codes() == [
+        ("ML103", 9)
+    ]
+    missing = modellint("net.py", "--config", "nope.toml")
+    assert missing.rc == 2 and "nope.toml" in missing.err
+
+
+def test_unknown_key_names_the_key_and_the_file(modellint, tmp_path):
+    config = _config(tmp_path / "proj", 'selct = ["ML1"]\n')
+    write(tmp_path, "proj/net.py", NET)
+    result = modellint("proj/net.py")
+    assert result.rc == 2
+    assert "selct" in result.err and str(config) in result.err
+    assert result.out == ""
+    assert "Traceback" not in result.err
+
+
+def test_bad_values_name_the_key_and_the_file(modellint, tmp_path):
+    write(tmp_path, "net.py", NET)
+    for body, key in [
+        ('select = "ML1"\n', "select"),
+        ("target-torch-version = 2\n", "target-torch-version"),
+        ('per-file-ignores = ["x"]\n', "per-file-ignores"),
+        ("plugins = [1]\n", "plugins"),
+    ]:
+        config = _config(tmp_path, body)
+        result = modellint("net.py")
+        assert result.rc == 2, (body, result)
+        assert f"`{key}`" in result.err and str(config) in result.err, (body, result.err)
+
+
+def test_invalid_toml_is_exit_2_naming_the_file(modellint, tmp_path):
+    # an explicit --config that is broken is an error (a broken pyproject.toml found while
+    # searching upwards is skipped, like one without [tool.modellint])
+    write(tmp_path, "broken.toml", "[tool.modellint\nselect = [\n")
+    write(tmp_path, "net.py", NET)
+    result = modellint("net.py", "--config", "broken.toml")
+    assert result.rc == 2
+    assert "broken.toml" in result.err
+
+
+def test_unknown_rule_code_in_config_names_the_code_and_the_file(modellint, tmp_path):
+    config = _config(tmp_path, 'extend-select = ["ML105", "QQ12"]\n')
+    write(tmp_path, "net.py", NET)
+    result = modellint("net.py")
+    assert result.rc == 2
+    assert "QQ12" in result.err and str(config) in result.err and "extend-select" in result.err
+
+
+def test_unknown_rule_code_on_the_command_line_is_not_blamed_on_the_config(modellint, tmp_path):
+    config = _config(tmp_path, 'select = ["ML105"]\n')
+    write(tmp_path, "net.py", NET)
+    result = modellint("net.py", "--ignore", "QQ12")
+    assert result.rc == 2
+    assert "QQ12" in result.err and "command line" in result.err
+    assert str(config) not in result.err
+
+
+def test_plugins_key_loads_a_local_module(modellint, tmp_path):
+    write(tmp_path, "house_rules.py", '''\
+        import libcst as cst
+
+        from modellint import hookimpl
+        from modellint.rule import StaticRule
+
+
+        class NoLambda(StaticRule):
+            """Flags every lambda."""
+
+            code = "HSE001"
+            name = "no-lambda"
+
+            def visit_Lambda(self, node: cst.Lambda) -> None:
+                self.report(node, "lambda found; define a function")
+
+
+        @hookimpl
+        def modellint_add_rules():
+            return [NoLambda]
+        ''')
+    write(tmp_path, "code.py", "f = lambda x: x\n")
+    _config(tmp_path, 'plugins = ["house_rules"]\n')
+    result = modellint("code.py", "--format", "json")
+    assert result.rc == 1
+    assert result.json()[0]["code"] == "HSE001" and result.json()[0]["column"] == 5
+    assert modellint("code.py", "--ignore", "HSE").rc == 0
+    _config(tmp_path, 'plugins = ["house_rules"]\nselect = ["HSE001"]\n')
+    assert modellint("code.py", "--format", "json").codes() == [("HSE001", 1)]

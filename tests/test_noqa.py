@@ -1,0 +1,127 @@
+"""Suppression comments: `# noqa`, `# noqa: CODES`, `# modellint: noqa[: CODES]`."""
+
+from __future__ import annotations
+
+from conftest import NET, write
+
+# every method lacks `self` (ML105 at the `def` line); the comment decides what is reported
+LINE_NOQA = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def a(x):  # noqa: ML105
+        return x
+
+    def b(x):  # NOQA:E501,ml105
+        return x
+
+    def c(x):  # noqa: E501 ML105 W291
+        return x
+
+    def d(x):  # noqa
+        return x
+
+    def e(x):  # noqa: E501
+        return x
+
+    def f(x):  # noqa: ML101
+        return x
+
+    def g(x):  # type: ignore  # noqa: ML105
+        return x
+
+    def h(x):
+        return x  # noqa: ML105
+"""
+
+
+def test_line_noqa(modellint, tmp_path):
+    write(tmp_path, "net.py", LINE_NOQA)
+    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    assert result.rc == 1
+    names = [f["message"].split("`")[1] for f in result.json()]
+    # only: another linter's code, another rule's code, and a noqa on a different line
+    assert names == ["e", "f", "h"]
+
+
+def test_noqa_only_hides_its_own_line(modellint, tmp_path):
+    text = NET.replace(
+        "self.layers = [nn.Linear(2, 2), nn.ReLU()]",
+        "self.layers = [nn.Linear(2, 2), nn.ReLU()]  # noqa: ML101, ML103",
+    )
+    write(tmp_path, "net.py", text)
+    result = modellint("net.py", "--format", "json")
+    assert result.codes() == [("ML103", 9), ("ML105", 11)]
+
+
+def test_file_level_noqa_for_one_code(modellint, tmp_path):
+    write(tmp_path, "net.py", "# modellint: noqa: ML105, ml103\n" + NET)
+    result = modellint("net.py", "--format", "json")
+    assert result.codes() == [("ML101", 9)]
+
+
+def test_file_level_noqa_for_everything(modellint, tmp_path):
+    write(tmp_path, "net.py", NET + "# modellint: noqa\n")
+    result = modellint("net.py", "--format", "json")
+    assert result.rc == 0 and result.codes() == []
+
+
+def test_file_level_noqa_must_stand_on_its_own_line(modellint, tmp_path):
+    # a trailing `# modellint: noqa` is not a whole-file exemption (and not a line noqa)
+    text = NET.replace("import torch\n", "import torch  # modellint: noqa\n", 1)
+    write(tmp_path, "net.py", text)
+    result = modellint("net.py", "--format", "json")
+    assert result.codes() == [("ML101", 8), ("ML103", 9), ("ML105", 11)]
+
+
+MULTI_LINE = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        y = (  # noqa: ML107
+            nn.Linear(16, 4)(x)
+        )
+        return (
+            nn.Linear(4, 4)(y)
+        )
+"""
+
+
+def test_noqa_on_the_first_line_of_a_multi_line_statement(modellint, tmp_path):
+    write(tmp_path, "net.py", MULTI_LINE)
+    result = modellint("net.py", "--format", "json", "--select", "ML107")
+    assert result.codes() == [("ML107", 11)]
+
+
+def test_noqa_on_the_first_line_of_a_multi_line_statement_for_a_deferred_rule(
+    modellint, tmp_path
+):
+    write(tmp_path, "net.py", """\
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Linear(10, 5)
+
+            def forward(self, x):
+                y = (  # noqa: ML106
+                    self.linear(x)
+                )
+                return (
+                    self.linaer(y)
+                )
+        """)
+    result = modellint("net.py", "--format", "json", "--select", "ML106")
+    assert result.codes() == [("ML106", 14)]
+
+
+def test_noqa_does_not_hide_syntax_errors_elsewhere(modellint, tmp_path):
+    write(tmp_path, "broken.py", "x = 1  # noqa\ndef f(:\n")
+    result = modellint("broken.py", "--format", "json")
+    assert result.codes() == [("ML000", 2)]

@@ -1,0 +1,160 @@
+"""Plugins: the example package installed by pip (entry point), `-p MODULE`, and load errors."""
+
+from __future__ import annotations
+
+from conftest import write
+
+PRINTS = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        print(x.shape)
+        return self.fc(x)
+"""
+
+
+def test_example_plugin_rule_runs_from_its_entry_point(modellint, tmp_path, example_plugin):
+    write(tmp_path, "net.py", PRINTS)
+    env = {"PYTHONPATH": str(example_plugin)}
+    result = modellint("net.py", "--format", "json", env=env)
+    assert result.rc == 1, result
+    [finding] = result.json()
+    assert finding["code"] == "XMP101"
+    assert finding["name"] == "print-in-forward"
+    assert finding["severity"] == "warning"
+    assert (finding["line"], finding["column"]) == (10, 9)
+    assert "Net.forward" in finding["message"]
+    # selected, by code or prefix, and ignored like a built-in rule
+    assert modellint("net.py", "--select", "XMP", "--format", "json", env=env).codes() == [
+        ("XMP101", 10)
+    ]
+    ignored = modellint("net.py", "--ignore", "XMP101", env=env)
+    assert ignored.rc == 0, ignored
+    assert modellint("net.py", "--select", "ML1", env=env).rc == 0
+    # noqa works for plugin codes too
+    (tmp_path / "net.py").write_text(PRINTS.replace("print(x.shape)", "print(x.shape)  # noqa: XMP101"))
+    assert modellint("net.py", env=env).rc == 0
+    # without the plugin on the path the code is unknown
+    unknown = modellint("net.py", "--select", "XMP101")
+    assert unknown.rc == 2 and "XMP101" in unknown.err
+
+
+def test_example_plugin_is_listed_and_documented(modellint, example_plugin):
+    env = {"PYTHONPATH": str(example_plugin)}
+    listed = modellint("rules", env=env)
+    assert listed.rc == 0
+    row = next(line for line in listed.out.splitlines() if line.startswith("XMP101"))
+    assert row.split() == ["XMP101", "print-in-forward", "static", "on"]
+    doc = modellint("rule", "XMP101", env=env)
+    assert doc.rc == 0, doc
+    assert doc.out.startswith("# XMP101 print-in-forward")
+    assert "## Why is this bad?" in doc.out
+    assert "print(x.shape)" in doc.out  # a flagged example
+    assert "from rich import print" in doc.out  # a valid example
+
+
+def test_example_plugin_passes_its_own_examples(example_plugin, monkeypatch):
+    # the same checks tests/test_rule_examples.py runs on every registered rule
+    import sys
+    import textwrap
+
+    from modellint.rule import DOC_SECTIONS, Valid
+    from modellint.testing import lint_text
+
+    monkeypatch.syspath_prepend(str(example_plugin))
+    monkeypatch.delitem(sys.modules, "modellint_example", raising=False)
+    monkeypatch.delitem(sys.modules, "modellint_example.rules", raising=False)
+    from modellint_example.rules import PrintInForward
+
+    for section in DOC_SECTIONS:
+        assert f"## {section}" in PrintInForward.documentation()
+    for example in PrintInForward.valid:
+        code = example.code if isinstance(example, Valid) else example
+        assert lint_text(code, [PrintInForward]) == [], code
+    for example in PrintInForward.invalid:
+        lines = [f.line for f in lint_text(textwrap.dedent(example.code), [PrintInForward])]
+        assert lines == [example.line], example.code
+
+
+LOCAL_PLUGIN = '''\
+import libcst as cst
+
+from modellint import hookimpl
+from modellint.rule import StaticRule
+
+
+class NoGlobal(StaticRule):
+    """Flags `global`."""
+
+    code = "LOC001"
+    name = "no-global"
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.report(node, "`global` statement; pass the value instead")
+
+
+@hookimpl
+def modellint_add_rules():
+    return [NoGlobal]
+'''
+
+
+def test_dash_p_loads_a_local_module(modellint, tmp_path):
+    write(tmp_path, "localrules.py", LOCAL_PLUGIN)
+    write(tmp_path, "code.py", "def f():\n    global x\n    x = 1\n")
+    result = modellint("-p", "localrules", "code.py", "--format", "json")
+    assert result.rc == 1
+    assert result.codes() == [("LOC001", 2)]
+    listed = modellint("rules", "-p", "localrules")
+    assert any(line.startswith("LOC001") for line in listed.out.splitlines())
+    assert modellint("rule", "LOC001", "-p", "localrules").rc == 0
+    assert modellint("code.py").rc == 0  # not loaded unless asked for
+
+
+def test_a_plugin_that_fails_to_import_is_exit_2_naming_it(modellint, tmp_path):
+    write(tmp_path, "brokenplugin.py", "import a_module_that_does_not_exist\n")
+    write(tmp_path, "code.py", "x = 1\n")
+    for args in (["-p", "brokenplugin", "code.py"], ["-p", "no_such_plugin", "code.py"]):
+        result = modellint(*args)
+        assert result.rc == 2, result
+        assert repr(args[1]) in result.err and "failed to load" in result.err
+        assert "Traceback" not in result.err
+    write(tmp_path, "pyproject.toml", '[tool.modellint]\nplugins = ["brokenplugin"]\n')
+    result = modellint("code.py")
+    assert result.rc == 2 and "'brokenplugin'" in result.err
+
+
+def test_a_plugin_registering_an_existing_code_is_exit_2_naming_it(modellint, tmp_path):
+    write(tmp_path, "dupplugin.py", """\
+        from modellint import hookimpl
+        from modellint.rules.registration import MethodMissingSelf
+
+
+        @hookimpl
+        def modellint_add_rules():
+            return [MethodMissingSelf]
+        """)
+    write(tmp_path, "code.py", "x = 1\n")
+    result = modellint("-p", "dupplugin", "code.py")
+    assert result.rc == 2
+    assert "'dupplugin'" in result.err and "ML105" in result.err
+    assert "already" in result.err
+
+
+def test_a_broken_installed_plugin_is_exit_2_naming_it(modellint, tmp_path):
+    # an installed distribution whose entry point cannot be imported
+    site = tmp_path / "site"
+    dist = site / "badplugin-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: badplugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[modellint]\nbad = badplugin_mod.rules\n")
+    write(tmp_path, "code.py", "x = 1\n")
+    result = modellint("code.py", env={"PYTHONPATH": str(site)})
+    assert result.rc == 2
+    assert "'bad'" in result.err and "badplugin_mod" in result.err
