@@ -8,11 +8,14 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pluggy
 
 from modellint import hookspecs
-from modellint.rule import Rule
+
+if TYPE_CHECKING:  # the rule API imports LibCST, which `--version` does not need
+    from modellint.rule import Rule
 
 BUILTIN_PLUGINS = (
     "modellint.rules.core",
@@ -23,6 +26,7 @@ BUILTIN_PLUGINS = (
     "modellint.rules.serialization",
     "modellint.rules.init",
     "modellint.rules.deprecated",
+    "modellint.rules.runtime.checks",
     "modellint.report.builtin",
 )
 ENTRY_POINT_GROUP = "modellint"
