@@ -1,10 +1,751 @@
-"""Built-in rules: init (see DESIGN.md's catalog)."""
+"""Initialisation (ML6xx): init loops that miss nested layers, biases that may be None,
+deprecated `nn.init` names, and `apply` called once per module."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from modellint.hookspecs import hookimpl
+from modellint.rule import Fix, Invalid, StaticRule, dotted_name
+
+HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+_INIT_PREFIX = "torch.nn.init."
+_CONTAINERS = frozenset(
+    {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
+)
+# in-place tensor methods that initialise a weight (`m.weight.data.normal_(0, 0.02)`)
+_INPLACE_INIT = frozenset(
+    {"normal_", "uniform_", "fill_", "zero_", "constant_", "copy_", "kaiming_normal_",
+     "xavier_uniform_", "trunc_normal_"}
+)
+
+
+def _children_call(expr: cst.BaseExpression) -> cst.Call | None:
+    """The `x.children()` / `x.named_children()` call a for loop iterates over (also through
+    `list(...)`/`enumerate(...)`), else None."""
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("children", "named_children"):
+            return expr if not expr.args else None
+        if isinstance(func, cst.Name) and func.value in ("list", "enumerate") and expr.args:
+            return _children_call(expr.args[0].value)
+    return None
+
+
+def _loop_module_name(target: cst.BaseExpression, iter_: cst.BaseExpression) -> str | None:
+    """The loop variable that holds the module: `m` in `for m in x.children()`,
+    `for name, m in x.named_children()`, `for i, m in enumerate(x.children())`."""
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+        second = target.elements[1].value
+        if isinstance(second, cst.Name):
+            return second.value
+    return None
+
+
+class _Scan(cst.CSTVisitor):
+    """Does a loop body test `isinstance(<name>, ...)` and call an initialiser?"""
+
+    def __init__(self, context, name: str) -> None:
+        self.context = context
+        self.name = name
+        self.isinstance = False
+        self.initialises = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (
+            isinstance(func, cst.Name)
+            and func.value == "isinstance"
+            and node.args
+            and isinstance(node.args[0].value, cst.Name)
+            and node.args[0].value.value == self.name
+        ):
+            self.isinstance = True
+        qualified = self.context.qualified_name(func)
+        if qualified is not None and qualified.startswith(_INIT_PREFIX):
+            self.initialises = True
+        elif isinstance(func, cst.Attribute) and func.attr.value in _INPLACE_INIT:
+            text = dotted_name(func.value) or ""
+            if text.startswith(self.name + "."):
+                self.initialises = True
+
+
+class InitViaChildren(StaticRule):
+    """An initialisation loop over `.children()` misses the layers nested inside them.
+
+    ## What it does
+    Finds `for m in model.children():` (or `named_children()`) loops that initialise layers
+    picked by `isinstance(m, ...)`, where the model is known or likely to contain nested
+    modules: a model built from module classes or containers of this file, a
+    `torchvision.models` model, or a model passed in as an argument. Loops over a container
+    whose contents are only known at run time (`nn.Sequential(*layers)`) are not reported.
+
+    ## Why is this bad?
+    `children()` yields only the direct submodules. A `Conv2d` inside an `nn.Sequential`, a
+    residual block or any custom submodule is never visited, so it keeps PyTorch's default
+    initialisation while the code looks as if every layer were initialised. `modules()` walks
+    the whole tree. The fix is unsafe: layers that were skipped before are now initialised.
+
+    ## Example
+        for m in self.children():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
+
+    ## Use instead
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
+    """
+
+    code = "ML601"
+    name = "init-via-children"
+    fix = "unsafe"
+    triggers = ("children",)
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.body = nn.Sequential(nn.Conv2d(3, 3, 3), nn.ReLU())\n"
+        "        for m in self.modules():\n            if isinstance(m, nn.Conv2d):\n"
+        "                nn.init.zeros_(m.weight)\n",
+        # a flat stack of layers: children() is every layer
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(3, 3, 3)\n        self.fc = nn.Linear(3, 2)\n"
+        "        for m in self.children():\n            if isinstance(m, nn.Conv2d):\n"
+        "                nn.init.zeros_(m.weight)\n",
+        HEADER + "class Head(nn.Module):\n    def __init__(self, layers):\n"
+        "        super().__init__()\n        self.conv = nn.Sequential(*layers)\n"
+        "        for m in self.conv.children():\n            if isinstance(m, nn.Conv2d):\n"
+        "                nn.init.zeros_(m.weight)\n",
+        # not initialisation
+        HEADER + "def count(model):\n    n = 0\n    for m in model.children():\n"
+        "        if isinstance(m, nn.Conv2d):\n            n += 1\n    return n\n",
+        HEADER + "def run(model, x):\n    for layer in model.children():\n"
+        "        x = layer(x)\n    return x\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "def init_weights(model):\n    for m in model.children():\n"
+            "        if isinstance(m, nn.Conv2d):\n            nn.init.kaiming_normal_(m.weight)\n",
+            line=5,
+            fixed=HEADER + "def init_weights(model):\n    for m in model.modules():\n"
+            "        if isinstance(m, nn.Conv2d):\n            nn.init.kaiming_normal_(m.weight)\n",
+        ),
+        # the tutorial's myNet: the Conv2d inside convBN is missed
+        Invalid(
+            HEADER + "class myNet(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.convBN = nn.Sequential(nn.Conv2d(10, 10, 3), nn.BatchNorm2d(10))\n"
+            "        self.linear = nn.Linear(10, 2)\n\n"
+            "Net = myNet()\nfor name, module in Net.named_children():\n"
+            "    if isinstance(module, (nn.Conv2d, nn.Linear)):\n"
+            "        module.weight.data.normal_(0, 0.02)\n",
+            line=11,
+            fixed=HEADER + "class myNet(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.convBN = nn.Sequential(nn.Conv2d(10, 10, 3), nn.BatchNorm2d(10))\n"
+            "        self.linear = nn.Linear(10, 2)\n\n"
+            "Net = myNet()\nfor name, module in Net.named_modules():\n"
+            "    if isinstance(module, (nn.Conv2d, nn.Linear)):\n"
+            "        module.weight.data.normal_(0, 0.02)\n",
+        ),
+        Invalid(
+            HEADER + "class Block(nn.Module):\n    pass\n\n"
+            "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.block = Block()\n        self.fc = nn.Linear(3, 2)\n"
+            "        for m in self.children():\n            if isinstance(m, nn.Linear):\n"
+            "                nn.init.zeros_(m.weight)\n",
+            line=12,
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # name -> class name or "nested" for names assigned a model, per function scope
+        self.built: dict[int | None, dict[str, str]] = {}
+
+    def _scope(self):
+        func = self.context.current_function
+        return id(func) if func is not None else None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        kind = None
+        if isinstance(value, cst.Call):
+            if isinstance(value.func, cst.Name) and value.func.value in self.context.module_classes:
+                kind = value.func.value
+            else:
+                qualified = self.context.call_name(value)
+                if qualified and qualified.startswith("torchvision.models.") and (
+                    self.context.builds_module(value)
+                ):
+                    kind = "nested"
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                scope = self.built.setdefault(self._scope(), {})
+                if kind is None:
+                    scope.pop(target.target.value, None)
+                else:
+                    scope[target.target.value] = kind
+
+    def visit_For(self, node: cst.For) -> None:
+        call = _children_call(node.iter)
+        if call is None:
+            return
+        name = _loop_module_name(node.target, node.iter)
+        if name is None:
+            return
+        scan = _Scan(self.context, name)
+        node.body.visit(scan)
+        if not (scan.isinstance and scan.initialises):
+            return
+        receiver = call.func.value
+        if not self._may_nest(receiver):
+            return
+        attr = call.func.attr
+        replacement = "modules" if attr.value == "children" else "named_modules"
+        owner = dotted_name(receiver) or "the model"
+        self.report(
+            call,
+            f"`{owner}.{attr.value}()` yields only direct submodules, so layers nested in "
+            f"containers or blocks are not initialised; loop over `{owner}.{replacement}()`",
+            fix=Fix(((attr, attr.with_changes(value=replacement)),),
+                    f"loop over `.{replacement}()`", safe=False),
+        )
+
+    # -- does the receiver contain nested modules? --------------------------------------------
+    def _may_nest(self, receiver: cst.BaseExpression) -> bool:
+        if isinstance(receiver, cst.Name):
+            if receiver.value == "self":
+                cls = self.context.current_class
+                return cls is not None and self._class_nests(cls, set())
+            kind = self.built.get(self._scope(), {}).get(receiver.value)
+            if kind is None and self._scope() is not None:
+                func = self.context.current_function
+                params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+                if receiver.value in params and receiver.value not in ("self", "cls"):
+                    # an init function for any model it is given
+                    return True
+                kind = self.built.get(None, {}).get(receiver.value)
+            if kind == "nested":
+                return True
+            if kind in self.context.module_classes:
+                return self._class_nests(self.context.module_classes[kind], set())
+            return False
+        if (
+            isinstance(receiver, cst.Attribute)
+            and isinstance(receiver.value, cst.Name)
+            and receiver.value.value == "self"
+        ):
+            cls = self.context.current_class
+            if cls is None or not self.context.is_module_class(cls):
+                return False
+            values = self.context.class_info(cls).assignments.get(receiver.attr.value, [])
+            return len(values) == 1 and self._value_nests(values[0][1], set())
+        return False
+
+    def _class_nests(self, cls: cst.ClassDef, seen: set[int]) -> bool:
+        """A model of this class has a submodule that has submodules of its own."""
+        if id(cls) in seen or not self.context.is_module_class(cls):
+            return False
+        seen.add(id(cls))
+        for base in cls.bases:
+            if self.context.qualified_name(base.value) in _CONTAINERS:
+                # a container subclass: its children come from its caller
+                return False
+        info = self.context.class_info(cls)
+        return any(
+            self._has_submodules(value)
+            for values in info.assignments.values()
+            for _method, value in values
+        )
+
+    def _has_submodules(self, value: cst.BaseExpression) -> bool:
+        """`value` builds a module with submodules: a module class of this file (a block), a
+        container given modules, or a torchvision model."""
+        if not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        if isinstance(func, cst.Name) and func.value in self.context.module_classes:
+            return True
+        qualified = self.context.call_name(value)
+        if qualified in _CONTAINERS:
+            return any(self.context.builds_module(el) for el in _container_elements(value))
+        if qualified is not None and qualified.startswith("torchvision.models."):
+            return self.context.builds_module(value)
+        return False
+
+    def _value_nests(self, value: cst.BaseExpression, seen: set[int]) -> bool:
+        """The children of the module `value` builds have children of their own."""
+        if not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        if isinstance(func, cst.Name) and func.value in self.context.module_classes:
+            return self._class_nests(self.context.module_classes[func.value], seen)
+        qualified = self.context.call_name(value)
+        if qualified in _CONTAINERS:
+            return any(self._has_submodules(el) for el in _container_elements(value))
+        if qualified is not None and qualified.startswith("torchvision.models."):
+            return self.context.builds_module(value)
+        return False
+
+
+def _container_elements(call: cst.Call) -> list[cst.BaseExpression]:
+    """The modules given to `nn.Sequential(...)`/`nn.ModuleList([...])`; empty when they are
+    only known at run time (`*layers`, a variable)."""
+    elements: list[cst.BaseExpression] = []
+    for arg in call.args:
+        if arg.star:
+            return []
+        if isinstance(arg.value, (cst.List, cst.Tuple)):
+            elements.extend(el.value for el in arg.value.elements)
+        elif isinstance(arg.value, cst.Dict):
+            elements.extend(
+                el.value for el in arg.value.elements if isinstance(el, cst.DictElement)
+            )
+        else:
+            elements.append(arg.value)
+    return elements
+
+
+def _bias_guarded(function: cst.CSTNode, owner: str) -> bool:
+    """Whether any condition in `function` looks at `<owner>.bias` (`is not None`, truthiness,
+    `hasattr`/`getattr`)."""
+    finder = _GuardFinder(owner)
+    function.visit(finder)
+    return finder.found
+
+
+class _GuardFinder(cst.CSTVisitor):
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.found = False
+
+    def _test(self, expr: cst.BaseExpression | None) -> None:
+        if expr is None or self.found:
+            return
+        mentions = _Mentions(self.owner)
+        expr.visit(mentions)
+        self.found = mentions.found
+
+    def visit_If(self, node: cst.If) -> None:
+        self._test(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._test(node.test)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._test(node.test)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._test(node.test)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        self._test(node.left)
+
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        self._test(node.test)
+
+
+class _Mentions(cst.CSTVisitor):
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.found = False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "bias" and dotted_name(node.value) == self.owner:
+            self.found = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if (
+            dotted_name(node.func) in ("hasattr", "getattr")
+            and len(node.args) >= 2
+            and dotted_name(node.args[0].value) == self.owner
+            and isinstance(node.args[1].value, cst.SimpleString)
+            and node.args[1].value.evaluated_value == "bias"
+        ):
+            self.found = True
+
+
+# layers whose bias is None when built with bias=False
+_OPTIONAL_BIAS = frozenset(
+    {"Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+     "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+     "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"}
+)
+# norms whose bias is None when built with affine=False / elementwise_affine=False / bias=False
+_OPTIONAL_AFFINE = frozenset(
+    {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "InstanceNorm1d",
+     "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "LayerNorm"}
+)
+
+
+def _path_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The chain of nodes from `root` down to `target` (both included), by identity."""
+    stack: list[tuple[cst.CSTNode, list[cst.CSTNode]]] = [(root, [root])]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        for child in node.children:
+            stack.append((child, [*path, child]))
+    return None
+
+
+class InitUnguardedBias(StaticRule):
+    """`nn.init.*(m.bias)` on a layer type whose bias may be `None`.
+
+    ## What it does
+    Finds `nn.init` calls on `m.bias` inside `if isinstance(m, nn.Conv2d)` (or `Linear`,
+    `ConvTranspose*`, `Bilinear`; or a norm layer when the file builds one with
+    `affine=False`), where nothing in the function checks `m.bias` first
+    (`if m.bias is not None`, truthiness, `hasattr`/`getattr`).
+
+    ## Why is this bad?
+    Layers built with `bias=False` — every convolution followed by a batch norm — have
+    `m.bias = None`, and `nn.init.constant_(None, 0)` raises `AttributeError`. The init
+    function works on today's model and crashes on the first one with a bias-free layer.
+
+    Off by default: in torchvision and timm every finding (11 of 11) is on a layer that the
+    same file always builds with a bias, so the code cannot fail there; the rule flags a
+    fragility, not a crash. Enable it for init helpers meant to work on any model.
+
+    ## Example
+        for module in self.modules():
+            if isinstance(module, nn.Conv2d):
+                nn.init.normal_(module.weight, mean=0, std=1)
+                nn.init.constant_(module.bias, 0)
+
+    ## Use instead
+        for module in self.modules():
+            if isinstance(module, nn.Conv2d):
+                nn.init.normal_(module.weight, mean=0, std=1)
+                if module.bias is not None:
+                    nn.init.constant_(module.bias, 0)
+    """
+
+    code = "ML602"
+    name = "init-unguarded-bias"
+    default_enabled = False
+    triggers = ("bias",)
+    valid = [
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Conv2d):\n            nn.init.normal_(m.weight)\n"
+        "            if m.bias is not None:\n                nn.init.constant_(m.bias, 0)\n",
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Linear) and m.bias is not None:\n"
+        "            nn.init.zeros_(m.bias)\n",
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Linear):\n            if m.bias:\n"
+        "                nn.init.zeros_(m.bias)\n",
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Linear):\n"
+        "            if getattr(m, 'bias', None) is None:\n                continue\n"
+        "            nn.init.zeros_(m.bias)\n",
+        # norms are affine by default
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.BatchNorm2d):\n            nn.init.ones_(m.weight)\n"
+        "            nn.init.zeros_(m.bias)\n",
+        # a layer of known construction
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n        nn.init.zeros_(self.fc.bias)\n",
+        # type unknown: not reported
+        HEADER + "def init(m):\n    nn.init.zeros_(m.bias)\n",
+        # another guard on the layer
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Conv2d):\n"
+        "            if len(list(m.parameters())) > 1:\n"
+        "                nn.init.zeros_(m.bias)\n",
+    ]
+    invalid = [
+        # the tutorial's weights_init
+        Invalid(
+            HEADER + "class myNet(nn.Module):\n\n  def __init__(self):\n    super().__init__()\n"
+            "    self.conv = nn.Conv2d(10,10,3)\n    self.bn = nn.BatchNorm2d(10)\n\n"
+            "  def weights_init(self):\n    for module in self.modules():\n"
+            "      if isinstance(module, nn.Conv2d):\n"
+            "        nn.init.normal_(module.weight, mean = 0, std = 1)\n"
+            "        nn.init.constant_(module.bias, 0)\n",
+            line=15,
+        ),
+        Invalid(
+            HEADER + "def init(model):\n    for m in model.modules():\n"
+            "        if isinstance(m, nn.BatchNorm2d):\n            nn.init.ones_(m.weight)\n"
+            "        elif isinstance(m, (nn.Linear, nn.Conv1d)):\n"
+            "            nn.init.zeros_(m.bias)\n",
+            line=9,
+        ),
+        Invalid(
+            HEADER + "norm = nn.BatchNorm2d(3, affine=False)\n\n"
+            "def init(model):\n    for m in model.modules():\n"
+            "        if isinstance(m, nn.BatchNorm2d):\n            nn.init.zeros_(m.bias)\n",
+            line=9,
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.root: cst.Module | None = None
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.root = node
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.call_name(node)
+        if qualified is None or not qualified.startswith(_INIT_PREFIX) or not node.args:
+            return
+        target = node.args[0].value
+        if not isinstance(target, cst.Attribute) or target.attr.value != "bias":
+            return
+        owner = dotted_name(target.value)
+        if owner is None:
+            return
+        scope = self.context.current_function or self.root
+        if scope is None or _bias_guarded(scope, owner):
+            return
+        path = _path_to(scope, node)
+        if path is None:
+            return
+        layer = self._narrowed_type(path, owner)
+        if layer is None:
+            return
+        self.report(
+            node,
+            f"`{owner}.bias` is None for a `{layer}` built with "
+            f"{'bias=False' if layer in _OPTIONAL_BIAS else 'affine=False'}, and this "
+            f"`{dotted_name(node.func)}` then fails; check `if {owner}.bias is not None` first",
+        )
+
+    def _narrowed_type(self, path: list[cst.CSTNode], owner: str) -> str | None:
+        """A bias-optional layer type that an enclosing `if isinstance(owner, ...)` picks."""
+        affine_off = "affine=False" in self.context.source
+        found = None
+        for parent, child in zip(path, path[1:], strict=False):
+            if not isinstance(parent, cst.If) or child is not parent.body:
+                continue
+            if _tests_more_than_type(parent.test, owner):
+                # `if len(list(m.parameters())) > 1:` and the like: some other guard
+                return None
+            for call in _isinstance_calls(parent.test, owner):
+                for name in self._type_names(call.args[1].value):
+                    short = name.rsplit(".", 1)[-1]
+                    if found is None and (
+                        short in _OPTIONAL_BIAS or (affine_off and short in _OPTIONAL_AFFINE)
+                    ):
+                        found = short
+        return found
+
+    def _type_names(self, expr: cst.BaseExpression) -> list[str]:
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            out: list[str] = []
+            for el in expr.elements:
+                out.extend(self._type_names(el.value))
+            return out
+        qualified = self.context.qualified_name(expr)
+        if qualified is not None and qualified.startswith("torch.nn."):
+            return [qualified]
+        return []
+
+
+def _tests_more_than_type(test: cst.BaseExpression, owner: str) -> bool:
+    """`test` looks at `owner` other than through `isinstance(owner, ...)`."""
+    if isinstance(test, cst.BooleanOperation):
+        return _tests_more_than_type(test.left, owner) or _tests_more_than_type(
+            test.right, owner)
+    if _isinstance_calls(test, owner):
+        return False
+    finder = _OwnerUse(owner)
+    test.visit(finder)
+    return finder.found
+
+
+class _OwnerUse(cst.CSTVisitor):
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.owner:
+            self.found = True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if dotted_name(node) == self.owner:
+            self.found = True
+            return False
+        return True
+
+
+def _isinstance_calls(test: cst.BaseExpression, owner: str) -> list[cst.Call]:
+    """`isinstance(owner, T)` calls that must be true for `test` to be true."""
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And):
+            return _isinstance_calls(test.left, owner) + _isinstance_calls(test.right, owner)
+        return []
+    if (
+        isinstance(test, cst.Call)
+        and dotted_name(test.func) == "isinstance"
+        and len(test.args) == 2
+        and dotted_name(test.args[0].value) == owner
+    ):
+        return [test]
+    return []
+
+
+_DEPRECATED_INIT = frozenset(
+    {"normal", "uniform", "constant", "xavier_uniform", "xavier_normal", "kaiming_uniform",
+     "kaiming_normal", "orthogonal", "sparse", "eye", "dirac"}
+)
+
+
+class DeprecatedInit(StaticRule):
+    """`nn.init.normal` and friends without the trailing underscore are deprecated.
+
+    ## What it does
+    Finds calls of `nn.init.normal`, `uniform`, `constant`, `xavier_uniform`,
+    `xavier_normal`, `kaiming_uniform`, `kaiming_normal`, `orthogonal`, `sparse`, `eye` and
+    `dirac` — the old names of the in-place initialisers.
+
+    ## Why is this bad?
+    They warn on every call and are kept only for backward compatibility; the underscore
+    names say that the tensor is changed in place, like every other in-place operation in
+    PyTorch. The fix (safe) adds the underscore; it is offered when the function is called
+    through the module (`nn.init.normal(...)`), not when it was imported by name.
+
+    ## Example
+        nn.init.xavier_uniform(layer.weight)
+
+    ## Use instead
+        nn.init.xavier_uniform_(layer.weight)
+    """
+
+    code = "ML603"
+    name = "deprecated-init"
+    fix = "safe"
+    triggers = ("init",)
+    valid = [
+        HEADER + "nn.init.xavier_uniform_(nn.Linear(2, 2).weight)\n",
+        HEADER + "x = torch.normal(0.0, 1.0, size=(2,))\n",
+        HEADER + "import numpy as np\nx = np.random.normal(0, 1)\n",
+        HEADER + "gain = nn.init.calculate_gain('relu')\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "layer = nn.Linear(2, 2)\nnn.init.xavier_uniform(layer.weight)\n",
+            line=5,
+            fixed=HEADER + "layer = nn.Linear(2, 2)\nnn.init.xavier_uniform_(layer.weight)\n",
+        ),
+        Invalid(
+            "import torch\n\nw = torch.empty(3, 3)\ntorch.nn.init.normal(w, 0, 0.02)\n",
+            line=4,
+            fixed="import torch\n\nw = torch.empty(3, 3)\ntorch.nn.init.normal_(w, 0, 0.02)\n",
+        ),
+        Invalid(
+            "from torch.nn.init import constant\nimport torch\n\n"
+            "constant(torch.empty(2), 0.0)\n",
+            line=4,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.call_name(node)
+        if qualified is None or not qualified.startswith(_INIT_PREFIX):
+            return
+        short = qualified[len(_INIT_PREFIX):]
+        if short not in _DEPRECATED_INIT:
+            return
+        fix = None
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            fix = Fix(((func.attr, func.attr.with_changes(value=short + "_")),),
+                      f"use `{short}_`")
+        self.report(
+            node,
+            f"`nn.init.{short}` is deprecated; use the in-place `nn.init.{short}_`",
+            fix=fix,
+        )
+
+
+class ApplyInModulesLoop(StaticRule):
+    """`m.apply(fn)` inside `for m in model.modules()` runs `fn` over and over.
+
+    ## What it does
+    Finds `x.apply(fn)` calls where `x` is the loop variable of a loop over `.modules()` or
+    `.named_modules()`.
+
+    ## Why is this bad?
+    `apply` already walks every submodule recursively. Calling it for each module of
+    `modules()` runs `fn` once per ancestor on every layer: quadratic work, and
+    initialisers that are not idempotent (re-drawing random weights, scaling by a factor) are
+    applied many times.
+
+    ## Example
+        for m in model.modules():
+            m.apply(init_weights)
+
+    ## Use instead
+        model.apply(init_weights)
+    """
+
+    code = "ML604"
+    name = "apply-in-modules-loop"
+    triggers = ("apply",)
+    valid = [
+        HEADER + "model = nn.Sequential(nn.Linear(2, 2))\nmodel.apply(print)\n",
+        HEADER + "model = nn.Sequential(nn.Linear(2, 2))\nfor m in model.children():\n"
+        "    m.apply(print)\n",
+        HEADER + "model = nn.Sequential(nn.Linear(2, 2))\nfor m in model.modules():\n"
+        "    model.apply(print)\n    break\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "model = nn.Sequential(nn.Linear(2, 2))\nfor m in model.modules():\n"
+            "    m.apply(print)\n",
+            line=6,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def init(self):\n"
+            "        for name, m in self.named_modules():\n"
+            "            if isinstance(m, nn.Linear):\n                m.apply(self._init)\n",
+            line=8,
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.loop_vars: list[str | None] = []
+
+    def visit_For(self, node: cst.For) -> None:
+        name = None
+        it = node.iter
+        if (
+            isinstance(it, cst.Call)
+            and isinstance(it.func, cst.Attribute)
+            and it.func.attr.value in ("modules", "named_modules")
+        ):
+            name = _loop_module_name(node.target, it)
+        self.loop_vars.append(name)
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loop_vars.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (
+            not isinstance(func, cst.Attribute)
+            or func.attr.value != "apply"
+            or not isinstance(func.value, cst.Name)
+            or func.value.value not in self.loop_vars
+        ):
+            return
+        name = func.value.value
+        self.report(
+            node,
+            f"`{name}.apply(...)` inside a loop over `modules()` runs the function again for "
+            f"every ancestor of each layer; call `apply` once on the root module instead of "
+            "looping",
+        )
 
 
 @hookimpl
 def modellint_add_rules():
-    return []
+    return [InitViaChildren, InitUnguardedBias, DeprecatedInit, ApplyInModulesLoop]

@@ -1,10 +1,443 @@
-"""Built-in rules: serialization (see DESIGN.md's catalog)."""
+"""Serialization (ML5xx): loading pickles, saving whole modules, and checking what
+`load_state_dict` reports."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from modellint.hookspecs import hookimpl
+from modellint.rule import Fix, Invalid, StaticRule, Valid, dotted_name
+
+HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+_LOADS = ("torch.load", "torch.serialization.load")
+_SAVES = ("torch.save", "torch.serialization.save")
+# methods that return the module they are called on
+_SELF_RETURNING = frozenset(
+    {"to", "cuda", "cpu", "eval", "train", "float", "half", "double", "bfloat16",
+     "requires_grad_", "to_empty", "share_memory", "type"}
+)
+
+
+def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def _has_double_star(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def _add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
+    args = list(call.args)
+    new = cst.Arg(
+        keyword=cst.Name(name),
+        value=cst.Name(value),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+    if args:
+        last = args[-1]
+        plain = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        if isinstance(last.comma, cst.Comma):
+            # a trailing comma (often a multi-line call): the new argument takes it over and
+            # the old last argument gets the separator the others use
+            new = new.with_changes(comma=last.comma)
+            previous = args[-2].comma if len(args) > 1 else plain
+            args[-1] = last.with_changes(comma=previous)
+        else:
+            args[-1] = last.with_changes(comma=plain)
+    args.append(new)
+    return call.with_changes(args=args)
+
+
+class UnsafeTorchLoad(StaticRule):
+    """`torch.load` unpickles arbitrary objects, which can run code from the file.
+
+    ## What it does
+    Finds `torch.load(..., weights_only=False)`, and — when the configured
+    `target-torch-version` is older than 2.6, where `weights_only` still defaults to `False` —
+    `torch.load` calls that do not pass `weights_only` at all. Calls that pass `**kwargs` are
+    only reported for an explicit `weights_only=False`.
+
+    ## Why is this bad?
+    Without `weights_only=True`, `torch.load` is `pickle.load`: a checkpoint downloaded from the
+    internet can execute any code while it is loaded. A state dict of tensors loads fine with
+    `weights_only=True`. The fix is unsafe: files that pickle whole modules or custom classes
+    stop loading (save `state_dict()` instead, or allow the classes with
+    `torch.serialization.add_safe_globals`).
+
+    ## Example
+        state = torch.load("model.pt", weights_only=False)
+
+    ## Use instead
+        state = torch.load("model.pt", weights_only=True)
+    """
+
+    code = "ML501"
+    name = "unsafe-torch-load"
+    fix = "unsafe"
+    triggers = ("load",)
+    valid = [
+        HEADER + "state = torch.load('model.pt', weights_only=True)\n",
+        # 2.6 and later default to weights_only=True
+        Valid(HEADER + "state = torch.load('model.pt')\n", {"target_torch_version": (2, 6)}),
+        Valid(HEADER + "state = torch.load('model.pt', map_location='cpu')\n",
+              {"target_torch_version": (2, 8)}),
+        # the caller decides
+        Valid(HEADER + "def load(path, **kwargs):\n    return torch.load(path, **kwargs)\n",
+              {"target_torch_version": (2, 4)}),
+        Valid(HEADER + "def load(path, weights_only=True):\n"
+              "    return torch.load(path, weights_only=weights_only)\n",
+              {"target_torch_version": (2, 4)}),
+        # not torch's load
+        HEADER + "import pickle\nwith open('a.pkl', 'rb') as f:\n    obj = pickle.load(f)\n",
+        Valid(HEADER + "import json\nobj = json.load(open('a.json'))\n",
+              {"target_torch_version": (2, 0)}),
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "state = torch.load('model.pt', weights_only=False)\n",
+            line=4,
+            fixed=HEADER + "state = torch.load('model.pt', weights_only=True)\n",
+        ),
+        Invalid(
+            HEADER + "state = torch.load('model.pt', map_location='cpu')\n",
+            line=4,
+            fixed=HEADER + "state = torch.load('model.pt', map_location='cpu', weights_only=True)\n",
+            options={"target_torch_version": (2, 4)},
+        ),
+        Invalid(
+            "from torch import load\n\nstate = load(\n    'model.pt',\n    map_location='cpu',\n)\n",
+            line=3,
+            fixed="from torch import load\n\nstate = load(\n    'model.pt',\n    map_location='cpu',\n"
+            "    weights_only=True,\n)\n",
+            options={"target_torch_version": (1, 13)},
+        ),
+        Invalid(
+            HEADER + "def load(path, **kwargs):\n"
+            "    return torch.load(path, weights_only=False, **kwargs)\n",
+            line=5,
+            fixed=HEADER + "def load(path, **kwargs):\n"
+            "    return torch.load(path, weights_only=True, **kwargs)\n",
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.context.is_call_to(node, *_LOADS):
+            return
+        name = dotted_name(node.func) or "torch.load"
+        arg = _keyword(node, "weights_only")
+        if arg is not None:
+            if _is_false(arg.value):
+                self.report(
+                    node,
+                    f"`{name}(..., weights_only=False)` unpickles arbitrary objects and can run "
+                    "code from the file; load a state dict with `weights_only=True`",
+                    fix=Fix(((arg.value, cst.Name("True")),), "pass `weights_only=True`",
+                            safe=False),
+                )
+            return
+        version = tuple(self.context.options.get("target_torch_version") or (2, 6))
+        if version >= (2, 6) or _has_double_star(node):
+            return
+        target = ".".join(str(p) for p in version)
+        self.report(
+            node,
+            f"`{name}` without `weights_only` unpickles arbitrary objects on torch {target} "
+            "and can run code from the file; pass `weights_only=True`",
+            fix=Fix(((node, _add_keyword(node, "weights_only", "True")),),
+                    "pass `weights_only=True`", safe=False),
+        )
+
+
+class _ModuleNames:
+    """Which local names hold a module, per function scope (module level is scope None)."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[int | None, dict[str, bool]] = {}
+
+    def set(self, scope, name: str, is_module: bool) -> None:
+        self.scopes.setdefault(scope, {})[name] = is_module
+
+    def get(self, scope, name: str) -> bool:
+        local = self.scopes.get(scope, {})
+        if name in local:
+            return local[name]
+        if scope is None:
+            return False
+        return self.scopes.get(None, {}).get(name, False)
+
+
+class WholeModelSave(StaticRule):
+    """`torch.save` of a whole module pickles its class, not just its weights.
+
+    ## What it does
+    Finds `torch.save(model, path)` where `model` is known to be a module: built in the same
+    function (or at module level) from a module class of the file, a `torch.nn` class or a
+    `torchvision.models` builder, or `self` inside a module class.
+
+    ## Why is this bad?
+    Pickling a module stores a reference to its class and the module path it was defined in:
+    the file only loads where that exact code is importable, breaks after any refactoring, and
+    needs `weights_only=False` to load — which runs arbitrary code. The `state_dict()` holds
+    only tensors and loads anywhere the architecture can be built.
+
+    ## Example
+        model = Net()
+        torch.save(model, "model.pt")
+
+    ## Use instead
+        model = Net()
+        torch.save(model.state_dict(), "model.pt")
+    """
+
+    code = "ML502"
+    name = "whole-model-save"
+    triggers = ("save",)
+    valid = [
+        HEADER + "model = nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'model.pt')\n",
+        HEADER + "state = {'epoch': 1}\ntorch.save(state, 'ckpt.pt')\n",
+        # unknown objects are not reported
+        HEADER + "def save(model, path):\n    torch.save(model, path)\n",
+        HEADER + "model = nn.Linear(2, 2)\nmodel = model.state_dict()\n"
+        "torch.save(model, 'model.pt')\n",
+        HEADER + "class Ckpt:\n    def save(self):\n        torch.save(self, 'c.pt')\n",
+    ]
+    invalid = [
+        Invalid(HEADER + "model = nn.Linear(2, 2)\ntorch.save(model, 'model.pt')\n", line=5),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+            "def main():\n    net = Net()\n    net = net.to('cpu').eval()\n"
+            "    torch.save(net, 'net.pt')\n",
+            line=11,
+        ),
+        Invalid(
+            HEADER + "import torchvision\n\nmodel = torchvision.models.resnet18()\n"
+            "torch.save(model, 'resnet.pt')\n",
+            line=7,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def save(self, path):\n"
+            "        torch.save(self, path)\n",
+            line=6,
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.names = _ModuleNames()
+
+    def _scope(self):
+        func = self.context.current_function
+        return id(func) if func is not None else None
+
+    def _is_module(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            if self.context.builds_module(expr):
+                return True
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
+                return self._is_module(func.value)
+            return False
+        if isinstance(expr, cst.Name):
+            if expr.value == "self":
+                found = self.context.current_method()
+                return found is not None and found[1] is self.context.current_function
+            return self.names.get(self._scope(), expr.value)
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        # parameters shadow module-level names
+        for param in (*node.params.posonly_params, *node.params.params,
+                      *node.params.kwonly_params):
+            self.names.set(id(node), param.name.value, False)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        is_module = self._is_module(node.value)
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.names.set(self._scope(), target.target.value, is_module)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.context.is_call_to(node, *_SAVES) or not node.args:
+            return
+        first = node.args[0]
+        if first.keyword not in (None,) and first.keyword.value != "obj":
+            return
+        if not self._is_module(first.value):
+            return
+        name = dotted_name(first.value) or "the module"
+        self.report(
+            first.value,
+            f"`torch.save({name}, ...)` pickles the whole module, which only loads where its "
+            f"class is importable unchanged; save `{name}.state_dict()` instead",
+        )
+
+
+def _load_state_dict_call(expr: cst.BaseExpression) -> cst.Call | None:
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "load_state_dict"
+    ):
+        return expr
+    return None
+
+
+class _KeyNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in ("missing_keys", "unexpected_keys"):
+            self.found = True
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in ("missing_keys", "unexpected_keys"):
+            self.found = True
+
+
+def _compares_keys(func: cst.FunctionDef) -> bool:
+    finder = _KeyNames()
+    func.visit(finder)
+    return finder.found
+
+
+class UncheckedNonStrictLoad(StaticRule):
+    """`load_state_dict(..., strict=False)` whose result is ignored.
+
+    ## What it does
+    Finds `load_state_dict` calls with `strict=False` used as a statement, so the returned
+    missing and unexpected keys are never looked at. A function that works out
+    `missing_keys`/`unexpected_keys` itself (comparing the checkpoint's keys with the model's)
+    is not reported.
+
+    ## Why is this bad?
+    `strict=False` silently skips every key that does not match: a renamed layer, a
+    `module.` prefix left by `DataParallel`, or a checkpoint of another model loads "fine" and
+    leaves the model at its random initialisation. The result lists the keys that did not
+    load; check it (or log it) so that a mismatch is seen.
+
+    ## Example
+        model.load_state_dict(state, strict=False)
+
+    ## Use instead
+        result = model.load_state_dict(state, strict=False)
+        assert not result.missing_keys, result.missing_keys
+    """
+
+    code = "ML503"
+    name = "unchecked-non-strict-load"
+    triggers = ("load_state_dict",)
+    valid = [
+        HEADER + "model = nn.Linear(2, 2)\nmodel.load_state_dict({})\n",
+        HEADER + "model = nn.Linear(2, 2)\n"
+        "result = model.load_state_dict({}, strict=False)\nprint(result.missing_keys)\n",
+        HEADER + "model = nn.Linear(2, 2)\n"
+        "missing, unexpected = model.load_state_dict({}, strict=False)\n",
+        HEADER + "def load(model, state):\n"
+        "    return model.load_state_dict(state, strict=False)\n",
+        HEADER + "def load(model, state):\n"
+        "    missing_keys = set(model.state_dict()) - set(state)\n"
+        "    if missing_keys:\n        raise KeyError(missing_keys)\n"
+        "    model.load_state_dict(state, strict=False)\n",
+    ]
+    invalid = [
+        Invalid(HEADER + "model = nn.Linear(2, 2)\nmodel.load_state_dict({}, strict=False)\n",
+                line=5),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def load(self, state):\n"
+            "        self.load_state_dict(state, strict=False)\n",
+            line=6,
+        ),
+    ]
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        call = _load_state_dict_call(node.value)
+        if call is None:
+            return
+        strict = _keyword(call, "strict")
+        if strict is None or not _is_false(strict.value):
+            return
+        func = self.context.current_function
+        if func is not None and _compares_keys(func):
+            # the function works out the missing/unexpected keys itself
+            return
+        owner = dotted_name(call.func.value) or "the module"
+        self.report(
+            call,
+            f"`{owner}.load_state_dict(..., strict=False)` ignores its result, so keys that did "
+            "not load go unnoticed; check the returned `missing_keys` and `unexpected_keys`",
+        )
+
+
+class LoadResultAssigned(StaticRule):
+    """`model = model.load_state_dict(...)` replaces the model with the load report.
+
+    ## What it does
+    Finds assignments of a `load_state_dict(...)` result to the very name or attribute the
+    method was called on (`model = model.load_state_dict(state)`), or to a name that then holds
+    the result instead of a freshly built module (`model = Net().load_state_dict(state)`).
+
+    ## Why is this bad?
+    `load_state_dict` loads in place and returns an `_IncompatibleKeys` named tuple, not the
+    module: `model` is now a tuple of key lists, and the next `model(x)` fails with "object is
+    not callable" — far from the line that caused it.
+
+    ## Example
+        model = model.load_state_dict(torch.load("model.pt", weights_only=True))
+
+    ## Use instead
+        model.load_state_dict(torch.load("model.pt", weights_only=True))
+    """
+
+    code = "ML504"
+    name = "load-result-assigned"
+    triggers = ("load_state_dict",)
+    valid = [
+        HEADER + "model = nn.Linear(2, 2)\nmodel.load_state_dict({})\n",
+        HEADER + "model = nn.Linear(2, 2)\nresult = model.load_state_dict({})\n",
+        HEADER + "class Net(nn.Module):\n    def load(self, other):\n"
+        "        self.report = other.load_state_dict({})\n",
+    ]
+    invalid = [
+        Invalid(HEADER + "model = nn.Linear(2, 2)\nmodel = model.load_state_dict({})\n", line=5),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def load(self, state):\n"
+            "        self.body = self.body.load_state_dict(state)\n",
+            line=6,
+        ),
+        Invalid(HEADER + "model = nn.Linear(2, 2).load_state_dict({})\n", line=4),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        call = _load_state_dict_call(node.value)
+        if call is None:
+            return
+        receiver = call.func.value
+        owner = dotted_name(receiver)
+        for target in node.targets:
+            name = dotted_name(target.target)
+            if name is None:
+                continue
+            if name == owner or self.context.builds_module(receiver):
+                self.report(
+                    node,
+                    f"`{name}` is assigned the result of `load_state_dict`, a report of the "
+                    "missing and unexpected keys, not the module; call `load_state_dict` "
+                    "without assigning its result to the model",
+                )
+                return
 
 
 @hookimpl
 def modellint_add_rules():
-    return []
+    return [UnsafeTorchLoad, WholeModelSave, UncheckedNonStrictLoad, LoadResultAssigned]

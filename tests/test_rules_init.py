@@ -1,0 +1,157 @@
+"""Initialisation (ML601-ML604): nested-module detection, bias guards, the deprecated names
+and their fixes."""
+
+from __future__ import annotations
+
+from modellint.rules.init import (
+    ApplyInModulesLoop,
+    DeprecatedInit,
+    InitUnguardedBias,
+    InitViaChildren,
+)
+from modellint.testing import fix_text, lint_text
+
+HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+# the tutorial's myNet with a children() init loop
+TUTORIAL_NET = HEADER + """\
+class myNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.convBN = nn.Sequential(nn.Conv2d(10, 10, 3), nn.BatchNorm2d(10))
+        self.linear = nn.Linear(10, 2)
+
+    def forward(self, x):
+        pass
+
+
+Net = myNet()
+for module in Net.children():
+    if isinstance(module, nn.Conv2d):
+        nn.init.normal_(module.weight, mean=0, std=1)
+"""
+
+
+def lines(source, rule, options=None):
+    return [f.line for f in lint_text(source, [rule], options) if f.code == rule.code]
+
+
+def test_children_init_loop_misses_the_conv_in_sequential():
+    findings = lint_text(TUTORIAL_NET, [InitViaChildren])
+    assert [f.line for f in findings] == [15]
+    assert "Net.modules()" in findings[0].message
+    assert not findings[0].fix.safe
+    fixed = fix_text(TUTORIAL_NET, [InitViaChildren])
+    assert "for module in Net.modules():" in fixed
+    assert fix_text(TUTORIAL_NET, [InitViaChildren], unsafe=False) == TUTORIAL_NET
+    assert lines(fixed, InitViaChildren) == []
+
+
+def test_children_loop_over_flat_or_unknown_containers_is_not_reported():
+    flat = TUTORIAL_NET.replace(
+        "nn.Sequential(nn.Conv2d(10, 10, 3), nn.BatchNorm2d(10))", "nn.Conv2d(10, 10, 3)")
+    assert lines(flat, InitViaChildren) == []
+    sequential_subclass = HEADER + """\
+class Head(nn.Sequential):
+    def __init__(self, layers):
+        super().__init__(*layers)
+        for m in self.children():
+            if isinstance(m, nn.Conv2d):
+                nn.init.zeros_(m.weight)
+"""
+    assert lines(sequential_subclass, InitViaChildren) == []
+
+
+def test_children_loop_in_generic_init_function():
+    source = HEADER + """\
+def init_weights(model):
+    for i, m in enumerate(model.children()):
+        if isinstance(m, nn.Linear):
+            m.weight.data.normal_(0, 0.02)
+"""
+    fixed = fix_text(source, [InitViaChildren])
+    assert "enumerate(model.modules())" in fixed
+
+
+def test_tutorial_weights_init_bias_is_unguarded():
+    source = HEADER + """\
+class myNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(10, 10, 3)
+        self.bn = nn.BatchNorm2d(10)
+
+    def weights_init(self):
+        for module in self.modules():
+            if isinstance(module, nn.Conv2d):
+                nn.init.normal_(module.weight, mean=0, std=1)
+                nn.init.constant_(module.bias, 0)
+"""
+    findings = lint_text(source, [InitUnguardedBias])
+    assert [f.line for f in findings] == [14]
+    assert "module.bias" in findings[0].message and "Conv2d" in findings[0].message
+    guarded = source.replace(
+        "                nn.init.constant_(module.bias, 0)",
+        "                if module.bias is not None:\n"
+        "                    nn.init.constant_(module.bias, 0)")
+    assert lines(guarded, InitUnguardedBias) == []
+
+
+def test_unguarded_bias_is_off_by_default():
+    assert InitUnguardedBias.default_enabled is False
+    assert "Off by default" in InitUnguardedBias.documentation()
+
+
+def test_norm_bias_only_when_the_file_turns_affine_off():
+    source = HEADER + """\
+def init(model):
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            nn.init.zeros_(m.bias)
+"""
+    assert lines(source, InitUnguardedBias) == []
+    affine_off = source + "\nnorm = nn.BatchNorm2d(3, affine=False)\n"
+    assert lines(affine_off, InitUnguardedBias) == [7]
+
+
+def test_deprecated_init_fix_adds_underscore_through_any_alias():
+    source = """\
+import torch
+from torch.nn import init
+import torch.nn as nn
+
+w = torch.empty(3, 3)
+init.kaiming_normal(w)
+nn.init.orthogonal(w)
+torch.nn.init.dirac(torch.empty(2, 2, 3))
+nn.init.kaiming_normal_(w)
+"""
+    findings = lint_text(source, [DeprecatedInit])
+    assert [f.line for f in findings] == [6, 7, 8]
+    assert all(f.fix is not None and f.fix.safe for f in findings)
+    fixed = fix_text(source, [DeprecatedInit], unsafe=False)
+    assert "init.kaiming_normal_(w)" in fixed
+    assert "nn.init.orthogonal_(w)" in fixed
+    assert "torch.nn.init.dirac_(" in fixed
+    assert lines(fixed, DeprecatedInit) == []
+
+
+def test_deprecated_init_imported_by_name_is_reported_without_fix():
+    source = "import torch\nfrom torch.nn.init import xavier_uniform\n\n" \
+        "xavier_uniform(torch.empty(2, 2))\n"
+    findings = lint_text(source, [DeprecatedInit])
+    assert [(f.line, f.fix) for f in findings] == [(4, None)]
+
+
+def test_apply_inside_modules_loop():
+    source = HEADER + """\
+model = nn.Sequential(nn.Linear(2, 2))
+for name, m in model.named_modules():
+    m.apply(print)
+for m in model.children():
+    m.apply(print)
+model.apply(print)
+"""
+    findings = lint_text(source, [ApplyInModulesLoop])
+    assert [f.line for f in findings] == [6]
+    assert "`m.apply(...)`" in findings[0].message
