@@ -1,0 +1,131 @@
+"""The results cache: reruns reuse results, and anything that decides them re-lints."""
+
+from __future__ import annotations
+
+from conftest import NET, write
+
+PLUGIN = '''\
+from modellint import hookimpl
+from modellint.rule import Invalid, StaticRule
+
+
+class Shout(StaticRule):
+    """Calls to `shout`.
+
+    ## What it does
+    Finds `shout()`.
+
+    ## Why is this bad?
+    It is loud.
+
+    ## Example
+        shout()
+
+    ## Use instead
+        whisper()
+    """
+
+    code = "LOUD1"
+    name = "shout"
+    valid = ["whisper()\\n"]
+    invalid = [Invalid("shout()\\n", line=1)]
+
+    def visit_Call(self, node):
+        if getattr(node.func, "value", None) == "shout":
+            self.report(node, "MESSAGE")
+
+
+@hookimpl
+def modellint_add_rules():
+    return [Shout]
+'''
+
+
+def cache_env(tmp_path):
+    return {"MODELLINT_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def entries(tmp_path):
+    return sorted((tmp_path / "cache").glob("*/*.json"))
+
+
+def test_rerun_uses_the_cache_and_gives_the_same_findings(modellint, tmp_path):
+    write(tmp_path, "net.py", NET)
+    env = cache_env(tmp_path)
+    first = modellint("net.py", "--format", "json", env=env)
+    assert len(entries(tmp_path)) == 1
+    second = modellint("net.py", "--format", "json", env=env)
+    assert first.rc == second.rc == 1
+    assert first.json() == second.json()
+    text = modellint("net.py", env=env)
+    assert "11 |     def forward(x):" in text.out  # the excerpt survives the cache
+
+
+def test_cache_folder_is_tagged_and_ignored_by_git(modellint, tmp_path):
+    write(tmp_path, "net.py", NET)
+    modellint("net.py")
+    cache = tmp_path / ".modellint_cache"
+    assert (cache / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_no_cache_writes_nothing(modellint, tmp_path):
+    write(tmp_path, "net.py", NET)
+    result = modellint("net.py", "--no-cache")
+    assert result.rc == 1
+    assert not (tmp_path / ".modellint_cache").exists()
+
+
+def test_editing_a_file_relints_it(modellint, tmp_path):
+    path = write(tmp_path, "net.py", NET)
+    env = cache_env(tmp_path)
+    assert ("ML105", 11) in modellint("net.py", "--format", "json", env=env).codes()
+    path.write_text(NET.replace("def forward(x):", "def forward(self, x):"))
+    assert ("ML105", 11) not in modellint("net.py", "--format", "json", env=env).codes()
+
+
+def test_changing_the_configuration_relints(modellint, tmp_path):
+    write(tmp_path, "net.py", NET)
+    env = cache_env(tmp_path)
+    assert ("ML105", 11) in modellint("net.py", "--format", "json", env=env).codes()
+    write(tmp_path, "pyproject.toml", '[tool.modellint]\nignore = ["ML105"]\n')
+    assert ("ML105", 11) not in modellint("net.py", "--format", "json", env=env).codes()
+    assert ("ML105", 11) not in modellint(
+        "net.py", "--format", "json", "--select", "ML103", env=env).codes()
+    (tmp_path / "pyproject.toml").unlink()
+    assert ("ML105", 11) in modellint("net.py", "--format", "json", env=env).codes()
+
+
+def test_changing_a_plugin_relints(modellint, tmp_path):
+    write(tmp_path, "code.py", "shout()\n")
+    plugin = write(tmp_path, "loud_rules.py", PLUGIN)
+    env = cache_env(tmp_path)
+    first = modellint("code.py", "-p", "loud_rules", "--format", "json", env=env)
+    assert [f["message"] for f in first.json()] == ["MESSAGE"]
+    plugin.write_text(PLUGIN.replace('"MESSAGE"', '"CHANGED"'))
+    second = modellint("code.py", "-p", "loud_rules", "--format", "json", env=env)
+    assert [f["message"] for f in second.json()] == ["CHANGED"]
+
+
+def test_a_corrupt_cache_entry_is_ignored(modellint, tmp_path):
+    write(tmp_path, "net.py", NET)
+    env = cache_env(tmp_path)
+    expected = modellint("net.py", "--format", "json", env=env).json()
+    for entry in entries(tmp_path):
+        entry.write_text('{"format": 1, "findings": [{"code": 3}]')
+    assert modellint("net.py", "--format", "json", env=env).json() == expected
+    for entry in entries(tmp_path):
+        entry.write_bytes(b"\x80\x00 not json")
+    assert modellint("net.py", "--format", "json", env=env).json() == expected
+    for entry in entries(tmp_path):
+        entry.write_text('{"format": 1, "findings": [{"code": "ML105"}]}')
+    assert modellint("net.py", "--format", "json", env=env).json() == expected
+
+
+def test_fix_does_not_use_stale_results(modellint, tmp_path):
+    path = write(tmp_path, "net.py", NET)
+    env = cache_env(tmp_path)
+    modellint("net.py", env=env)
+    modellint("net.py", "--fix", env=env)
+    assert "def forward(self, x):" in path.read_text()
+    assert ("ML105", 11) not in modellint("net.py", "--format", "json", env=env).codes()
