@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -108,10 +107,15 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
             (self, node, message, fix, severity or self.severity, self.context.statement_stack[-1:])
         )
 
-    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
-        return {name: self._guarded(getattr(self, name)) for name in _visitor_names(type(self))}
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # computed once per class at import, before worker processes fork
+        cls._visitor_names = _visitor_names(cls)
 
-    def _guarded(self, method: Callable[[cst.CSTNode], Any]) -> Callable[[cst.CSTNode], None]:
+    def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
+        return {name: self._modellint_guarded(getattr(self, name)) for name in self._visitor_names}
+
+    def _modellint_guarded(self, method: Callable[[cst.CSTNode], Any]) -> Callable[[cst.CSTNode], None]:
         # one failing rule must not stop the others sharing the pass
         def call(node: cst.CSTNode) -> None:
             if self.error is not None:
@@ -124,7 +128,6 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
         return call
 
 
-@functools.cache
 def _visitor_names(cls: type) -> tuple[str, ...]:
     names = []
     for name in dir(cls):
