@@ -3,4 +3,13 @@
 from modellint.hookspecs import hookimpl
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "hookimpl"]
+__all__ = ["__version__", "check_model", "check_optimizer", "hookimpl"]
+
+
+def __getattr__(name: str):
+    # the runtime API imports torch: only when it is used, never for the static pass
+    if name in ("check_model", "check_optimizer"):
+        from modellint.runtime import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'modellint' has no attribute {name!r}")

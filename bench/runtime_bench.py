@@ -1,0 +1,144 @@
+"""Runtime-pass benchmarks, as ratios measured in one run (not timed tests).
+
+1. `trace` (one traced forward, shape table) against torchinfo's `summary` on ResNet34
+   (goal: no slower).
+2. The full runtime check (registration, two eval forwards, state-dict reload, train forward +
+   backward) against one plain forward+backward on ResNet34 (goal: at most 4x).
+3. The ~70B-parameter fixture built and traced on `meta` (goal: under 10 s, under 2 GB peak).
+
+    python bench/runtime_bench.py [--repeat 3] [--size 224]
+
+torchinfo is looked up on the path, then in /work/peers/venv (or $MODELLINT_PEERS), a
+separate environment so modellint's own does not depend on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _torchinfo():
+    try:
+        import torchinfo
+    except ImportError:
+        peers = os.environ.get("MODELLINT_PEERS", "/work/peers/venv")
+        for path in glob.glob(os.path.join(peers, "lib", "python3*", "site-packages")):
+            sys.path.append(path)
+        try:
+            import torchinfo
+        except ImportError:
+            return None
+    return torchinfo
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def interleaved(a, b, repeat: int) -> tuple[float, float]:
+    """Best-of times of `a` and `b`, run alternately so that load changes hit both alike."""
+    ta, tb = [], []
+    for _ in range(repeat):
+        ta.append(best(a, 1))
+        tb.append(best(b, 1))
+    return min(ta), min(tb)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--batch", type=int, default=2)
+    args = parser.parse_args()
+
+    import torch
+    import torchvision
+
+    from modellint.runtime.engine import ModelCheck
+    from modellint.runtime.tracer import Tracer
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    shape = [args.batch, 3, args.size, args.size]
+    spec = [{"shape": shape, "dtype": "float32", "low": 0, "high": 2, "name": None}]
+    model = torchvision.models.resnet34().eval()
+    x = torch.randn(shape)
+    with torch.no_grad():
+        model(x)  # warm up
+
+    def trace():
+        with Tracer(model), torch.no_grad():
+            model(x)
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, ResNet34 input {shape}")
+    torchinfo = _torchinfo()
+    if torchinfo is not None:
+        def summary():
+            torchinfo.summary(model, input_size=tuple(shape), verbose=0, device="cpu")
+        t_trace, t_info = interleaved(trace, summary, args.repeat)
+        print(f"1. trace {t_trace:.3f} s vs torchinfo.summary {t_info:.3f} s: "
+              f"ratio {t_trace / t_info:.2f} (goal <= 1)")
+    else:
+        t_trace = best(trace, args.repeat)
+        print(f"1. trace {t_trace:.3f} s (torchinfo not found; pip install it into "
+              f"/work/peers/venv)")
+
+    def plain():
+        m = torchvision.models.resnet34()
+        m.train()
+        m(x).sum().backward()
+
+    def full():
+        ModelCheck(factory=torchvision.models.resnet34, specs=spec,
+                   label="torchvision.models:resnet34").run()
+
+    def plain_fwd_bwd():
+        model.train()
+        model.zero_grad()
+        model(x).sum().backward()
+        model.eval()
+
+    t_full, t_plain = interleaved(full, plain_fwd_bwd, args.repeat)
+    t_plain_build = best(plain, args.repeat)
+    print(f"2. full runtime check {t_full:.3f} s vs plain forward+backward {t_plain:.3f} s: "
+          f"ratio {t_full / t_plain:.2f} (goal <= 4); with model construction in both: "
+          f"{t_full / t_plain_build:.2f}")
+
+    code = (
+        "import time, resource, sys\n"
+        f"sys.path.insert(0, {os.path.join(ROOT, 'fixtures', 'runtime', 'big')!r})\n"
+        "start = time.perf_counter()\n"
+        "from modellint.runtime.engine import ModelCheck\n"
+        "from llama70b import Big70B\n"
+        "out = ModelCheck(factory=Big70B, device='meta', label='Big70B').run()\n"
+        "took = time.perf_counter() - start\n"
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20\n"
+        "print(f'{out.parameters} {took} {peak} {len(out.findings)}')\n"
+    )
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        print("3. meta check failed:", result.stderr[-2000:])
+        return 1
+    params, took, peak, count = result.stdout.split()
+    print(f"3. {int(params) / 1e9:.1f}B-parameter model on meta: check {float(took):.2f} s "
+          f"(process incl. torch import {wall:.2f} s), peak RSS {float(peak):.2f} GiB, "
+          f"{count} findings (goal < 10 s, < 2 GB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

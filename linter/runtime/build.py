@@ -1,0 +1,190 @@
+"""Importing a target, building the model on a device, and remembering where each sub-module
+was created (the user's source line)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules import module as module_hooks
+from torch.overrides import TorchFunctionMode
+
+from modellint.runtime.sources import UserCode
+
+_LOADED: dict[str, Any] = {}
+
+
+class BuildError(Exception):
+    """The model could not be built; `phase` is "import" or "build"."""
+
+    def __init__(self, message: str, phase: str, exc: BaseException | None = None,
+                 location: tuple[str, int, str] | None = None) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.exc = exc
+        self.location = location
+
+
+def import_file(path: str):
+    """Import a file as a module (not as `__main__`, so its script part does not run)."""
+    path = os.path.abspath(path)
+    if path in _LOADED:
+        return _LOADED[path]
+    directory = os.path.dirname(path)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = stem if stem.isidentifier() and stem not in sys.modules else (
+        f"_modellint_{abs(hash(path)):x}_{stem}".replace("-", "_")
+    )
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    _LOADED[path] = module
+    return module
+
+
+def resolve(job: dict[str, Any]):
+    """The class or factory a job names, and the folders whose code counts as the user's."""
+    if job.get("file"):
+        module = import_file(job["file"])
+        allowed = [os.path.dirname(os.path.abspath(job["file"]))]
+    else:
+        module = importlib.import_module(job["module"])
+        top = importlib.import_module(job["module"].split(".")[0])
+        allowed = [os.path.dirname(os.path.abspath(f)) for f in [getattr(top, "__file__", None)]
+                   if f]
+    try:
+        return getattr(module, job["name"]), allowed
+    except AttributeError:
+        raise AttributeError(f"`{job['module'] or job['file']}` has no `{job['name']}`") from None
+
+
+def required_arguments(factory) -> list[str]:
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return []
+    names = []
+    params = list(signature.parameters.values())
+    if inspect.isclass(factory) and params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    for param in params:
+        if param.default is inspect.Parameter.empty and param.kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            names.append(param.name)
+    return names
+
+
+class CreationRecorder:
+    """A global module-registration hook: for every sub-module registered while it is active,
+    the innermost user frame (file, line) — the line that built it."""
+
+    def __init__(self, user_code: UserCode) -> None:
+        self.user_code = user_code
+        self.lines: dict[int, tuple[str, int]] = {}
+        self._keep: list[nn.Module] = []
+        self._handle = None
+
+    def _hook(self, parent, name, submodule):
+        if submodule is not None and id(submodule) not in self.lines:
+            found = self.user_code.innermost_frame(sys._getframe(1))
+            if found is not None:
+                self.lines[id(submodule)] = (found[0], found[1])
+                self._keep.append(submodule)
+        return None
+
+    def __enter__(self) -> CreationRecorder:
+        self._handle = module_hooks.register_module_module_registration_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+
+_INIT_OPS = frozenset({"normal_", "uniform_", "fill_", "zero_", "exponential_", "geometric_",
+                       "log_normal_", "cauchy_", "random_", "bernoulli_", "trunc_normal_",
+                       "orthogonal_", "copy_", "clamp_", "mul_", "div_", "add_", "sub_",
+                       "erfinv_"})
+
+
+class SkipMetaInit(TorchFunctionMode):
+    """Initialisation writes into meta tensors are no-ops: skipping them saves the import of
+    torch's Python reference ops (seconds) while building on `meta`."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _INIT_OPS or (
+            name.endswith("_") and getattr(func, "__module__", "") == "torch.nn.init"
+        ):
+            target = args[0] if args else kwargs.get(
+                "tensor", kwargs.get("self", kwargs.get("input")))
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
+
+
+def build(factory, kwargs: dict[str, Any], device: str, recorder: CreationRecorder | None,
+          seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    with contextlib.ExitStack() as stack:
+        if recorder is not None:
+            stack.enter_context(recorder)
+        stack.enter_context(torch.device(device))
+        if device == "meta":
+            stack.enter_context(SkipMetaInit())
+        model = factory(**kwargs)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"it returned a {type(model).__name__}, not an nn.Module")
+    if device != "meta":
+        # parameters made outside the device context (e.g. by a library) follow the model
+        leftovers = any(p.device != torch.device(device) for p in model.parameters())
+        if leftovers:
+            model.to(device)
+    return model
+
+
+def parameter_count_on_meta(factory, kwargs) -> int | None:
+    """Parameters of the model built on `meta` (no memory); None when that fails."""
+    try:
+        with torch.device("meta"), SkipMetaInit():
+            model = factory(**kwargs)
+        if not isinstance(model, nn.Module):
+            return None
+        return sum(p.numel() * p.element_size() for p in model.parameters())
+    except Exception:  # noqa: BLE001 - some models cannot be built on meta
+        return None
+
+
+def available_memory(device: str) -> int | None:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return free
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

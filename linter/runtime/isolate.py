@@ -1,0 +1,179 @@
+"""Worker subprocesses with a per-model timeout: a model that raises, hangs, exits, crashes or
+runs out of memory becomes one result describing what happened, and the next model gets a
+fresh worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from modellint.runtime.worker import WHERE_SIZE, read_where
+
+START_TIMEOUT = 120.0
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="modellint-")
+        self.where_path = os.path.join(self._tmp.name, "where")
+        self.stderr_path = os.path.join(self._tmp.name, "stderr")
+        self._buffer = b""
+
+    def start(self) -> None:
+        with open(self.where_path, "wb") as handle:
+            handle.write(b"\0" * WHERE_SIZE)
+        request_r, self._request_w = os.pipe()
+        self._result_r, result_w = os.pipe()
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
+        env = dict(os.environ)
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        code = ("import sys; sys.path.insert(0, ''); from modellint.runtime.worker import main; "
+                "main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(request_r), str(result_w), self.where_path],
+            pass_fds=(request_r, result_w), stdin=subprocess.DEVNULL,
+            stdout=self._stderr, stderr=self._stderr, env=env, cwd=os.getcwd(),
+            start_new_session=False,
+        )
+        os.close(request_r)
+        os.close(result_w)
+        self._buffer = b""
+        ready = self._read(START_TIMEOUT)
+        if not isinstance(ready, dict) or not ready.get("ready"):
+            tail = self._stderr_tail()
+            self.stop()
+            raise RuntimeError(f"the runtime worker did not start: {tail or ready}")
+
+    def _read(self, timeout: float) -> dict[str, Any] | str:
+        """One JSON line, or "timeout"/"eof"."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            ready, _, _ = select.select([self._result_r], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._result_r, 1 << 16)
+            if not chunk:
+                return "eof"
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc is not None
+        with open(self.where_path, "r+b") as handle:
+            handle.write(b"\0" * WHERE_SIZE)
+        self._stderr.flush()
+        offset = os.path.getsize(self.stderr_path)
+        payload = json.dumps({**request, "timeout": timeout}) + "\n"
+        try:
+            os.write(self._request_w, payload.encode())
+        except BrokenPipeError:
+            self.stop()
+            self.start()
+            os.write(self._request_w, payload.encode())
+        result = self._read(timeout + 3.0)
+        if isinstance(result, dict):
+            return result
+        phase, module = read_where(self.where_path)
+        if result == "timeout":
+            self.stop()
+            return {"failure": "timeout", "phase": phase, "module": module,
+                    "site": self._site(offset), "timeout": timeout}
+        returncode = self.proc.wait(timeout=10)
+        site = self._site(offset)
+        self.proc = None
+        return {"failure": "died", "phase": phase, "module": module, "site": site,
+                "returncode": returncode}
+
+    def _site(self, offset: int) -> list | None:
+        """The innermost user frame faulthandler printed (most recent call first)."""
+        from modellint.runtime.sources import UserCode
+
+        try:
+            with open(self.stderr_path, "rb") as handle:
+                handle.seek(offset)
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        user = UserCode()
+        for line in text.splitlines():
+            match = _FRAME.match(line)
+            if match and user(match.group("file")):
+                return [match.group("file"), int(match.group("line")), match.group("func")]
+        return None
+
+    def _stderr_tail(self) -> str:
+        try:
+            with open(self.stderr_path, "rb") as handle:
+                return handle.read()[-2000:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc = None
+        for fd in ("_request_w", "_result_r"):
+            value = getattr(self, fd, None)
+            if value is not None:
+                try:
+                    os.close(value)
+                except OSError:
+                    pass
+                setattr(self, fd, None)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.close(self._request_w)  # EOF: the worker ends its loop
+                self._request_w = None
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.stop()
+        try:
+            self._stderr.close()
+        except AttributeError:
+            pass
+        self._tmp.cleanup()
+
+
+def describe_failure(result: dict[str, Any]) -> str:
+    """What happened to a worker that did not answer, in words."""
+    if result["failure"] == "timeout":
+        what = f"did not finish within {result['timeout']:g} s (timeout)"
+    else:
+        code = result.get("returncode")
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            if name == "SIGKILL":
+                what = "was killed (SIGKILL), most likely for running out of memory"
+            elif name in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT"):
+                what = f"crashed the Python process ({name})"
+            else:
+                what = f"was ended by {name}"
+        else:
+            what = f"ended the process with exit status {code} (os._exit or a C library)"
+    return what

@@ -1,0 +1,227 @@
+"""`modellint check --runtime`: the models of the linted files (or the configured ones), each
+checked in a worker subprocess, turned into findings beside the static ones."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from modellint.finding import Finding
+from modellint.runtime.specs import (
+    DEFAULT_TIMEOUT,
+    ModelJob,
+    SpecError,
+    candidate_classes,
+    configured_jobs,
+    display_path,
+)
+from modellint.static.noqa import file_exemption, line_suppresses
+
+
+class RuntimeConfigError(Exception):
+    pass
+
+
+def _jobs(paths: list[str], config, displays: dict[str, str]) -> list[ModelJob]:
+    root = str(config.root)
+    try:
+        jobs = configured_jobs(config.runtime, root)
+    except SpecError as exc:
+        from modellint.config import ConfigError
+
+        raise ConfigError(f"{config.where()}: {exc}") from None
+    if jobs:
+        return jobs
+    found = []
+    for real, display in displays.items():
+        try:
+            source = Path(real).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "Module" not in source and "nn." not in source:
+            continue
+        whole, _ = file_exemption(source)
+        if whole:
+            continue
+        for name in candidate_classes(source):
+            found.append(ModelJob(label=f"{display}:{name}", file=real, name=name,
+                                  display=display))
+    return found
+
+
+def _progress(enabled: bool, index: int, total: int, label: str, seconds: float | None) -> None:
+    if not enabled:
+        return
+    if seconds is None:
+        sys.stderr.write(f"\rmodellint: runtime [{index}/{total}] {label} ...\033[K")
+    else:
+        sys.stderr.write(f"\rmodellint: runtime [{index}/{total}] {label} ({seconds:.1f} s)\033[K")
+        if index == total:
+            sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, args) -> list[Finding]:
+    from modellint.config import is_excluded
+    from modellint.static.discover import discover
+
+    runtime = config.runtime or {}
+    device = getattr(args, "device", None) or runtime.get("device") or "cpu"
+    timeout = float(getattr(args, "timeout", None) or runtime.get("timeout") or DEFAULT_TIMEOUT)
+    if timeout <= 0:
+        from modellint.config import ConfigError
+
+        raise ConfigError("--timeout must be a positive number of seconds")
+    _check_device(device)
+    displays = {}
+    for display, path in discover(list(paths), lambda p: is_excluded(config, p)):
+        displays[os.path.realpath(path)] = display
+    jobs = _jobs(list(paths), config, displays)
+    runtime_codes = sorted(code for code in enabled if "runtime" in registry.rules[code].passes
+                           or code in ("ML101", "ML102", "ML103", "ML104", "ML106", "ML107",
+                                       "ML108"))
+    results = run_jobs(jobs, device, timeout, runtime_codes,
+                       progress=sys.stderr.isatty() and not getattr(args, "quiet", False))
+    new: list[Finding] = []
+    notes: set[str] = set()
+    for job, result in results:
+        notes.update(result.get("notes", []))
+        for raw in result_findings(job, result):
+            finding = to_finding(raw, job, registry, displays)
+            if finding is not None and finding.code in enabled:
+                new.append(finding)
+    for note in sorted(notes):
+        print(f"modellint: {note}", file=sys.stderr)
+    return merge(findings, new)
+
+
+def _check_device(device: str) -> None:
+    import re
+
+    from modellint.config import ConfigError
+
+    if not re.match(r"^(cpu|meta|mps|cuda(:\d+)?)$", device):
+        raise ConfigError(f"unknown device {device!r} (choose cpu, cuda, cuda:N, mps or meta)")
+
+
+def run_jobs(jobs: list[ModelJob], device: str, timeout: float, codes: list[str],
+             progress: bool = False) -> list[tuple[ModelJob, dict[str, Any]]]:
+    from modellint.runtime.isolate import Worker
+
+    worker = Worker()
+    out = []
+    try:
+        for index, job in enumerate(jobs, 1):
+            _progress(progress, index, len(jobs), job.label, None)
+            start = time.monotonic()
+            request = {**job.to_request(), "device": device, "enabled": codes,
+                       "discovered": not job.configured}
+            try:
+                result = worker.run(request, timeout)
+            except RuntimeError as exc:
+                result = {"internal": str(exc)}
+            out.append((job, result))
+            _progress(progress, index, len(jobs), job.label, time.monotonic() - start)
+    finally:
+        worker.close()
+    return out
+
+
+def result_findings(job: ModelJob, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Raw findings (code, message, file, line) from one worker result."""
+    if result.get("skip"):
+        return []
+    if "findings" in result:
+        return result["findings"]
+    if "error" in result:
+        site = result.get("site")
+        return [{"code": "ML002", "message": result["error"], "file": site[0] if site else None,
+                 "line": site[1] if site else 1}]
+    if "internal" in result:
+        return [{"code": "ML001", "message": f"the runtime pass failed on `{job.label}`: "
+                 f"{result['internal']}", "file": None, "line": 1}]
+    from modellint.runtime.isolate import describe_failure
+
+    what = describe_failure(result)
+    phase, module, site = result.get("phase"), result.get("module"), result.get("site")
+    where = f" in `{module}`" if module else ""
+    at = f" at {_short(site[0])}:{site[1]} in `{site[2]}`" if site else ""
+    if phase in ("forward", "backward"):
+        step = "a forward" if phase == "forward" else "the backward pass"
+        message = f"`{job.label}` {what} while running {step}{where}{at}"
+        code = "ML701"
+    else:
+        step = {"import": "importing it", "build": "building it"}.get(phase or "", "starting")
+        message = f"`{job.label}` could not be checked: it {what} while {step}{at}"
+        code = "ML002"
+    return [{"code": code, "message": message, "file": site[0] if site else None,
+             "line": site[1] if site else 1}]
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _job_location(job: ModelJob) -> tuple[str | None, int]:
+    if job.file:
+        return job.file, _class_line(job.file, job.name)
+    return None, 1
+
+
+def _class_line(path: str, name: str) -> int:
+    import re
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if re.match(rf"\s*(class|def)\s+{re.escape(name)}\b", line):
+                    return number
+    except OSError:
+        pass
+    return 1
+
+
+def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str, str]) -> Finding | None:
+    from modellint.runtime.sources import source_line
+
+    rule = registry.rules.get(raw["code"])
+    if rule is None:
+        return None
+    file, line = raw.get("file"), raw.get("line") or 1
+    if not file:
+        file, line = _job_location(job)
+    if not file:
+        display, text = job.label.rpartition(":")[0] or job.label, ""
+        line = 1
+    else:
+        display = display_path(file, displays)
+        text = source_line(file, line)
+        if line_suppresses(text, raw["code"]):
+            return None
+    return Finding(
+        code=raw["code"], name=rule.name, message=raw["message"], severity=rule.severity,
+        path=display, line=line, column=len(text) - len(text.lstrip()) + 1 if text else 1,
+        end_line=line, end_column=len(text.rstrip()) + 1 if text else 1, pass_="runtime",
+        source_line=text, statement_line=line,
+        target=job.label if job.configured else "",
+    )
+
+
+def merge(static: list[Finding], runtime: list[Finding]) -> list[Finding]:
+    """Static findings plus runtime ones, a mistake found by both passes at one line once."""
+    seen = {(f.code, os.path.realpath(f.path), f.line) for f in static}
+    out = list(static)
+    for finding in runtime:
+        key = (finding.code, os.path.realpath(finding.path), finding.line)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(finding)
+    return out

@@ -1,0 +1,280 @@
+"""The hook tracer: global forward pre/post hooks that see every module call of one model.
+
+It records a row per call (path, type, input and output shapes, parameters, device, dtype),
+keeps the stack of modules being run (the innermost one is where an exception came from), and
+optionally checks inputs against parameters (ML702), outputs for NaN/Inf (ML704) and takes a
+fingerprint of every output (ML705 compares two passes). Modules called while the model runs
+but missing from `named_modules()` are collected for ML101/ML107.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules import module as module_hooks
+
+FINGERPRINT_SAMPLE = 4096
+
+
+def tensors_in(value: Any, depth: int = 0):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth > 4:
+        return
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors_in(item, depth + 1)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors_in(item, depth + 1)
+    elif hasattr(value, "__dataclass_fields__") or hasattr(value, "to_tuple"):
+        for item in getattr(value, "__dict__", {}).values():
+            yield from tensors_in(item, depth + 1)
+
+
+def shape_text(shape) -> str:
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def shapes_of(value: Any) -> list[list[int]]:
+    return [list(t.shape) for t in tensors_in(value)]
+
+
+def describe(module: nn.Module) -> str:
+    """`Conv2d(32, 32, kernel_size=(3, 3), ...)`: the type and its constructor arguments."""
+    try:
+        extra = module.extra_repr()
+    except Exception:  # noqa: BLE001
+        extra = ""
+    extra = extra.replace("\n", " ")
+    if len(extra) > 80:
+        extra = extra[:77] + "..."
+    return f"{type(module).__name__}({extra})"
+
+
+@dataclass
+class Row:
+    index: int
+    path: str
+    type: str
+    depth: int
+    input_shapes: list[list[int]]
+    output_shapes: list[list[int]] = field(default_factory=list)
+    params: int = 0
+    device: str = ""
+    dtype: str = ""
+    done: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "type": self.type, "depth": self.depth,
+            "input_shapes": self.input_shapes, "output_shapes": self.output_shapes,
+            "params": self.params, "device": self.device, "dtype": self.dtype,
+        }
+
+
+@dataclass
+class Mismatch:
+    path: str
+    what: str  # "device" or "dtype"
+    got: str
+    expected: str
+    shapes: list[list[int]]
+
+
+class Tracer:
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        rows: bool = True,
+        numeric: bool = False,
+        fingerprints: bool = False,
+        where=None,
+    ) -> None:
+        self.model = model
+        self.paths: dict[int, str] = {}
+        for path, module in model.named_modules(remove_duplicate=False):
+            self.paths.setdefault(id(module), path)
+        self.record_rows = rows
+        self.numeric = numeric
+        self.fingerprinting = fingerprints
+        self.where = where  # callable(path) telling the parent which module runs
+        self.rows: list[Row] = []
+        self.stack: list[tuple[int, str | None, Row | None, list[list[int]]]] = []
+        self.called: set[str] = set()
+        self.mismatches: list[Mismatch] = []
+        self.non_finite: tuple[str, str] | None = None  # (path, description)
+        # ("in"|"out", path, fingerprint) in execution order
+        self.fingerprints: list[tuple[str, str, tuple[float, ...]]] = []
+        # compare against another pass's fingerprints as they come: the first difference as
+        # (kind, path, call site or None)
+        self.reference: list[tuple[str, str, tuple[float, ...]]] | None = None
+        self.first_difference: tuple[str, str, tuple[str, int, str] | None] | None = None
+        # module objects called inside the model that it does not register (kept alive so
+        # their ids stay unique): id -> (module, parent path, call site)
+        self.unregistered: dict[int, tuple[nn.Module, str, tuple[str, int, str] | None]] = {}
+        self.user_code = None
+        self.failed_stack: list[str] = []
+        self._handles: list[Any] = []
+        self._param_cache: dict[int, tuple[torch.Tensor | None, int]] = {}
+
+    # -- installation -----------------------------------------------------------------------
+    def __enter__(self) -> Tracer:
+        self._handles = [
+            module_hooks.register_module_forward_pre_hook(self._pre),
+            module_hooks.register_module_forward_hook(self._post),
+        ]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def reset(self) -> None:
+        self.rows.clear()
+        self.stack.clear()
+        self.fingerprints.clear()
+        self.failed_stack = []
+
+    # -- hooks ------------------------------------------------------------------------------
+    def _own_param(self, module: nn.Module) -> tuple[torch.Tensor | None, int]:
+        cached = self._param_cache.get(id(module))
+        if cached is None:
+            first = None
+            for tensor in module.parameters(recurse=False):
+                first = tensor
+                break
+            if first is None:
+                for tensor in module.buffers(recurse=False):
+                    if tensor.is_floating_point():
+                        first = tensor
+                        break
+            count = sum(p.numel() for p in module.parameters())
+            cached = (first, count)
+            self._param_cache[id(module)] = cached
+        return cached
+
+    def _pre(self, module: nn.Module, args: tuple) -> None:
+        path = self.paths.get(id(module))
+        if path is None:
+            if self.stack and id(module) not in self.unregistered:
+                parent = next((p for _, p, _, _ in reversed(self.stack) if p is not None), "")
+                if self.stack[-1][1] is not None:  # only the outermost unregistered module
+                    site = None
+                    if self.user_code is not None:
+                        site = self.user_code.innermost_frame(sys._getframe(1))
+                    self.unregistered[id(module)] = (module, parent, site)
+            if self.stack:
+                self.stack.append((id(module), None, None, []))
+            return
+        self.called.add(path)
+        if self.where is not None:
+            self.where(path)
+        shapes = shapes_of(args)
+        if self.fingerprinting:
+            self._fingerprint("in", path, args)
+        row = None
+        first, count = self._own_param(module)
+        if self.record_rows:
+            row = Row(len(self.rows), path, type(module).__name__, path.count(".") + (1 if path else 0),
+                      shapes, params=count)
+            if first is not None:
+                row.device, row.dtype = str(first.device), str(first.dtype).replace("torch.", "")
+            self.rows.append(row)
+        if first is not None:
+            for tensor in tensors_in(args):
+                if tensor.device != first.device and not (
+                    tensor.device.type == "cpu" and tensor.dim() == 0
+                ):
+                    self.mismatches.append(Mismatch(path, "device", str(tensor.device),
+                                                    str(first.device), shapes))
+                    break
+                if (
+                    tensor.is_floating_point() and first.is_floating_point()
+                    and tensor.dtype != first.dtype
+                    and not torch.is_autocast_enabled()
+                ):
+                    self.mismatches.append(Mismatch(
+                        path, "dtype", str(tensor.dtype).replace("torch.", ""),
+                        str(first.dtype).replace("torch.", ""), shapes))
+                    break
+        self.stack.append((id(module), path, row, shapes))
+
+    def _post(self, module: nn.Module, args: tuple, output: Any) -> None:
+        key = id(module)
+        while self.stack:
+            top = self.stack.pop()
+            if top[0] == key:
+                break
+        else:
+            return
+        path, row = top[1], top[2]
+        if path is None:
+            return
+        if row is not None:
+            row.output_shapes = shapes_of(output)
+            row.done = True
+        if self.numeric and self.non_finite is None:
+            for tensor in tensors_in(output):
+                if tensor.is_floating_point() or tensor.is_complex():
+                    if not bool(torch.isfinite(tensor).all()):
+                        nan = bool(torch.isnan(tensor).any())
+                        self.non_finite = (path, "NaN" if nan else "Inf")
+                        break
+        if self.fingerprinting:
+            self._fingerprint("out", path, output)
+
+    def _fingerprint(self, kind: str, path: str, value: Any) -> None:
+        values = []
+        for tensor in tensors_in(value):
+            if tensor.is_floating_point():
+                # a strided sample is enough to see two passes disagree, at a tiny cost
+                flat = tensor.detach().reshape(-1)
+                if flat.numel() > FINGERPRINT_SAMPLE:
+                    flat = flat[:: flat.numel() // FINGERPRINT_SAMPLE]
+                flat = flat.double()
+                values.append(float(flat.sum()))
+                values.append(float(flat.abs().sum()))
+        event = (kind, path, tuple(values))
+        index = len(self.fingerprints)
+        self.fingerprints.append(event)
+        if self.reference is not None and self.first_difference is None:
+            if index >= len(self.reference) or fingerprints_differ(
+                self.reference[index][2], event[2]
+            ):
+                site = None
+                if kind == "in" and self.user_code is not None:
+                    site = self.user_code.innermost_frame(sys._getframe(2))
+                self.first_difference = (kind, path, site)
+
+    # -- after an exception -----------------------------------------------------------------
+    def innermost(self) -> str | None:
+        """Path of the innermost registered module still on the stack (where it raised)."""
+        for _, path, _, _ in reversed(self.stack):
+            if path is not None:
+                return path
+        return None
+
+    def innermost_shapes(self) -> list[list[int]]:
+        for _, path, _, shapes in reversed(self.stack):
+            if path is not None:
+                return shapes
+        return []
+
+
+def fingerprints_differ(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    if len(a) != len(b):
+        return True
+    for x, y in zip(a, b, strict=True):
+        if math.isnan(x) and math.isnan(y):
+            continue
+        if not math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5):
+            return True
+    return False

@@ -1,0 +1,236 @@
+"""The runtime pass: each planted mistake found at its line, clean models clean, isolation of
+models that raise, hang, exit, crash or run out of memory, the CLI, trace, API and plugin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from modellint.runtime.build import import_file  # noqa: E402
+from modellint.runtime.engine import ModelCheck  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "runtime"
+MODELLINT = [sys.executable, "-m", "modellint"]
+
+pytest_plugins = ["pytester"]
+
+
+def run_check(file: str, name: str, **options):
+    module = import_file(str(FIXTURES / file))
+    return ModelCheck(factory=getattr(module, name), label=name, **options).run()
+
+
+PLANTED = [
+    ("channel_mismatch.py", "TwoStageNet", "ML701", 19, ["stage2.conv", "Conv2d(32, 32",
+                                                         "[2, 16, 32, 32]", "input inferred"]),
+    ("plain_list.py", "ListNet", "ML101", 7, ["self.layers", "nn.ModuleList"]),
+    ("param_list.py", "Scales", "ML102", 9, ["self.scales", "nn.ParameterList"]),
+    ("plain_tensor.py", "Masked", "ML103", 9, ["self.mask", "register_buffer"]),
+    ("super_init_late.py", "Late", "ML104", 6, ["super().__init__()"]),
+    ("undefined_attr.py", "Typo", "ML106", 10, ["self.fc2"]),
+    ("module_in_forward.py", "Lazy", "ML107", 11, ["Linear", "__init__"]),
+    ("repeated_block.py", "Repeated", "ML108", 8, ["`blocks`", "3 places"]),
+    ("state_outside.py", "Temperature", "ML505", 9, ["self.temperature"]),
+    ("dtype_mismatch.py", "HalfHead", "ML702", 8, ["`head`", "float32", "float64"]),
+    ("unused_param.py", "Unused", "ML703", 8, ["`aux`", "never called"]),
+    ("nan_output.py", "NanNet", "ML704", 14, ["`log`", "NaN"]),
+    ("dropout_eval.py", "Noisy", "ML705", 13, ["input of `out`"]),
+    ("zero_grad.py", "DeadStart", "ML706", 7, ["`fc1`", "exactly zero"]),
+]
+
+
+@pytest.mark.parametrize(("file", "name", "code", "line", "words"), PLANTED,
+                         ids=[p[2] for p in PLANTED])
+def test_planted_mistake_is_found_at_its_line(file, name, code, line, words):
+    outcome = run_check(file, name)
+    found = [f for f in outcome.findings if f.code == code]
+    assert [f.line for f in found] == [line], outcome.findings
+    assert found[0].file.endswith(file)
+    for word in words:
+        assert word in found[0].message
+    # one mistake, one finding: nothing else is reported on these fixtures
+    assert [f.code for f in outcome.findings] == [code]
+
+
+@pytest.mark.parametrize(("file", "name", "inputs"), [
+    ("clean_lenet.py", "LeNet", "[2, 3, 32, 32]"),
+    ("clean_digits.py", "DigitsNet", "[2, 1, 28, 28]"),
+    ("clean_text.py", "TextClassifier", "[2, 16] int64 in [0, 1000)"),
+    ("clean_text.py", "TinyEncoder", "[2, 16, 32]"),
+])
+def test_clean_models_have_no_findings_and_inferred_inputs_fit(file, name, inputs):
+    outcome = run_check(file, name)
+    assert outcome.findings == []
+    assert outcome.inputs == inputs
+
+
+def test_constructor_with_arguments_is_ml002_with_config_hint():
+    outcome = run_check("needs_args.py", "Configurable", enabled=None)
+    assert [f.code for f in outcome.findings] == ["ML002"]
+    assert "`width`" in outcome.findings[0].message
+    assert "[[tool.modellint.runtime.models]]" in outcome.findings[0].message
+
+
+def test_configured_kwargs_and_inputs_build_the_model():
+    outcome = run_check("needs_args.py", "Configurable", kwargs={"width": 5},
+                        specs=[{"shape": [3, 5], "dtype": "float32", "low": 0, "high": 2,
+                                "name": None}])
+    assert outcome.findings == [] and outcome.inputs == "[3, 5]"
+
+
+def test_meta_device_traces_70b_parameters_without_memory():
+    outcome = run_check("big/llama70b.py", "Big70B", device="meta")
+    assert outcome.findings == []
+    assert 69e9 < outcome.parameters < 72e9
+    assert any("meta" in note for note in outcome.notes)
+    assert sum(1 for row in outcome.rows if row.type == "TransformerEncoderLayer") == 95
+
+
+def test_isolation_each_failure_is_one_finding_and_the_run_goes_on():
+    from modellint.runtime.pass_ import result_findings, run_jobs
+    from modellint.runtime.specs import ModelJob
+
+    cases = ["raises.py:Raises", "hangs.py:Hangs", "exits.py:Exits", "os_exits.py:Quits",
+             "crashes.py:Crashes", "memory.py:Hungry", "fine.py:Fine"]
+    jobs = []
+    for case in cases:
+        file, name = case.split(":")
+        path = str(FIXTURES / "isolation" / file)
+        jobs.append(ModelJob(label=case, file=path, name=name))
+    results = run_jobs(jobs, "cpu", 8.0, ["ML002", "ML701", "ML703"])
+    messages = {}
+    for job, result in results:
+        raws = result_findings(job, result)
+        messages[job.label] = raws
+    assert messages["fine.py:Fine"] == []
+    for case in cases[:-1]:
+        assert [r["code"] for r in messages[case]] == ["ML701"], (case, messages[case])
+    text = {case: messages[case][0]["message"] for case in cases[:-1]}
+    assert "planted failure" in text["raises.py:Raises"]
+    assert "timeout" in text["hangs.py:Hangs"] and "`spin`" in text["hangs.py:Hangs"]
+    assert messages["hangs.py:Hangs"][0]["line"] == 6
+    assert "sys.exit(3)" in text["exits.py:Exits"]
+    assert "exit status 7" in text["os_exits.py:Quits"]
+    assert "SIGSEGV" in text["crashes.py:Crashes"] and "`crash`" in text["crashes.py:Crashes"]
+    assert messages["crashes.py:Crashes"][0]["line"] == 8
+    assert "out of memory" in text["memory.py:Hungry"]
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([*MODELLINT, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_cli_runtime_reports_once_per_mistake_and_keeps_exit_codes(tmp_path):
+    for name in ("plain_list.py", "unused_param.py", "needs_args.py"):
+        (tmp_path / name).write_text((FIXTURES / name).read_text())
+    result = _cli("check", "--runtime", "--format", "json", "-q", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    found = sorted((Path(f["path"]).name, f["code"], f["line"], f["pass"])
+                   for f in json.loads(result.stdout))
+    assert ("plain_list.py", "ML101", 7, "static") in found
+    assert [f for f in found if f[1] == "ML101"] == [("plain_list.py", "ML101", 7, "static")]
+    assert ("unused_param.py", "ML703", 8, "runtime") in found, (found, result.stderr)
+    assert ("needs_args.py", "ML002", 4, "runtime") in found
+    # ML002 is info: alone it does not fail the run
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "needs_args.py").write_text((FIXTURES / "needs_args.py").read_text())
+    assert _cli("check", "--runtime", "-q", str(only)).returncode == 0
+
+
+def test_cli_configured_target_with_kwargs_and_inputs(tmp_path):
+    (tmp_path / "models.py").write_text((FIXTURES / "needs_args.py").read_text())
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.modellint.runtime]\ntimeout = 30\n"
+        "[[tool.modellint.runtime.models]]\ntarget = \"models.py:Configurable\"\n"
+        "kwargs = { width = 6 }\ninputs = [[2, 6]]\n"
+        "[[tool.modellint.runtime.models]]\ntarget = \"models.py:Configurable\"\n"
+        "kwargs = { width = 6 }\ninputs = [[2, 7]]\n"
+    )
+    result = _cli("check", "--runtime", "--format", "json", "-q", ".", cwd=tmp_path)
+    found = json.loads(result.stdout)
+    assert [(f["code"], f["line"]) for f in found] == [("ML701", 7)], result.stderr
+    assert "[2, 7]" in found[0]["message"]
+
+
+def test_static_pass_never_imports_torch():
+    code = ("import sys, modellint.cli\n"
+            "modellint.cli.main(['check', '-q', '--exit-zero', 'fixtures/runtime'])\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n"
+            "import modellint; assert 'torch' not in sys.modules\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_trace_resnet34_has_36_conv_rows():
+    result = _cli("trace", "torchvision.models:resnet34", "--input", "1,3,224,224",
+                  "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert sum(1 for row in data["rows"] if row["type"] == "Conv2d") == 36
+    assert data["rows"][0]["input_shapes"] == [[1, 3, 224, 224]]
+    assert data["rows"][-1]["output_shapes"] == [[1, 1000]]
+    assert data["total_params"] == 21797672
+
+
+def test_trace_text_depth_and_errors():
+    result = _cli("trace", "fixtures/runtime/clean_lenet.py:LeNet", "--depth", "1")
+    assert result.returncode == 0, result.stderr
+    assert "conv1" in result.stdout and "[2, 6, 28, 28]" in result.stdout
+    assert "62,006 parameters" in result.stdout
+    bad = _cli("trace", "fixtures/runtime/channel_mismatch.py:TwoStageNet", "--input", "1,3,8,8")
+    assert bad.returncode == 2 and "stage2.conv" in bad.stderr and "Traceback" not in bad.stderr
+    missing = _cli("trace", "no_such_module:Net")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_python_api_check_model_and_check_optimizer():
+    import modellint
+
+    module = import_file(str(FIXTURES / "clean_lenet.py"))
+    model = module.LeNet()
+    report = modellint.check_model(model, torch.randn(2, 3, 32, 32))
+    assert report.ok and report.findings == []
+    assert sum(1 for row in report.trace if row["type"] == "Conv2d") == 2
+    bad = modellint.check_model(import_file(str(FIXTURES / "plain_list.py")).ListNet)
+    assert not bad.ok and bad.codes() == ["ML101"]
+    assert "plain_list.py:7" in str(bad)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    # torch refuses overlapping groups in add_param_group; code that edits groups does not
+    optimizer.param_groups.append({**optimizer.defaults, "params": list(model.fc3.parameters())})
+    result = modellint.check_optimizer(model, optimizer)
+    assert result.codes() == ["ML305"] and "more than one" in result.findings[0].message
+    model.conv1.requires_grad_(False)
+    partial = torch.optim.SGD(model.fc1.parameters(), lr=0.1)
+    messages = " ".join(f.message for f in modellint.check_optimizer(model, partial).findings)
+    assert "no optimizer group" in messages and "conv1" not in messages
+
+
+def test_pytest_plugin_fails_a_test_with_findings(pytester):
+    pytester.makepyfile(
+        f"""
+        import sys
+        sys.path.insert(0, {str(FIXTURES)!r})
+        import torch
+        from plain_list import ListNet
+        from clean_lenet import LeNet
+
+        def test_clean(modellint):
+            assert modellint.check(LeNet(), torch.randn(2, 3, 32, 32)).ok
+
+        def test_broken(modellint):
+            modellint.check(ListNet, torch.randn(2, 8))
+        """
+    )
+    result = pytester.runpytest_subprocess()  # the plugin comes from the pytest11 entry point
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*ML101*self.layers*"])
