@@ -1,10 +1,1198 @@
-"""Built-in rules: training (see DESIGN.md's catalog)."""
+"""Built-in rules: the training loop and optimizers (ML3xx).
+
+Most of these rules look at a whole function at once (see `_loops.Scope`): they run when the
+function (or, for a script's top-level code, the module) has been visited, and track names only
+within that function. A name whose origin is unknown is never assumed to be anything.
+"""
 
 from __future__ import annotations
 
+import re
+
+import libcst as cst
+
 from modellint.hookspecs import hookimpl
+from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rules._loops import (
+    Scope,
+    Site,
+    backward_calls,
+    constructor_of,
+    function_without_grad,
+    last_segment,
+    names_in,
+    optimizer_steps,
+    scheduler_class,
+    scheduler_steps,
+    scope_of,
+    under_no_grad,
+)
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+
+# a training script used by several examples: {body} is the inner loop body
+_TRAIN = HEADER + """\
+def train(model, loader, epochs):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+{setup}
+    for epoch in range(epochs):
+{epoch_top}
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+{batch_end}
+{epoch_end}
+"""
+
+
+def _train(setup="", epoch_top="", batch_end="", epoch_end=""):
+    """`_TRAIN` with lines added at the four places (blank places are dropped)."""
+
+    def block(text, indent):
+        return "\n".join(" " * indent + line for line in text.splitlines())
+
+    source = _TRAIN.format(
+        setup=block(setup, 4), epoch_top=block(epoch_top, 8), batch_end=block(batch_end, 12),
+        epoch_end=block(epoch_end, 8),
+    )
+    head, _, body = source.partition("def train")
+    return head + "def train" + "\n".join(
+        line for line in body.splitlines() if line.strip()) + "\n"
+
+
+def _line_of(source: str, text: str) -> int:
+    for number, line in enumerate(source.splitlines(), 1):
+        if text in line:
+            return number
+    raise ValueError(text)
+
+
+def _invalid(source: str, marker: str, fixed: str | None = None) -> Invalid:
+    """An invalid example reported on the (first) line containing `marker`."""
+    return Invalid(source, line=_line_of(source, marker), fixed=fixed)
+
+
+class _ScopeRule(StaticRule):
+    """A rule that checks a whole function body (or a script's top-level code) at once."""
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.check(scope_of(self.context, original_node))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self.check(scope_of(self.context, original_node))
+
+    def check(self, scope: Scope) -> None:
+        raise NotImplementedError
+
+    def report_at(self, site: Site, node: cst.CSTNode, message: str, **kwargs) -> None:
+        # findings are reported after the function was visited: name the statement they are
+        # in, so that a noqa comment on that statement applies
+        stack = self.context.statement_stack
+        stack.append(site.statement or node)
+        try:
+            self.report(node, message, **kwargs)
+        finally:
+            stack.pop()
+
+
+def _receiver(site: Site) -> str:
+    return dotted_name(site.node.func.value) or "optimizer"
+
+
+# -- ML301 ------------------------------------------------------------------------------------
+
+EPOCH_SCHEDULERS = frozenset(
+    {"StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau"}
+)
+# constructor arguments that count iterations rather than epochs
+_ITERATION_WORDS = re.compile(r"iter|batch|loader|len\(|steps|Steps", re.IGNORECASE)
+
+
+def _counts_iterations(call: cst.Call) -> bool:
+    code = cst.Module(body=[]).code_for_node
+    return any(_ITERATION_WORDS.search(code(arg.value)) for arg in call.args[1:])
+
+
+class SchedulerStepInBatchLoop(_ScopeRule):
+    """An epoch-based learning-rate scheduler is stepped once per batch.
+
+    ## What it does
+    Finds `scheduler.step()` inside the batch loop (the loop that calls `optimizer.step()`,
+    nested in an epoch loop) when `scheduler` was built in the same function as a scheduler
+    whose arguments count epochs: `StepLR`, `MultiStepLR`, `ExponentialLR`,
+    `MultiplicativeLR` or `ReduceLROnPlateau`. Schedulers meant to step per batch
+    (`OneCycleLR`, `CyclicLR`, `LambdaLR` warm-ups, `CosineAnnealingWarmRestarts.step(epoch +
+    i / n)`), schedulers whose arguments are computed from iteration counts
+    (`len(loader)`, `total_steps`), and schedulers of unknown kind are never flagged.
+
+    ## Why is this bad?
+    `StepLR(optimizer, step_size=30)` decays the learning rate every 30 calls of `step()`.
+    Called per batch, that is every 30 batches instead of every 30 epochs: the learning rate
+    collapses to nothing within the first epoch and the model stops learning.
+
+    ## Example
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+        for epoch in range(epochs):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+
+    ## Use instead
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+        for epoch in range(epochs):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            scheduler.step()
+    """
+
+    code = "ML301"
+    name = "scheduler-step-in-batch-loop"
+    triggers = ("lr_scheduler",)
+    valid = [
+        _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)",
+               epoch_end="scheduler.step()"),
+        _train("scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, "
+               "total_steps=epochs * len(loader))", batch_end="scheduler.step()"),
+        _train("scheduler = torch.optim.lr_scheduler.CyclicLR(optimizer, 0.01, 0.1)",
+               batch_end="scheduler.step()"),
+        _train("scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, "
+               "(s + 1) / 500))", batch_end="scheduler.step()"),
+        _train("from torch.optim.lr_scheduler import CosineAnnealingWarmRestarts\n"
+               "scheduler = CosineAnnealingWarmRestarts(optimizer, T_0=10)",
+               batch_end="scheduler.step(epoch + i / len(loader))"),
+        # unknown kind: built elsewhere
+        _train("scheduler = build_scheduler(optimizer)", batch_end="scheduler.step()"),
+        # step_size counted in iterations
+        _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, "
+               "step_size=10 * len(loader))", batch_end="scheduler.step()"),
+        # a single loop: it cannot be told apart from an epoch loop
+        HEADER + "def fit(model, loader, optimizer):\n"
+        "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)\n"
+        "    for x, y in loader:\n"
+        "        model(x).sum().backward()\n        optimizer.step()\n"
+        "        optimizer.zero_grad()\n        scheduler.step()\n",
+        # stepped once per epoch under a condition of its own
+        _train("scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.9)",
+               batch_end="if is_last_batch:\n    scheduler.step()"),
+    ]
+    invalid = [
+        _invalid(
+            _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)",
+                   batch_end="scheduler.step()"),
+            "scheduler.step()",
+        ),
+        _invalid(
+            _train("from torch.optim.lr_scheduler import MultiStepLR\n"
+                   "scheduler = MultiStepLR(optimizer, milestones=[10, 20], gamma=0.1)",
+                   batch_end="scheduler.step()"),
+            "scheduler.step()",
+        ),
+        _invalid(
+            _train("from torch.optim import lr_scheduler\n"
+                   "sched = lr_scheduler.ReduceLROnPlateau(optimizer)",
+                   batch_end="sched.step(loss)"),
+            "sched.step(loss)",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        steps = optimizer_steps(self.context, scope)
+        if not steps:
+            return
+        for site, name in scheduler_steps(self.context, scope):
+            found = scheduler_class(self.context, scope, name)
+            if found is None:
+                continue
+            kind, constructor = found
+            if kind not in EPOCH_SCHEDULERS:
+                continue
+            if site.node.args and kind != "ReduceLROnPlateau":
+                continue  # an explicit epoch
+            if _counts_iterations(constructor):
+                continue
+            for step in steps:
+                if not step.loops:
+                    continue
+                batch_loop = step.loops[-1]
+                if len(step.loops) < 2 or not site.inside(batch_loop):
+                    continue
+                conditions = [a for a in site.ancestors_below(batch_loop)
+                              if isinstance(a, (cst.If, cst.Else))]
+                if any(not step.inside(c) for c in conditions):
+                    continue
+                self.report_at(
+                    site, site.node,
+                    f"`{name}` is a {kind}, whose arguments count epochs, but `{name}.step()` "
+                    f"runs once per batch; call it after the batch loop, once per epoch",
+                )
+                break
+
+
+# -- ML302 ------------------------------------------------------------------------------------
+
+
+class SchedulerBeforeOptimizer(_ScopeRule):
+    """`scheduler.step()` runs before `optimizer.step()` in the same iteration.
+
+    ## What it does
+    Finds a learning-rate scheduler stepped, within one iteration of a loop, before the
+    optimizer it drives: earlier in the batch loop's body, or at the top of the epoch loop
+    before the batch loop (the advice of tutorials written for PyTorch before 1.1). A
+    scheduler is a name built from `torch.optim.lr_scheduler` in the same function, or whose
+    name says so (`scheduler`, `lr_sched`); calls with arguments (`step(epoch)`) are not
+    checked.
+
+    ## Why is this bad?
+    Since PyTorch 1.1 `scheduler.step()` is meant to follow `optimizer.step()`. Stepped first,
+    the first value of the schedule is skipped (PyTorch warns "Detected call of
+    `lr_scheduler.step()` before `optimizer.step()`"), so every epoch trains with the
+    learning rate meant for the next one.
+
+    ## Example
+        for epoch in range(epochs):
+            scheduler.step()
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+
+    ## Use instead
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+            scheduler.step()
+    """
+
+    code = "ML302"
+    name = "scheduler-before-optimizer"
+    severity = Severity.WARNING
+    triggers = ("sched",)
+    valid = [
+        _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+               epoch_end="scheduler.step()"),
+        _train("scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, 1000)",
+               batch_end="scheduler.step()"),
+        # skipped on the first epoch: steps after the previous epoch's optimizer steps
+        _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+               epoch_top="if epoch > 0:\n    scheduler.step()"),
+        # an explicit epoch sets the closed-form learning rate
+        _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+               epoch_top="scheduler.step(epoch)"),
+        # diffusion samplers are not learning-rate schedulers
+        HEADER + "def sample(unet, noise_scheduler, latents):\n"
+        "    for t in noise_scheduler.timesteps:\n"
+        "        latents = noise_scheduler.step(unet(latents, t), t, latents)\n"
+        "    return latents\n",
+        # the optimizer step is in another function
+        HEADER + "def fit(model, scheduler, epochs):\n    for epoch in range(epochs):\n"
+        "        scheduler.step()\n        train_one_epoch(model)\n",
+    ]
+    invalid = [
+        _invalid(
+            _train("scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [10, 20])",
+                   epoch_top="scheduler.step()"),
+            "scheduler.step()",
+        ),
+        Invalid(
+            HEADER + "def train(model, loader, optimizer, lr_scheduler):\n"
+            "    for x, y in loader:\n"
+            "        lr_scheduler.step()\n"
+            "        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n"
+            "        optimizer.step()\n",
+            line=7,
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        steps = optimizer_steps(self.context, scope)
+        if not steps:
+            return
+        for site, name in scheduler_steps(self.context, scope):
+            if site.node.args or not site.loops:
+                continue
+            loop = site.loops[-1]
+            inside = [s for s in steps if s.inside(loop)]
+            if not inside or site.order > min(s.order for s in inside):
+                continue
+            between = site.ancestors_below(loop)
+            if any(isinstance(a, cst.Else) for a in between):
+                continue
+            loop_names = names_in(loop.target) if isinstance(loop, cst.For) else set()
+            if any(isinstance(a, cst.If) and names_in(a.test) & loop_names for a in between):
+                continue
+            optimizer = _receiver(min(inside, key=lambda s: s.order))
+            self.report_at(
+                site, site.node,
+                f"`{name}.step()` runs before `{optimizer}.step()` in this loop, so the first "
+                "learning rate of the schedule is skipped; step the scheduler after the "
+                "optimizer",
+            )
+
+
+# -- ML303 ------------------------------------------------------------------------------------
+
+_ZEROING = re.compile(
+    r"zero_grad|set_to_none|\.grad\s*=|\.grad(?:\.data)?\.(?:zero_|detach_|fill_|mul_|copy_)"
+    r"|grad\.zero_|clear_grad"
+)
+
+
+class MissingZeroGrad(_ScopeRule):
+    """A training loop never clears the gradients.
+
+    ## What it does
+    Finds a loop that calls `backward()` and `optimizer.step()` in a function that never
+    clears gradients: no `optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None` or
+    `set_to_none` anywhere in the function. Gradient accumulation, which zeroes under a
+    condition, is fine.
+
+    ## Why is this bad?
+    `backward()` adds to `.grad`; it does not overwrite it. Without zeroing, every step uses
+    the sum of all gradients since the start of training, so updates grow without bound and
+    training diverges.
+
+    ## Example
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+
+    ## Use instead
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+
+    code = "ML303"
+    name = "missing-zero-grad"
+    triggers = ("backward",)
+    valid = [
+        _train(),
+        # gradient accumulation
+        HEADER + "def train(model, loader, optimizer, accum=4):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "        loss = F.cross_entropy(model(x), y) / accum\n"
+        "        loss.backward()\n"
+        "        if (i + 1) % accum == 0:\n"
+        "            optimizer.step()\n"
+        "            optimizer.zero_grad(set_to_none=True)\n",
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        for p in model.parameters():\n            p.grad = None\n"
+        "        F.mse_loss(model(x), y).backward()\n        optimizer.step()\n",
+        HEADER + "def train(model, loader, optimizer):\n    model.zero_grad()\n"
+        "    for x, y in loader:\n"
+        "        F.mse_loss(model(x), y).backward()\n        optimizer.step()\n"
+        "        model.zero_grad()\n",
+        # LBFGS: the closure zeroes
+        HEADER + "def train(model, x, y, optimizer):\n    for _ in range(20):\n"
+        "        def closure():\n            optimizer.zero_grad()\n"
+        "            loss = F.mse_loss(model(x), y)\n            loss.backward()\n"
+        "            return loss\n        optimizer.step(closure)\n",
+        # DeepSpeed's engine zeroes in its own step()
+        HEADER + "def train(engine, loader):\n    for x, y in loader:\n"
+        "        loss = engine(x, y)\n        engine.backward(loss)\n        engine.step()\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "def train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n"
+            "        loss = F.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n"
+            "        optimizer.step()\n",
+            line=9,
+        ),
+        _invalid(
+            HEADER + "model = nn.Linear(4, 1)\nopt = torch.optim.Adam(model.parameters())\n"
+            "scaler = torch.amp.GradScaler()\n"
+            "for epoch in range(10):\n"
+            "    for x, y in data:\n"
+            "        scaler.scale(F.mse_loss(model(x), y)).backward()\n"
+            "        scaler.step(opt)\n"
+            "        scaler.update()\n",
+            "scaler.step(opt)",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        steps = optimizer_steps(self.context, scope)
+        if not steps:
+            return
+        backwards = [site for site, _ in backward_calls(self.context, scope)]
+        if not backwards:
+            return
+        candidates = [
+            step for step in steps
+            if any(any(b.inside(loop) for b in backwards) for loop in step.loops)
+        ]
+        if not candidates or _ZEROING.search(scope.code()):
+            return
+        for step in candidates:
+            optimizer = _receiver(step)
+            if step.node.args and "scaler" in last_segment(optimizer):
+                optimizer = dotted_name(step.node.args[0].value) or optimizer
+            self.report_at(
+                step, step.node,
+                f"this loop calls `backward()` and steps `{optimizer}` but never clears the "
+                f"gradients, so they accumulate across steps; call `{optimizer}.zero_grad()` "
+                "each iteration",
+            )
+
+
+# -- ML304 ------------------------------------------------------------------------------------
+
+_LOSS_FUNCTIONS = frozenset({
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "ctc_loss",
+    "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss", "hinge_embedding_loss",
+    "margin_ranking_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+    "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss",
+})
+_DETACHED = re.compile(r"\.(item|detach|tolist|numpy)\(|^float\(|^int\(")
+
+
+def _is_loss_call(context, scope: Scope, value: cst.BaseExpression | None, before: int) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    qualified = context.call_name(value) or ""
+    if qualified.startswith("torch.nn.functional.") and (
+        qualified.rsplit(".", 1)[1] in _LOSS_FUNCTIONS
+    ):
+        return True
+    func = value.func
+    if isinstance(func, cst.Call):
+        return (context.call_name(func) or "").endswith("Loss")
+    name = dotted_name(func)
+    if name is None:
+        return False
+    constructor = constructor_of(context, scope, name, before)
+    qualified = context.call_name(constructor) if constructor is not None else None
+    return bool(qualified) and qualified.startswith("torch.nn.") and qualified.endswith("Loss")
+
+
+class LossKeptWithGraph(_ScopeRule):
+    """A loss tensor is accumulated for logging without `.item()`, keeping its graph alive.
+
+    ## What it does
+    Finds `total += loss` and `losses.append(loss)` inside a loop, where `loss` had
+    `.backward()` called on it or came from a loss function (`F.cross_entropy`,
+    `nn.MSELoss()` ...), and is added without `.item()`, `.detach()` or `float()`. Sums that
+    are themselves backpropagated later (`total.backward()`) are not flagged, nor are
+    additions under `torch.no_grad()`.
+
+    ## Why is this bad?
+    The loss is a tensor that references the whole autograd graph of its iteration. Adding it
+    to a running total links every iteration's graph together, so activations are never freed
+    and memory grows each step until the GPU runs out.
+
+    ## Example
+        total_loss = 0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss
+
+    ## Use instead
+        total_loss = 0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item()
+    """
+
+    code = "ML304"
+    name = "loss-kept-with-graph"
+    fix = "unsafe"
+    triggers = ("loss", "Loss", "backward")
+    valid = [
+        _train(setup="total = 0.0", batch_end="total += loss.item()"),
+        _train(setup="losses = []", batch_end="losses.append(loss.detach())"),
+        _train(setup="total = 0.0", batch_end="total += float(loss)"),
+        # the sum is what gets backpropagated
+        HEADER + "def step(model, heads, x, y, optimizer):\n    loss = 0\n"
+        "    for head in heads:\n        part = F.cross_entropy(head(model(x)), y)\n"
+        "        loss += part\n    loss.backward()\n    optimizer.step()\n",
+        HEADER + "def step(model, chunks, optimizer):\n    losses = []\n"
+        "    for x, y in chunks:\n        loss = F.mse_loss(model(x), y)\n"
+        "        losses.append(loss)\n    torch.stack(losses).mean().backward()\n",
+        # evaluation under no_grad keeps no graph
+        HEADER + "def evaluate(model, loader):\n    total = 0\n    with torch.no_grad():\n"
+        "        for x, y in loader:\n            loss = F.cross_entropy(model(x), y)\n"
+        "            total += loss\n    return total\n",
+        # converted before it is added
+        _train(setup="total = 0.0", batch_end="loss = loss.item()\ntotal += loss"),
+    ]
+    invalid = [
+        Invalid(
+            _train(setup="total_loss = 0", batch_end="total_loss += loss"),
+            line=_line_of(_train(setup="total_loss = 0", batch_end="total_loss += loss"),
+                          "total_loss += loss"),
+            fixed=_train(setup="total_loss = 0", batch_end="total_loss += loss.item()"),
+        ),
+        Invalid(
+            _train(setup="history = []", batch_end="history.append(loss)"),
+            line=_line_of(_train(setup="history = []", batch_end="history.append(loss)"),
+                          "history.append(loss)"),
+            fixed=_train(setup="history = []", batch_end="history.append(loss.item())"),
+        ),
+        _invalid(
+            HEADER + "def train(model, loader, optimizer):\n    running = 0.0\n"
+            "    for x, y in loader:\n        optimizer.zero_grad()\n"
+            "        loss = F.mse_loss(model(x), y)\n        running += loss * x.size(0)\n"
+            "        loss.backward()\n        optimizer.step()\n",
+            "running +=",
+            fixed=HEADER + "def train(model, loader, optimizer):\n    running = 0.0\n"
+            "    for x, y in loader:\n        optimizer.zero_grad()\n"
+            "        loss = F.mse_loss(model(x), y)\n        running += loss.item() * x.size(0)\n"
+            "        loss.backward()\n        optimizer.step()\n",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        if function_without_grad(context, scope.root):
+            return
+        backwards = backward_calls(context, scope)
+        backpropagated: set[str] = set()  # names that flow into a backward() call
+        backward_targets: set[str] = set()  # names backward() was called on
+        for _, expr in backwards:
+            backpropagated |= names_in(expr)
+            inner = expr
+            while isinstance(inner, (cst.BinaryOperation, cst.Call)):
+                if isinstance(inner, cst.BinaryOperation):
+                    inner = inner.left
+                elif inner.args and isinstance(inner.func, cst.Attribute) and (
+                    "scale" in inner.func.attr.value
+                ):
+                    inner = inner.args[0].value
+                else:
+                    break
+            if isinstance(inner, cst.Name):
+                backward_targets.add(inner.value)
+        changed = True
+        while changed:
+            changed = False
+            for assignment in scope.assignments:
+                head = assignment.target.split(".", 1)[0]
+                if head in backpropagated and assignment.value is not None:
+                    new = names_in(assignment.value) - backpropagated
+                    if new:
+                        backpropagated |= new
+                        changed = True
+        code = cst.Module(body=[]).code_for_node
+        for site in scope.sites:
+            node = site.node
+            loss = target = None
+            if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+                target, loss = node.target, _loss_operand(node.value)
+            elif (
+                isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "append" and len(node.args) == 1
+            ):
+                target, loss = node.func.value, _loss_operand(node.args[0].value)
+            if loss is None or not site.loops:
+                continue
+            base = target.value if isinstance(target, cst.Subscript) else target
+            target_name = dotted_name(base)
+            if target_name is None or target_name.split(".", 1)[0] in backpropagated:
+                continue
+            if target_name == loss.value or under_no_grad(context, site):
+                continue
+            assignments = scope.assigned(loss.value)
+            if any(a.value is not None and _DETACHED.search(code(a.value).strip())
+                   for a in assignments):
+                continue
+            earlier = [a for a in assignments if a.site.order < site.order]
+            from_loss = bool(earlier) and _is_loss_call(
+                context, scope, earlier[-1].value, site.order)
+            if loss.value not in backward_targets and not from_loss:
+                continue
+            if any(a.target == target_name and a.site.inside(site.loops[-1])
+                   for a in scope.assignments):
+                continue  # reset every iteration
+            replacement = cst.Call(func=cst.Attribute(value=loss, attr=cst.Name("item")))
+            self.report_at(
+                site, loss,
+                f"`{loss.value}` is added to `{target_name}` with its autograd graph, which "
+                f"keeps every iteration's graph alive; use `{loss.value}.item()` (or "
+                "`.detach()`)",
+                fix=Fix(((loss, replacement),), f"use `{loss.value}.item()`", safe=False),
+            )
+
+
+def _loss_operand(expr: cst.BaseExpression) -> cst.Name | None:
+    """`loss` in `loss`, `loss * n`, `n * loss` or `loss / n`."""
+    if isinstance(expr, cst.Name):
+        return expr
+    if isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, (cst.Multiply, cst.Divide)
+    ):
+        if isinstance(expr.left, cst.Name):
+            return expr.left
+        if isinstance(expr.operator, cst.Multiply) and isinstance(expr.right, cst.Name):
+            return expr.right
+    return None
+
+
+# -- ML305 ------------------------------------------------------------------------------------
+
+
+def _params_source(expr: cst.BaseExpression) -> str | None:
+    """`model.fc` for `model.fc.parameters()` (also inside `list(...)`)."""
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "list" and len(expr.args) == 1:
+        expr = expr.args[0].value
+    if (
+        isinstance(expr, cst.Call) and not expr.args
+        and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "parameters"
+    ):
+        return dotted_name(expr.func.value)
+    return None
+
+
+class ParamGroupOverlap(StaticRule):
+    """Two parameter groups of one optimizer hold the same parameters.
+
+    ## What it does
+    Finds a list of parameter groups (`[{"params": ...}, {"params": ...}]`) in which one
+    group takes `X.parameters()` and another `X.parameters()` again or `X.Y.parameters()`,
+    a part of `X`.
+
+    ## Why is this bad?
+    A parameter may belong to only one group: the optimizer raises "some parameters appear
+    in more than one parameter group". The usual intent, a different learning rate for a
+    part of the model, needs the other group to exclude that part.
+
+    ## Example
+        optimizer = torch.optim.SGD([
+            {"params": model.parameters()},
+            {"params": model.head.parameters(), "lr": 1e-2},
+        ], lr=1e-3)
+
+    ## Use instead
+        optimizer = torch.optim.SGD([
+            {"params": model.backbone.parameters()},
+            {"params": model.head.parameters(), "lr": 1e-2},
+        ], lr=1e-3)
+    """
+
+    code = "ML305"
+    name = "param-group-overlap"
+    triggers = ('"params"', "'params'")
+    valid = [
+        HEADER + "opt = torch.optim.SGD([{'params': net.fc1.parameters(), 'lr': 1e-3},\n"
+        "                       {'params': net.fc2.parameters()}], lr=0.01)\n",
+        HEADER + "opt = torch.optim.SGD([{'params': net.fc1.parameters()},\n"
+        "                       {'params': net.fc10.parameters()}], lr=0.01)\n",
+        # recurse=False: only the module's own parameters
+        HEADER + "opt = torch.optim.SGD([{'params': net.parameters(recurse=False)},\n"
+        "                       {'params': net.fc.parameters()}], lr=0.01)\n",
+        HEADER + "opt = torch.optim.SGD([{'params': decay}, {'params': no_decay, "
+        "'weight_decay': 0.0}], lr=0.01)\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "opt = torch.optim.SGD([{'params': net.parameters()},\n"
+            "                       {'params': net.fc.parameters(), 'lr': 1e-2}], lr=0.01)\n",
+            line=6,
+        ),
+        Invalid(
+            HEADER + "groups = [\n    {\"params\": self.backbone.parameters(), \"lr\": 1e-4},\n"
+            "    {\"params\": self.backbone.parameters()},\n]\n",
+            line=7,
+        ),
+    ]
+
+    def visit_List(self, node: cst.List) -> None:
+        seen: list[str] = []
+        for element in node.elements:
+            if not isinstance(element.value, cst.Dict):
+                return
+            params = None
+            for item in element.value.elements:
+                key = getattr(item, "key", None)
+                if isinstance(key, cst.SimpleString) and key.evaluated_value == "params":
+                    params = item.value
+            if params is None:
+                return
+            source = _params_source(params)
+            if source is None:
+                continue
+            for other in seen:
+                if source == other or source.startswith(other + ".") or other.startswith(
+                    source + "."
+                ):
+                    self.report(
+                        params,
+                        f"`{source}.parameters()` overlaps the group of `{other}.parameters()`;"
+                        " a parameter may be in only one group, so exclude the part from the "
+                        "other group",
+                    )
+                    break
+            seen.append(source)
+
+
+# -- ML306 ------------------------------------------------------------------------------------
+
+def _mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Site]]]:
+    """(names put in eval mode, names put in train mode) -> their call sites."""
+    evals: dict[str, list[Site]] = {}
+    trains: dict[str, list[Site]] = {}
+    for site, receiver in scope.method_calls("eval"):
+        name = dotted_name(receiver)
+        if name and not site.node.args:
+            evals.setdefault(name, []).append(site)
+    for site, receiver in scope.method_calls("train"):
+        name = dotted_name(receiver)
+        if not name:
+            continue
+        args = site.node.args
+        if not args:
+            trains.setdefault(name, []).append(site)
+        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "False":
+            evals.setdefault(name, []).append(site)
+        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "True":
+            trains.setdefault(name, []).append(site)
+        else:
+            # train(mode): unknown, counts as both
+            evals.setdefault(name, []).append(site)
+            trains.setdefault(name, []).append(site)
+    return evals, trains
+
+
+class EvalWithoutEvalMode(_ScopeRule):
+    """A model is run for evaluation under `no_grad` while still in training mode.
+
+    ## What it does
+    Finds a model called under `torch.no_grad()` or `torch.inference_mode()` (a `with` block
+    or a decorator) in a function that never calls `model.eval()` or `model.train(False)`,
+    when the function itself built the model (a `torch.nn` layer, a module class of the file,
+    a `torchvision.models` builder) or put it in training mode (`model.train()`) to train it.
+    A model received as an argument may have been put in eval mode by the caller and is not
+    flagged; nor is code inside module classes.
+
+    ## Why is this bad?
+    `no_grad` only stops gradient tracking; it does not change layer behaviour. In training
+    mode dropout still drops activations and batch norm normalises with the statistics of
+    the current batch (and updates its running statistics), so evaluation results are noisy,
+    wrong for small batches, and change the model.
+
+    ## Example
+        model.train()
+        for x, y in train_loader:
+            ...
+        with torch.no_grad():
+            for x, y in val_loader:
+                correct += (model(x).argmax(1) == y).sum()
+
+    ## Use instead
+        model.train()
+        for x, y in train_loader:
+            ...
+        model.eval()
+        with torch.no_grad():
+            for x, y in val_loader:
+                correct += (model(x).argmax(1) == y).sum()
+    """
+
+    code = "ML306"
+    name = "eval-without-eval-mode"
+    triggers = ("no_grad", "inference_mode")
+    valid = [
+        HEADER + "model = nn.Sequential(nn.Linear(4, 4), nn.Dropout())\nmodel.eval()\n"
+        "with torch.no_grad():\n    out = model(x)\n",
+        HEADER + "model = nn.Sequential(nn.Linear(4, 4), nn.Dropout())\n"
+        "model.train(False)\nwith torch.inference_mode():\n    out = model(x)\n",
+        # the caller decides the mode
+        HEADER + "@torch.no_grad()\ndef evaluate(model, loader):\n"
+        "    return [model(x) for x, _ in loader]\n",
+        HEADER + "def evaluate(model, loader):\n    with torch.no_grad():\n"
+        "        return [model(x) for x, _ in loader]\n",
+        # batch-norm recalibration: train mode on purpose, nothing trained
+        HEADER + "@torch.no_grad()\ndef update_bn(model, loader):\n    model.train()\n"
+        "    for x in loader:\n        model(x)\n",
+        # a frozen teacher that the function does not train
+        HEADER + "def train(student, teacher, loader, optimizer):\n    student.train()\n"
+        "    for x in loader:\n        with torch.no_grad():\n            target = teacher(x)\n"
+        "        F.mse_loss(student(x), target).backward()\n        optimizer.step()\n"
+        "        optimizer.zero_grad()\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "import torchvision\n\nmodel = torchvision.models.resnet18()\n"
+            "model.load_state_dict(torch.load('weights.pt'))\nwith torch.no_grad():\n"
+            "    prediction = model(image).argmax(1)\n",
+            line=10,
+        ),
+        _invalid(
+            HEADER + "def fit(model, train_loader, val_loader, optimizer, epochs):\n"
+            "    for epoch in range(epochs):\n"
+            "        model.train()\n"
+            "        for x, y in train_loader:\n"
+            "            optimizer.zero_grad()\n"
+            "            F.cross_entropy(model(x), y).backward()\n"
+            "            optimizer.step()\n"
+            "        with torch.no_grad():\n"
+            "            for x, y in val_loader:\n"
+            "                val_loss = F.cross_entropy(model(x), y)\n",
+            "val_loss =",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        if context.in_module_class:
+            return
+        decorated = function_without_grad(context, scope.root)
+        evals, trains = _mode_calls(scope)
+        trains_here = None
+        reported: set[str] = set()
+        for site in scope.calls:
+            name = dotted_name(site.node.func)
+            if name is None or name in reported or name in evals:
+                continue
+            if not (decorated or under_no_grad(context, site)):
+                continue
+            # a model this function built (attributes of classes are set up elsewhere)
+            constructor = constructor_of(context, scope, name, site.order) if (
+                "." not in name) else None
+            built = constructor is not None and context.builds_module(constructor)
+            if not built:
+                if name not in trains:
+                    continue
+                if trains_here is None:
+                    trains_here = bool(backward_calls(context, scope)) and bool(
+                        optimizer_steps(context, scope))
+                if not trains_here:
+                    continue
+            reported.add(name)
+            self.report_at(
+                site, site.node,
+                f"`{name}` is run under no_grad for evaluation but is still in training mode "
+                f"(dropout and batch norm behave as in training); call `{name}.eval()` first",
+            )
+
+
+# -- ML307 ------------------------------------------------------------------------------------
+
+_WANTS_GRAD = re.compile(r"backward|autograd\.grad|requires_grad|enable_grad|\.step\(")
+
+
+class EvalWithoutNoGrad(_ScopeRule):
+    """An evaluation loop after `model.eval()` builds autograd graphs it never uses.
+
+    ## What it does
+    Finds a loop, after `model.eval()` in the same function, that calls `model(...)` outside
+    any `torch.no_grad()` / `torch.inference_mode()` block (or decorator, or
+    `torch.set_grad_enabled(False)`) and never calls `backward()` or asks for gradients.
+
+    ## Why is this bad?
+    `eval()` changes dropout and batch norm; it does not turn off gradient tracking. Every
+    forward pass records its graph and keeps the activations, which costs memory and time,
+    and outputs stored across iterations keep their graphs alive until memory runs out.
+
+    ## Example
+        model.eval()
+        for x, y in val_loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+
+    ## Use instead
+        model.eval()
+        with torch.no_grad():
+            for x, y in val_loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+    """
+
+    code = "ML307"
+    name = "eval-without-no-grad"
+    severity = Severity.WARNING
+    triggers = ("eval(", "train(False", "train(mode=False")
+    valid = [
+        HEADER + "def evaluate(model, loader):\n    model.eval()\n    with torch.no_grad():\n"
+        "        for x, y in loader:\n            out = model(x)\n",
+        HEADER + "@torch.inference_mode()\ndef evaluate(model, loader):\n    model.eval()\n"
+        "    for x, y in loader:\n        out = model(x)\n",
+        HEADER + "def evaluate(model, loader):\n    model.eval()\n"
+        "    for x, y in loader:\n        with torch.no_grad():\n            out = model(x)\n",
+        # adversarial examples need gradients with the model in eval mode
+        HEADER + "def attack(model, loader):\n    model.eval()\n    for x, y in loader:\n"
+        "        x.requires_grad_(True)\n        F.cross_entropy(model(x), y).backward()\n",
+        # back in training mode before the loop
+        HEADER + "def fit(model, loader, optimizer):\n    model.eval()\n    model.train()\n"
+        "    for x, y in loader:\n        out = model(x)\n",
+        HEADER + "def evaluate(model, loader):\n    torch.set_grad_enabled(False)\n"
+        "    model.eval()\n    for x, y in loader:\n        out = model(x)\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "def evaluate(model, loader):\n    model.eval()\n    correct = 0\n"
+            "    for x, y in loader:\n        correct += (model(x).argmax(1) == y).sum().item()\n"
+            "    return correct\n",
+            line=9,
+        ),
+        _invalid(
+            HEADER + "def fit(model, train_loader, val_loader, optimizer, epochs):\n"
+            "    for epoch in range(epochs):\n"
+            "        model.train()\n"
+            "        for x, y in train_loader:\n"
+            "            optimizer.zero_grad()\n"
+            "            F.cross_entropy(model(x), y).backward()\n"
+            "            optimizer.step()\n"
+            "        model.eval()\n"
+            "        for x, y in val_loader:\n"
+            "            val_loss = F.cross_entropy(model(x), y).item()\n",
+            "val_loss =",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        if function_without_grad(context, scope.root):
+            return
+        evals, trains = _mode_calls(scope)
+        if not evals:
+            return
+        for site in scope.calls:
+            if context.call_name(site.node) in (
+                "torch.set_grad_enabled", "torch.autograd.set_grad_enabled"
+            ) and not any(isinstance(a, cst.With) for a in site.ancestors):
+                return
+        code = cst.Module(body=[]).code_for_node
+        reported: set[int] = set()
+        for name, eval_sites in evals.items():
+            calls = [s for s in scope.calls if dotted_name(s.node.func) == name]
+            for call in calls:
+                if id(call.node) in reported or under_no_grad(context, call):
+                    continue
+                if any(isinstance(a, cst.With) and any(
+                    context.call_name(i.item) == "torch.enable_grad" for i in a.items
+                ) for a in call.ancestors):
+                    continue
+                before = [e for e in eval_sites if e.order < call.order]
+                if not before:
+                    continue
+                last_eval = before[-1]
+                if any(last_eval.order < t.order < call.order for t in trains.get(name, [])):
+                    continue
+                # the outermost loop around the call that starts after the eval() call
+                loops = [loop for loop in call.loops
+                         if scope.site_of[id(loop)].order > last_eval.order]
+                if not loops or _WANTS_GRAD.search(code(loops[0])):
+                    continue
+                reported.add(id(call.node))
+                self.report_at(
+                    call, call.node,
+                    f"`{name}` is evaluated after `{name}.eval()` without `torch.no_grad()`, so "
+                    "every call records an autograd graph; wrap the loop in `with "
+                    "torch.no_grad():` (or `torch.inference_mode()`)",
+                )
+                break
+
+
+# -- ML308 ------------------------------------------------------------------------------------
+
+_ACTIVATIONS = {
+    "torch.softmax": "softmax", "torch.nn.functional.softmax": "softmax",
+    "torch.special.softmax": "softmax", "torch.log_softmax": "log_softmax",
+    "torch.nn.functional.log_softmax": "log_softmax", "torch.special.log_softmax": "log_softmax",
+    "torch.sigmoid": "sigmoid", "torch.nn.functional.sigmoid": "sigmoid",
+    "torch.special.expit": "sigmoid",
+}
+_ACTIVATION_MODULES = {
+    "torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax": "log_softmax",
+    "torch.nn.Sigmoid": "sigmoid",
+}
+_LOSSES = {
+    "torch.nn.functional.cross_entropy": "cross_entropy",
+    "torch.nn.functional.nll_loss": "nll_loss",
+    "torch.nn.functional.binary_cross_entropy_with_logits": "binary_cross_entropy_with_logits",
+    "torch.nn.CrossEntropyLoss": "cross_entropy",
+    "torch.nn.NLLLoss": "nll_loss",
+    "torch.nn.BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
+}
+# loss -> activations it must not be given
+_BAD_INPUTS = {
+    "cross_entropy": ("softmax", "log_softmax"),
+    "nll_loss": ("softmax",),
+    "binary_cross_entropy_with_logits": ("sigmoid",),
+}
+
+
+class SoftmaxBeforeCrossEntropy(_ScopeRule):
+    """A loss that applies its own (log-)softmax or sigmoid is given probabilities.
+
+    ## What it does
+    Finds `F.cross_entropy` / `nn.CrossEntropyLoss` applied to the output of `softmax` or
+    `log_softmax`, `F.nll_loss` / `nn.NLLLoss` applied to `softmax` (not `log_softmax`)
+    output, and `binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` applied to
+    `sigmoid` output, directly or through a variable assigned in the same function. Only the
+    prediction (first argument) is checked: soft targets from a softmax are fine, and so is
+    `nll_loss(F.log_softmax(x))`.
+
+    ## Why is this bad?
+    `cross_entropy` computes `log_softmax` itself and `BCEWithLogitsLoss` a sigmoid: applied
+    to probabilities, the loss squashes them a second time, its gradients shrink and
+    training stalls. `nll_loss` expects log-probabilities; given probabilities, it optimises
+    the wrong quantity. (`cross_entropy` of `log_softmax` output is only redundant.)
+
+    ## Example
+        probs = F.softmax(model(x), dim=1)
+        loss = F.cross_entropy(probs, y)
+
+    ## Use instead
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+    """
+
+    code = "ML308"
+    name = "softmax-before-cross-entropy"
+    triggers = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit")
+    valid = [
+        HEADER + "def step(model, x, y):\n    return F.cross_entropy(model(x), y)\n",
+        HEADER + "def step(model, x, y):\n"
+        "    return F.nll_loss(F.log_softmax(model(x), dim=1), y)\n",
+        HEADER + "def step(model, x, y):\n    log_probs = model(x).log_softmax(dim=-1)\n"
+        "    criterion = nn.NLLLoss()\n    return criterion(log_probs, y)\n",
+        # soft targets
+        HEADER + "def distill(student, teacher, x):\n"
+        "    return F.cross_entropy(student(x), F.softmax(teacher(x) / 2.0, dim=1))\n",
+        HEADER + "def step(model, x, y):\n    return nn.BCELoss()(torch.sigmoid(model(x)), y)\n",
+        # reassigned to the logits before the loss
+        HEADER + "def step(model, x, y):\n    out = F.softmax(model(x), 1)\n    show(out)\n"
+        "    out = model(x)\n    return F.cross_entropy(out, y)\n",
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "def step(model, x, y):\n    probs = F.softmax(model(x), dim=1)\n"
+            "    return F.cross_entropy(probs, y)\n",
+            line=7,
+        ),
+        Invalid(
+            HEADER + "criterion = nn.CrossEntropyLoss()\n"
+            "loss = criterion(torch.softmax(logits, dim=-1), labels)\n",
+            line=6,
+        ),
+        Invalid(
+            HEADER + "def step(model, x, y):\n    return F.nll_loss(model(x).softmax(1), y)\n",
+            line=6,
+        ),
+        Invalid(
+            HEADER + "def step(model, x, y):\n    loss_fn = nn.BCEWithLogitsLoss()\n"
+            "    out = torch.sigmoid(model(x))\n    return loss_fn(out, y)\n",
+            line=8,
+        ),
+        Invalid(
+            HEADER + "def step(model, x, y):\n"
+            "    return F.cross_entropy(F.log_softmax(model(x), dim=1), y)\n",
+            line=6,
+        ),
+    ]
+
+    def _loss_kind(self, scope: Scope, call: cst.Call, order: int) -> str | None:
+        qualified = self.context.call_name(call)
+        if qualified in _LOSSES:
+            return _LOSSES[qualified]
+        func = call.func
+        if isinstance(func, cst.Call):
+            return _LOSSES.get(self.context.call_name(func) or "")
+        name = dotted_name(func)
+        if name is None:
+            return None
+        constructor = constructor_of(self.context, scope, name, order)
+        if constructor is None:
+            return None
+        return _LOSSES.get(self.context.call_name(constructor) or "")
+
+    def _activation(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
+        """`softmax`, `log_softmax` or `sigmoid` when `expr` (or the value last assigned to
+        the name `expr`) is the output of one."""
+        if isinstance(expr, cst.Name):
+            found = scope.assigned(expr.value, order)
+            if not found or found[-1].value is None:
+                return None
+            expr = found[-1].value
+        if not isinstance(expr, cst.Call):
+            return None
+        qualified = self.context.call_name(expr)
+        if qualified in _ACTIVATIONS:
+            return _ACTIVATIONS[qualified]
+        func = expr.func
+        if (
+            qualified is None and isinstance(func, cst.Attribute)
+            and func.attr.value in ("softmax", "log_softmax", "sigmoid")
+            and self.context.qualified_name(func.value) is None
+        ):
+            return func.attr.value  # a tensor method: logits.softmax(-1)
+        if isinstance(func, cst.Call):
+            # nn.Softmax(dim=1)(x)
+            return _ACTIVATION_MODULES.get(self.context.call_name(func) or "")
+        name = dotted_name(func)
+        if name is not None:
+            constructor = constructor_of(self.context, scope, name, order)
+            if constructor is not None:
+                return _ACTIVATION_MODULES.get(self.context.call_name(constructor) or "")
+        return None
+
+    def check(self, scope: Scope) -> None:
+        for site in scope.calls:
+            call = site.node
+            kind = self._loss_kind(scope, call, site.order)
+            if kind is None:
+                continue
+            prediction = None
+            for arg in call.args:
+                if arg.keyword is None or arg.keyword.value == "input":
+                    prediction = arg.value
+                    break
+            if prediction is None:
+                continue
+            activation = self._activation(scope, prediction, site.order)
+            if activation not in _BAD_INPUTS[kind]:
+                continue
+            if kind == "cross_entropy" and activation == "log_softmax":
+                message = ("`cross_entropy` already applies `log_softmax`; pass the logits "
+                           "instead of `log_softmax` output (or use `nll_loss`)")
+                severity = Severity.WARNING
+            elif kind == "nll_loss":
+                message = ("`nll_loss` expects log-probabilities but is given `softmax` "
+                           "output; use `log_softmax` (or `cross_entropy` on the logits)")
+                severity = None
+            elif kind == "cross_entropy":
+                message = ("`cross_entropy` applies `log_softmax` itself but is given `softmax`"
+                           " output; pass the logits")
+                severity = None
+            else:
+                message = ("`BCEWithLogitsLoss` applies a sigmoid itself but is given `sigmoid`"
+                           " output; pass the logits (or use `BCELoss`)")
+                severity = None
+            self.report_at(site, prediction, message, severity=severity)
 
 
 @hookimpl
 def modellint_add_rules():
-    return []
+    return [
+        SchedulerStepInBatchLoop,
+        SchedulerBeforeOptimizer,
+        MissingZeroGrad,
+        LossKeptWithGraph,
+        ParamGroupOverlap,
+        EvalWithoutEvalMode,
+        EvalWithoutNoGrad,
+        SoftmaxBeforeCrossEntropy,
+    ]

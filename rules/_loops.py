@@ -1,0 +1,421 @@
+"""Shared analysis of one function (or a module's top-level code) for the training rules.
+
+A `Scope` records, in source order, every node of a function body without descending into
+nested functions, classes or lambdas, with the compound statements that enclose it: loops
+(only their bodies count as "inside"), `with` bodies and `if`/`else` branches. Rules ask it
+where `optimizer.step()`, `scheduler.step()` and `backward()` are and which loops enclose them.
+It is computed once per function and shared by every rule of the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import weakref
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from modellint.rule import FileContext, dotted_name
+
+LOOPS = (cst.For, cst.While)
+# nodes whose body is another scope
+_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_STATEMENTS = (
+    cst.SimpleStatementLine, cst.For, cst.While, cst.If, cst.With, cst.Try, cst.TryStar,
+    cst.Match,
+)
+
+_OPTIMIZER_NAME = re.compile(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
+_SCHEDULER_NAME = re.compile(r"sched")
+_NO_GRAD = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode",
+})
+_SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+
+
+@dataclass
+class Site:
+    """One node of the scope: its position in source order, the enclosing loops/withs/ifs
+    (outermost first) and the statement it belongs to."""
+
+    node: cst.CSTNode
+    order: int
+    ancestors: tuple[cst.CSTNode, ...]
+    statement: cst.CSTNode | None
+
+    @property
+    def loops(self) -> tuple[cst.CSTNode, ...]:
+        return tuple(a for a in self.ancestors if isinstance(a, LOOPS))
+
+    def inside(self, node: cst.CSTNode) -> bool:
+        return any(a is node for a in self.ancestors)
+
+    def ancestors_below(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        for index, ancestor in enumerate(self.ancestors):
+            if ancestor is node:
+                return self.ancestors[index + 1 :]
+        return ()
+
+
+@dataclass
+class Assignment:
+    target: str
+    value: cst.BaseExpression | None
+    site: Site
+
+
+@dataclass
+class Scope:
+    root: cst.CSTNode
+    sites: list[Site] = field(default_factory=list)
+    calls: list[Site] = field(default_factory=list)
+    loops: list[Site] = field(default_factory=list)
+    assignments: list[Assignment] = field(default_factory=list)
+    site_of: dict[int, Site] = field(default_factory=dict)
+
+    def assigned(self, name: str, before: int | None = None) -> list[Assignment]:
+        """Assignments to the dotted `name`, in source order (only those before `before`)."""
+        return [
+            a for a in self.assignments
+            if a.target == name and (before is None or a.site.order < before)
+        ]
+
+    def method_calls(self, method: str) -> list[tuple[Site, cst.BaseExpression]]:
+        """`receiver.method(...)` calls: (site, receiver)."""
+        found = []
+        for site in self.calls:
+            func = site.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == method:
+                found.append((site, func.value))
+        return found
+
+    def code(self) -> str:
+        return cst.Module(body=[]).code_for_node(self.root)
+
+
+_CACHE: weakref.WeakKeyDictionary[FileContext, dict[int, Scope]] = weakref.WeakKeyDictionary()
+
+
+def scope_of(context: FileContext, root: cst.CSTNode) -> Scope:
+    """The (cached) analysis of a FunctionDef or Module."""
+    per_file = _CACHE.setdefault(context, {})
+    scope = per_file.get(id(root))
+    if scope is None or scope.root is not root:
+        scope = per_file[id(root)] = _build(root)
+    return scope
+
+
+def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found: list[cst.BaseExpression] = []
+        for element in target.elements:
+            found.extend(_targets(element.value))
+        return found
+    if isinstance(target, cst.StarredElement):
+        return _targets(target.value)
+    return [target]
+
+
+_SKIPPED_FIELDS = frozenset({
+    "lpar", "rpar", "lbracket", "rbracket", "lbrace", "rbrace", "comma", "semicolon", "colon",
+    "equal", "dot", "header", "footer", "leading_lines", "lines_after_decorators",
+    "trailing_whitespace", "operator", "asynchronous", "first_colon", "second_colon",
+    "default_indent", "default_newline", "encoding", "has_trailing_newline", "indent",
+    "newline", "star", "relative", "conversion", "start", "end", "whitespace", "decorators",
+})
+# fields whose dataclass order differs from the source order
+_SOURCE_ORDER = {
+    cst.IfExp: ("body", "test", "orelse"),
+    cst.ExceptHandler: ("type", "name", "body"),
+    cst.MatchCase: ("pattern", "guard", "body"),
+    cst.Arg: ("keyword", "value"),
+}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_IS_NODE: dict[type, bool] = {}
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The code-bearing children of a node in source order (whitespace and punctuation
+    skipped); much cheaper than LibCST's `children`."""
+    cls = type(node)
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _SOURCE_ORDER.get(cls) or tuple(
+            f.name for f in dataclasses.fields(cls)
+            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
+        )
+        _FIELDS[cls] = fields
+    found: list[cst.CSTNode] = []
+    for name in fields:
+        value = getattr(node, name)
+        if type(value) in (tuple, list):
+            found.extend(v for v in value if _node(v))
+        elif _node(value):
+            found.append(value)
+    return found
+
+
+def _node(value: object) -> bool:
+    cls = type(value)
+    known = _IS_NODE.get(cls)
+    if known is None:
+        known = _IS_NODE[cls] = isinstance(value, cst.CSTNode)
+    return known
+
+
+_STATEMENT_TYPES = frozenset(_STATEMENTS)
+_NESTED_TYPES = frozenset(_NESTED)
+
+
+def _build(root: cst.CSTNode) -> Scope:
+    scope = Scope(root)
+    body = root.body if type(root) is cst.FunctionDef else root
+    # (node, ancestors, statement); children pushed in reverse so they pop in source order
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...], cst.CSTNode | None]] = [
+        (body, (), None)
+    ]
+    order = 0
+    while stack:
+        node, ancestors, statement = stack.pop()
+        kind = type(node)
+        if kind in _STATEMENT_TYPES:
+            statement = node
+        order += 1
+        if kind in _NESTED_TYPES:
+            continue
+        if kind is cst.Call or kind is cst.AugAssign:
+            site = Site(node, order, ancestors, statement)
+            scope.sites.append(site)
+            if kind is cst.Call:
+                scope.calls.append(site)
+        elif kind is cst.Assign:
+            site = Site(node, order, ancestors, statement)
+            for target in node.targets:
+                parts = _targets(target.target)
+                single = len(parts) == 1
+                for part in parts:
+                    name = dotted_name(part)
+                    if name:
+                        scope.assignments.append(
+                            Assignment(name, node.value if single else None, site))
+        elif kind is cst.AnnAssign and node.value is not None:
+            name = dotted_name(node.target)
+            if name:
+                scope.assignments.append(
+                    Assignment(name, node.value, Site(node, order, ancestors, statement)))
+        elif kind is cst.For or kind is cst.While:
+            site = Site(node, order, ancestors, statement)
+            scope.loops.append(site)
+            scope.site_of[id(node)] = site
+            if kind is cst.For:
+                for part in _targets(node.target):
+                    name = dotted_name(part)
+                    if name:
+                        scope.assignments.append(Assignment(name, None, site))
+        elif kind is cst.WithItem and node.asname is not None:
+            for part in _targets(node.asname.name):
+                name = dotted_name(part)
+                if name:
+                    scope.assignments.append(
+                        Assignment(name, None, Site(node, order, ancestors, statement)))
+        elif kind is cst.Name or kind is cst.SimpleString or kind is cst.Integer:
+            continue
+        if kind is cst.For:
+            inner = ancestors + (node,)
+            children = [(node.target, ancestors), (node.iter, ancestors), (node.body, inner)]
+            if node.orelse is not None:
+                children.append((node.orelse, ancestors))
+        elif kind is cst.While:
+            inner = ancestors + (node,)
+            children = [(node.test, inner), (node.body, inner)]
+            if node.orelse is not None:
+                children.append((node.orelse, ancestors))
+        elif kind is cst.With:
+            children = [(item, ancestors) for item in node.items]
+            children.append((node.body, ancestors + (node,)))
+        elif kind is cst.If:
+            children = [(node.test, ancestors), (node.body, ancestors + (node,))]
+            if node.orelse is not None:
+                children.append((node.orelse, ancestors))
+        elif kind is cst.Else:
+            children = [(node.body, ancestors + (node,))]
+        else:
+            children = [(child, ancestors) for child in _children(node)]
+        for child, child_ancestors in reversed(children):
+            stack.append((child, child_ancestors, statement))
+    return scope
+
+
+# -- what a name is ---------------------------------------------------------------------------
+
+
+def last_segment(name: str | None) -> str:
+    return (name or "").rsplit(".", 1)[-1].lower()
+
+
+def constructor_of(
+    context: FileContext, scope: Scope, name: str, before: int | None = None
+) -> cst.Call | None:
+    """The call whose result was last assigned to `name` in this function, or, for a
+    `self.x` inside a class, the call assigned to it if the class assigns it only once."""
+    found = scope.assigned(name, before)
+    if found:
+        value = found[-1].value
+        return value if isinstance(value, cst.Call) else None
+    cls = context.current_class
+    if cls is not None and name.startswith("self.") and name.count(".") == 1:
+        values = context.class_info(cls).assignments.get(name[5:], [])
+        if len(values) == 1 and isinstance(values[0][1], cst.Call):
+            return values[0][1]
+    return None
+
+
+def constructed_class(
+    context: FileContext, scope: Scope, name: str, before: int | None = None
+) -> str | None:
+    """Qualified name of the class (or function) whose call result `name` holds."""
+    call = constructor_of(context, scope, name, before)
+    if call is None:
+        return None
+    return context.call_name(call)
+
+
+def scheduler_class(context: FileContext, scope: Scope, name: str) -> tuple[str, cst.Call] | None:
+    """(`StepLR`, its constructor call) when `name` holds a `torch.optim.lr_scheduler` object."""
+    call = constructor_of(context, scope, name)
+    if call is None:
+        return None
+    qualified = context.call_name(call) or ""
+    if qualified.startswith("torch.optim.lr_scheduler."):
+        return qualified.rsplit(".", 1)[1], call
+    return None
+
+
+def is_scheduler(context: FileContext, scope: Scope, name: str | None) -> bool:
+    if name is None:
+        return False
+    call = constructor_of(context, scope, name)
+    if call is not None:
+        # built here: only torch's (and transformers' LambdaLR-based) schedulers count; a
+        # class of the project may well be meant to step before the optimizer
+        qualified = context.call_name(call) or ""
+        return qualified.startswith("torch.optim.lr_scheduler.") or (
+            qualified.startswith("transformers.") and "schedule" in qualified
+        )
+    return bool(_SCHEDULER_NAME.search(last_segment(name))) and "noise" not in name.lower()
+
+
+def is_optimizer(context: FileContext, scope: Scope, name: str | None) -> bool:
+    if name is None:
+        return False
+    qualified = constructed_class(context, scope, name) or ""
+    if qualified.startswith("torch.optim.") and not qualified.startswith(
+        ("torch.optim.lr_scheduler", "torch.optim.swa_utils")
+    ):
+        return True
+    if qualified:
+        return False
+    segment = last_segment(name)
+    return bool(_OPTIMIZER_NAME.search(segment)) and "sched" not in segment
+
+
+def optimizer_steps(context: FileContext, scope: Scope) -> list[Site]:
+    """`optimizer.step()` and `scaler.step(optimizer)` calls."""
+    found = []
+    for site, receiver in scope.method_calls("step"):
+        name = dotted_name(receiver)
+        if is_optimizer(context, scope, name):
+            found.append(site)
+            continue
+        args = site.node.args
+        if "scaler" in last_segment(name) and args and is_optimizer(
+            context, scope, dotted_name(args[0].value)
+        ):
+            found.append(site)
+    return found
+
+
+def scheduler_steps(context: FileContext, scope: Scope) -> list[tuple[Site, str]]:
+    """`scheduler.step(...)` calls: (site, the scheduler's dotted name)."""
+    found = []
+    for site, receiver in scope.method_calls("step"):
+        name = dotted_name(receiver)
+        if name is not None and is_scheduler(context, scope, name):
+            found.append((site, name))
+    return found
+
+
+def backward_calls(context: FileContext, scope: Scope) -> list[tuple[Site, cst.BaseExpression]]:
+    """`x.backward()`, `accelerator.backward(x)`, `torch.autograd.backward(x)`: (site, x)."""
+    found = []
+    for site in scope.calls:
+        call = site.node
+        func = call.func
+        if context.is_call_to(call, "torch.autograd.backward"):
+            if call.args:
+                found.append((site, call.args[0].value))
+        elif isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            if context.qualified_name(func) is not None:
+                continue
+            owner = last_segment(dotted_name(func.value))
+            if call.args and call.args[0].keyword is None and any(
+                word in owner for word in ("accelerator", "engine", "fabric", "trainer")
+            ):
+                found.append((site, call.args[0].value))
+            else:
+                found.append((site, func.value))
+    return found
+
+
+def is_no_grad_item(context: FileContext, expr: cst.BaseExpression) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
+    if not isinstance(expr, cst.Call):
+        return context.qualified_name(expr) in _NO_GRAD
+    name = context.call_name(expr)
+    if name in _NO_GRAD:
+        return not (name.endswith("inference_mode") and expr.args and _is_false(expr.args[0]))
+    if name in _SET_GRAD_ENABLED:
+        return bool(expr.args) and _is_false(expr.args[0])
+    return False
+
+
+def _is_false(arg: cst.Arg) -> bool:
+    return isinstance(arg.value, cst.Name) and arg.value.value == "False"
+
+
+def function_without_grad(context: FileContext, func: cst.CSTNode) -> bool:
+    """A function decorated with `@torch.no_grad()` / `@torch.inference_mode()`."""
+    if not isinstance(func, cst.FunctionDef):
+        return False
+    return any(is_no_grad_item(context, d.decorator) for d in func.decorators)
+
+
+def under_no_grad(context: FileContext, site: Site, below: cst.CSTNode | None = None) -> bool:
+    """The site runs inside a `with torch.no_grad()` (or similar) of this scope; with `below`,
+    only `with` blocks inside that node count."""
+    ancestors = site.ancestors_below(below) if below is not None else site.ancestors
+    for ancestor in ancestors:
+        if isinstance(ancestor, cst.With) and any(
+            is_no_grad_item(context, item.item) for item in ancestor.items
+        ):
+            return True
+    return False
+
+
+def names_in(expr: cst.CSTNode) -> set[str]:
+    """Every plain name read in an expression (attribute heads included)."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        if isinstance(node, _NESTED):
+            continue
+        stack.extend(node.children)
+    return found

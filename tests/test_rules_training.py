@@ -1,0 +1,521 @@
+"""The training-loop rules (ML301-ML308) on whole, realistic training scripts."""
+
+from __future__ import annotations
+
+import textwrap
+
+from modellint.rules.training import (
+    EvalWithoutEvalMode,
+    EvalWithoutNoGrad,
+    LossKeptWithGraph,
+    MissingZeroGrad,
+    ParamGroupOverlap,
+    SchedulerBeforeOptimizer,
+    SchedulerStepInBatchLoop,
+    SoftmaxBeforeCrossEntropy,
+)
+from modellint.testing import fix_text, lint_text
+
+ALL = [
+    SchedulerStepInBatchLoop, SchedulerBeforeOptimizer, MissingZeroGrad, LossKeptWithGraph,
+    ParamGroupOverlap, EvalWithoutEvalMode, EvalWithoutNoGrad, SoftmaxBeforeCrossEntropy,
+]
+
+
+def found(source, rules=ALL, **kwargs):
+    return sorted((f.code, f.line) for f in lint_text(source, rules, **kwargs))
+
+
+def line_of(source, text):
+    lines = textwrap.dedent(source).splitlines()
+    return next(n for n, line in enumerate(lines, 1) if text in line)
+
+
+# A beginner's CIFAR script with one mistake of each kind, each marked by a comment.
+BUGGY_SCRIPT = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torch.optim.lr_scheduler import StepLR
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.fc = nn.Linear(8 * 30 * 30, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.relu(self.conv(x)), 1))
+
+
+net = Net()
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD([
+    {"params": net.parameters()},
+    {"params": net.fc.parameters(), "lr": 0.01},  # overlap
+], lr=0.001, momentum=0.9)
+scheduler = StepLR(optimizer, step_size=30, gamma=0.1)
+
+for epoch in range(90):
+    running_loss = 0.0
+    for inputs, labels in trainloader:
+        outputs = net(inputs)
+        probs = F.softmax(outputs, dim=1)
+        loss = criterion(probs, labels)  # softmax
+        loss.backward()
+        optimizer.step()  # never zeroed
+        scheduler.step()  # per batch
+        running_loss += loss  # graph
+
+    net.eval()
+    correct = 0
+    for images, labels in testloader:
+        correct += (net(images).argmax(1) == labels).sum().item()  # no_grad
+    net.train()
+
+model = torchvision.models.resnet18()
+model.load_state_dict(torch.load("resnet.pt"))
+with torch.no_grad():
+    prediction = model(image).argmax(1)  # eval mode
+"""
+
+FIXED_SCRIPT = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torch.optim.lr_scheduler import StepLR
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.fc = nn.Linear(8 * 30 * 30, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.relu(self.conv(x)), 1))
+
+
+net = Net()
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD([
+    {"params": net.conv.parameters()},
+    {"params": net.fc.parameters(), "lr": 0.01},
+], lr=0.001, momentum=0.9)
+scheduler = StepLR(optimizer, step_size=30, gamma=0.1)
+
+for epoch in range(90):
+    running_loss = 0.0
+    net.train()
+    for inputs, labels in trainloader:
+        optimizer.zero_grad()
+        outputs = net(inputs)
+        loss = criterion(outputs, labels)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+    scheduler.step()
+
+    net.eval()
+    correct = 0
+    with torch.no_grad():
+        for images, labels in testloader:
+            correct += (net(images).argmax(1) == labels).sum().item()
+
+model = torchvision.models.resnet18()
+model.load_state_dict(torch.load("resnet.pt"))
+model.eval()
+with torch.no_grad():
+    prediction = model(image).argmax(1)
+"""
+
+
+def test_each_mistake_of_a_beginner_script_is_found_once():
+    expected = sorted([
+        ("ML305", line_of(BUGGY_SCRIPT, "# overlap")),
+        ("ML308", line_of(BUGGY_SCRIPT, "# softmax")),
+        ("ML303", line_of(BUGGY_SCRIPT, "# never zeroed")),
+        ("ML301", line_of(BUGGY_SCRIPT, "# per batch")),
+        ("ML304", line_of(BUGGY_SCRIPT, "# graph")),
+        ("ML307", line_of(BUGGY_SCRIPT, "# no_grad")),
+        ("ML306", line_of(BUGGY_SCRIPT, "# eval mode")),
+    ])
+    assert found(BUGGY_SCRIPT) == expected
+
+
+def test_the_corrected_script_is_clean():
+    assert found(FIXED_SCRIPT) == []
+
+
+def test_unsafe_fix_adds_item_to_the_accumulated_loss():
+    fixed = fix_text(BUGGY_SCRIPT, [LossKeptWithGraph])
+    assert "running_loss += loss.item()  # graph" in fixed
+    assert fixed.count(".item()") == BUGGY_SCRIPT.count(".item()") + 1
+    # a second run changes nothing
+    assert fix_text(fixed, [LossKeptWithGraph]) == fixed
+
+
+def test_noqa_on_the_statement_suppresses_a_finding_reported_after_the_function():
+    source = BUGGY_SCRIPT.replace("scheduler.step()  # per batch", "scheduler.step()  # noqa: ML301")
+    assert "ML301" not in {code for code, _ in found(source)}
+    # ...but a noqa on the enclosing loop does not hide it
+    source = BUGGY_SCRIPT.replace("for epoch in range(90):", "for epoch in range(90):  # noqa: ML301")
+    assert "ML301" in {code for code, _ in found(source)}
+
+
+# After torchvision's detection reference (references/detection/engine.py): a warm-up
+# LinearLR stepped per iteration, AMP through a GradScaler, and an evaluation function under
+# @torch.inference_mode() that calls model.eval().
+DETECTION_ENGINE = """\
+import math
+import torch
+
+
+def train_one_epoch(model, optimizer, data_loader, device, epoch, scaler=None):
+    model.train()
+    lr_scheduler = None
+    if epoch == 0:
+        warmup_iters = min(1000, len(data_loader) - 1)
+        lr_scheduler = torch.optim.lr_scheduler.LinearLR(
+            optimizer, start_factor=1.0 / 1000, total_iters=warmup_iters
+        )
+    for images, targets in data_loader:
+        with torch.autocast("cuda", enabled=scaler is not None):
+            loss_dict = model(images, targets)
+            losses = sum(loss for loss in loss_dict.values())
+        loss_value = losses.item()
+        if not math.isfinite(loss_value):
+            raise SystemExit(1)
+        optimizer.zero_grad()
+        if scaler is not None:
+            scaler.scale(losses).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            losses.backward()
+            optimizer.step()
+        if lr_scheduler is not None:
+            lr_scheduler.step()
+
+
+@torch.inference_mode()
+def evaluate(model, data_loader):
+    model.eval()
+    results = []
+    for images, targets in data_loader:
+        outputs = model(images)
+        results.append(outputs)
+    return results
+
+
+def main(args, model, data_loader, optimizer):
+    lr_scheduler = torch.optim.lr_scheduler.MultiStepLR(
+        optimizer, milestones=args.lr_steps, gamma=args.lr_gamma
+    )
+    for epoch in range(args.start_epoch, args.epochs):
+        train_one_epoch(model, optimizer, data_loader, args.device, epoch)
+        lr_scheduler.step()
+        evaluate(model, data_loader)
+"""
+
+
+def test_torchvision_detection_style_loop_is_clean():
+    assert found(DETECTION_ENGINE) == []
+
+
+# The tutorial this topic comes from (seed 001): an epoch-based MultiStepLR stepped "at the
+# beginning of the epoch loop" - correct advice before PyTorch 1.1, a skipped first learning
+# rate since - and per-layer learning rates with disjoint groups.
+TUTORIAL = """\
+import torch
+import torch.nn as nn
+
+Net = myNet()
+optimiser = torch.optim.SGD([{"params": Net.fc1.parameters(), 'lr' : 0.001, "momentum" : 0.99},
+                             {"params": Net.fc2.parameters()}], lr = 0.01, momentum = 0.9)
+scheduler = torch.optim.lr_scheduler.MultiStepLR(optimiser, milestones = [10,20], gamma = 0.1)
+
+for epoch in range(30):
+    scheduler.step()
+    for x, y in loader:
+        optimiser.zero_grad()
+        loss = nn.functional.cross_entropy(Net(x), y)
+        loss.backward()
+        optimiser.step()
+"""
+
+
+def test_tutorial_scheduler_at_top_of_epoch_loop():
+    assert found(TUTORIAL) == [("ML302", line_of(TUTORIAL, "scheduler.step()"))]
+
+
+# Hugging Face style: a scheduler of unknown kind (get_scheduler) stepped per batch, an
+# Accelerator doing backward, gradient accumulation.
+HF_LOOP = """\
+import torch
+from transformers import get_scheduler
+
+
+def train(model, accelerator, loader, optimizer, args):
+    lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=100,
+                                 num_training_steps=args.max_steps)
+    total_loss = 0
+    for epoch in range(args.epochs):
+        model.train()
+        for step, batch in enumerate(loader):
+            outputs = model(**batch)
+            loss = outputs.loss / args.accum
+            total_loss += loss.detach().float()
+            accelerator.backward(loss)
+            if (step + 1) % args.accum == 0:
+                optimizer.step()
+                lr_scheduler.step()
+                optimizer.zero_grad()
+        model.eval()
+        losses = []
+        for batch in eval_loader:
+            with torch.no_grad():
+                outputs = model(**batch)
+            losses.append(outputs.loss)
+"""
+
+
+def test_hugging_face_style_loop_is_clean():
+    assert found(HF_LOOP) == []
+
+
+# DCGAN (pytorch/examples): two optimizers, zeroing through the networks.
+DCGAN = """\
+import torch
+import torch.nn as nn
+
+criterion = nn.BCELoss()
+optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4)
+optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-4)
+for epoch in range(25):
+    for i, data in enumerate(dataloader):
+        netD.zero_grad()
+        output = netD(data[0])
+        errD_real = criterion(output, label)
+        errD_real.backward()
+        fake = netG(noise)
+        errD_fake = criterion(netD(fake.detach()), label)
+        errD_fake.backward()
+        optimizerD.step()
+        netG.zero_grad()
+        errG = criterion(netD(fake), label)
+        errG.backward()
+        optimizerG.step()
+"""
+
+
+def test_gan_loop_is_clean():
+    assert found(DCGAN) == []
+
+
+def test_gan_loop_without_zeroing_reports_both_optimizers():
+    source = DCGAN.replace("        netD.zero_grad()\n", "").replace("        netG.zero_grad()\n", "")
+    assert found(source) == [
+        ("ML303", line_of(source, "optimizerD.step()")),
+        ("ML303", line_of(source, "optimizerG.step()")),
+    ]
+
+
+# A trainer class: the scheduler is built in __init__ and stepped in fit().
+TRAINER = """\
+import torch
+from torch.optim import lr_scheduler
+
+
+class Trainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        self.scheduler = lr_scheduler.ExponentialLR(self.optimizer, gamma=0.95)
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            for x, y in self.loader:
+                self.optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+                self.scheduler.step()
+"""
+
+
+def test_scheduler_kind_is_tracked_through_self_attributes():
+    assert found(TRAINER) == [("ML301", line_of(TRAINER, "self.scheduler.step()"))]
+
+
+def test_scheduler_assigned_twice_in_the_class_is_unknown():
+    source = TRAINER.replace(
+        "    def fit(self, epochs):",
+        "    def reset(self):\n        self.scheduler = make()\n\n    def fit(self, epochs):",
+    )
+    assert found(source) == []
+
+
+def test_scheduler_import_forms():
+    body = """
+    def fit(model, loader, optimizer, epochs):
+        scheduler = {ctor}(optimizer, 0.9)
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+                scheduler.step()
+    """
+    headers = {
+        "import torch\n": "torch.optim.lr_scheduler.ExponentialLR",
+        "import torch.optim as optim\n": "optim.lr_scheduler.ExponentialLR",
+        "from torch.optim.lr_scheduler import ExponentialLR as Exp\n": "Exp",
+        "from torch.optim import lr_scheduler as sched\n": "sched.ExponentialLR",
+    }
+    for header, ctor in headers.items():
+        source = header + textwrap.dedent(body).format(ctor=ctor)
+        assert found(source, [SchedulerStepInBatchLoop]) == [
+            ("ML301", line_of(source, "scheduler.step()"))
+        ], header
+    # an unimported ExponentialLR is a name of unknown meaning
+    source = textwrap.dedent(body).format(ctor="ExponentialLR")
+    assert found(source, [SchedulerStepInBatchLoop]) == []
+
+
+def test_loss_accumulated_under_a_condition_is_still_found():
+    source = """\
+    import torch.nn.functional as F
+
+    def train(model, loader, optimizer, epochs):
+        history = {"loss": []}
+        for epoch in range(epochs):
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+                if i % 100 == 0:
+                    history["loss"].append(loss)
+    """
+    assert found(source) == [("ML304", line_of(source, "history["))]
+    assert 'history["loss"].append(loss.item())' in fix_text(source, [LossKeptWithGraph])
+
+
+def test_loss_reset_every_iteration_is_not_accumulated():
+    source = """\
+    import torch.nn.functional as F
+
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            logs = []
+            logs.append(loss)
+            report(logs)
+    """
+    assert found(source) == []
+
+
+def test_softmax_through_nn_softmax_module_and_log_softmax_nll_pairs():
+    source = """\
+    import torch.nn as nn
+
+    def step(model, x, y):
+        softmax = nn.Softmax(dim=1)
+        nll = nn.NLLLoss()
+        good = nll(nn.LogSoftmax(dim=1)(model(x)), y)
+        bad = nll(softmax(model(x)), y)
+        return good + bad
+    """
+    assert found(source) == [("ML308", line_of(source, "bad = "))]
+
+
+def test_cross_entropy_of_log_softmax_is_a_warning():
+    source = """\
+    import torch
+    import torch.nn.functional as F
+
+    def step(logits, y):
+        return F.cross_entropy(torch.log_softmax(logits, -1), y)
+    """
+    findings = lint_text(source, [SoftmaxBeforeCrossEntropy])
+    assert [(f.code, f.severity.value) for f in findings] == [("ML308", "warning")]
+
+
+def test_eval_mode_rule_ignores_module_methods():
+    source = """\
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            features = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))
+            with torch.no_grad():
+                self.size = features(torch.zeros(2, 3, 32, 32)).numel()
+            self.features = features
+    """
+    assert found(source) == []
+
+
+def test_eval_mode_rule_ignores_submodules_run_in_generate_methods():
+    # transformers' generate(): a class of unknown base runs its own layers under no_grad
+    source = """\
+    import torch
+    import torch.nn as nn
+    from .modeling_utils import PreTrainedModel
+
+    class Blip(PreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.language_projection = nn.Linear(8, 8)
+
+        @torch.no_grad()
+        def generate(self, pixel_values):
+            return self.language_projection(pixel_values)
+    """
+    assert found(source) == []
+
+
+def test_eval_mode_rule_checks_a_trainer_method_that_trains_its_model():
+    source = """\
+    import torch
+    import torch.nn.functional as F
+
+    class Trainer:
+        def fit(self, loader, val_loader):
+            for epoch in range(10):
+                self.model.train()
+                for x, y in loader:
+                    self.optimizer.zero_grad()
+                    F.cross_entropy(self.model(x), y).backward()
+                    self.optimizer.step()
+                with torch.no_grad():
+                    scores = [self.model(x) for x, _ in val_loader]
+    """
+    assert found(source) == [("ML306", line_of(source, "scores = "))]
+
+
+def test_a_project_scheduler_class_may_step_before_the_optimizer():
+    source = """\
+    from warmup import WarmupScheduler
+
+    def train(model, loader, optimizer):
+        scheduler = WarmupScheduler(optimizer, warmup=500)
+        for x, y in loader:
+            scheduler.step()  # sets this iteration's learning rate
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    """
+    assert found(source) == []
+    source = source.replace("from warmup import WarmupScheduler", "from transformers import "
+                            "get_linear_schedule_with_warmup as WarmupScheduler")
+    assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
