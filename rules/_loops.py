@@ -74,6 +74,7 @@ class Scope:
     loops: list[Site] = field(default_factory=list)
     assignments: list[Assignment] = field(default_factory=list)
     site_of: dict[int, Site] = field(default_factory=dict)
+    _code: str | None = field(default=None, repr=False)
 
     def assigned(self, name: str, before: int | None = None) -> list[Assignment]:
         """Assignments to the dotted `name`, in source order (only those before `before`)."""
@@ -92,7 +93,10 @@ class Scope:
         return found
 
     def code(self) -> str:
-        return cst.Module(body=[]).code_for_node(self.root)
+        # several rules search the function's text; generating it is costly, so once
+        if self._code is None:
+            self._code = cst.Module(body=[]).code_for_node(self.root)
+        return self._code
 
 
 _CACHE: weakref.WeakKeyDictionary[FileContext, dict[int, Scope]] = weakref.WeakKeyDictionary()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from modellint.static.imports import dotted_name
+from modellint.static.walk import visit
 
 REGISTERING_METHODS = frozenset(
     {"register_buffer", "register_parameter", "add_module", "register_module"}
@@ -80,7 +81,7 @@ def _target_names(target: cst.BaseExpression, self_name: str) -> list[str]:
     return []
 
 
-class _MethodCollector(cst.CSTVisitor):
+class _MethodCollector:
     def __init__(self, info: ClassInfo, method: MethodInfo) -> None:
         self.info = info
         self.method = method
@@ -184,7 +185,7 @@ def analyze_class(node: cst.ClassDef) -> ClassInfo:
                 info.methods[name] = method
             if name in ("__getattr__", "__getattribute__", "__setattr__"):
                 info.dynamic = True
-            statement.visit(_MethodCollector(info, method))
+            visit(statement, _MethodCollector(info, method))
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, cst.Assign):

@@ -95,3 +95,13 @@ def walk(root: cst.CSTNode, table: Dispatch) -> None:
                 children.extend(child for child in value if isinstance(child, node_type))
         for child in reversed(children):
             push((child, False))
+
+
+def visit(node: cst.CSTNode, visitor: object) -> None:
+    """Walk `node` with one visitor object's `visit_<Type>`/`leave_<Type>` methods (their
+    return values are ignored: children are always visited)."""
+    table: Dispatch = {}
+    for name in dir(type(visitor)):
+        if name.startswith(("visit_", "leave_")):
+            table[name] = [getattr(visitor, name)]
+    walk(node, table)
