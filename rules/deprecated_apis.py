@@ -1,0 +1,278 @@
+"""Data for ML905 (deprecated torch APIs), ML906 (torchvision legacy weights) and ML318
+(private torch helpers with public twins).
+
+Facts come from PyTorch's documentation, deprecation warnings and release notes. Adding an API
+to ML905 is one entry in `DEPRECATED_APIS`; tests/test_rules_torch_api.py generates a test for
+every entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DeprecatedApi:
+    """One deprecated (or removed) torch API.
+
+    `fix`: "rename" (the replacement takes the same arguments: a safe fix), "rename-one-arg"
+    (the same only when called with one positional argument and nothing else: a safe fix then,
+    none otherwise), "add-arg" (rename and add `add_arg`, only when no positional argument is
+    passed: an unsafe fix), "pack-list" (pass the positional arguments as one list: unsafe),
+    or None (the arguments or results change: no automatic fix).
+    """
+
+    replacement: str
+    deprecated: tuple[int, ...]
+    removed: tuple[int, ...] | None = None
+    fix: str | None = None
+    add_arg: str = ""
+    note: str = ""
+
+
+_LINALG_REMOVED = (1, 13)  # the 1.9 deprecations removed by pytorch/pytorch#70982 and siblings
+
+DEPRECATED_APIS: dict[str, DeprecatedApi] = {
+    # torch.linalg replaced the old linear algebra functions (1.9 deprecations)
+    "torch.solve": DeprecatedApi(
+        "torch.linalg.solve", (1, 9), _LINALG_REMOVED,
+        note="its arguments are reversed and it does not return the LU factorization"),
+    "torch.symeig": DeprecatedApi(
+        "torch.linalg.eigh", (1, 9), _LINALG_REMOVED,
+        note="it reads the lower triangle by default (`UPLO='U'` for the old behaviour)"),
+    "torch.eig": DeprecatedApi(
+        "torch.linalg.eig", (1, 9), _LINALG_REMOVED, note="it returns complex tensors"),
+    "torch.lstsq": DeprecatedApi(
+        "torch.linalg.lstsq", (1, 9), _LINALG_REMOVED, note="its arguments are reversed"),
+    "torch.matrix_rank": DeprecatedApi(
+        "torch.linalg.matrix_rank", (1, 9), _LINALG_REMOVED,
+        note="`symmetric=` is called `hermitian=`"),
+    "torch.qr": DeprecatedApi(
+        "torch.linalg.qr", (1, 9), fix="rename-one-arg",
+        note="`some=False` becomes `mode='complete'`"),
+    "torch.cholesky": DeprecatedApi(
+        "torch.linalg.cholesky", (1, 9), fix="rename-one-arg",
+        note="`upper=True` becomes `.mH` of the result"),
+    "torch.svd": DeprecatedApi(
+        "torch.linalg.svd", (1, 9),
+        note="it returns `Vh` rather than `V` and `some=True` is `full_matrices=False`"),
+    "torch.chain_matmul": DeprecatedApi(
+        "torch.linalg.multi_dot", (1, 9), fix="pack-list",
+        note="it takes one list of tensors"),
+    "torch.ger": DeprecatedApi("torch.outer", (1, 9), fix="rename"),
+    "torch.norm": DeprecatedApi(
+        "torch.linalg.vector_norm", (1, 9),
+        note="use `torch.linalg.matrix_norm` for the norm of a matrix"),
+    "torch.triangular_solve": DeprecatedApi(
+        "torch.linalg.solve_triangular", (1, 11),
+        note="its arguments are reversed and `upper=` is required"),
+    "torch.lu": DeprecatedApi(
+        "torch.linalg.lu_factor", (1, 13),
+        note="`get_infos=True` becomes `torch.linalg.lu_factor_ex`"),
+    "torch.lu_solve": DeprecatedApi(
+        "torch.linalg.lu_solve", (1, 13), note="its arguments are reversed"),
+    "torch.range": DeprecatedApi(
+        "torch.arange", (0, 4), note="its end is exclusive (`torch.arange(start, end + step)`)"),
+    # nn
+    "torch.nn.UpsamplingNearest2d": DeprecatedApi(
+        "torch.nn.Upsample", (0, 4), note="pass `mode='nearest'`"),
+    "torch.nn.UpsamplingBilinear2d": DeprecatedApi(
+        "torch.nn.Upsample", (0, 4), note="pass `mode='bilinear', align_corners=True`"),
+    "torch.nn.functional.upsample": DeprecatedApi(
+        "torch.nn.functional.interpolate", (0, 4), fix="rename"),
+    "torch.nn.utils.weight_norm": DeprecatedApi(
+        "torch.nn.utils.parametrizations.weight_norm", (2, 1),
+        note="the state dict keys become `parametrizations.weight.original0/1`"),
+    "torch.nn.utils.stateless.functional_call": DeprecatedApi(
+        "torch.func.functional_call", (2, 0), fix="rename"),
+    # testing, defaults, attention
+    "torch.testing.assert_allclose": DeprecatedApi(
+        "torch.testing.assert_close", (1, 12), note="its default tolerances differ"),
+    "torch.set_default_tensor_type": DeprecatedApi(
+        "torch.set_default_dtype", (2, 1),
+        note="use `torch.set_default_dtype` and `torch.set_default_device`"),
+    "torch.backends.cuda.sdp_kernel": DeprecatedApi(
+        "torch.nn.attention.sdpa_kernel", (2, 3),
+        note="it takes a list of `torch.nn.attention.SDPBackend` values"),
+    # device-specific AMP (2.4)
+    "torch.cuda.amp.autocast": DeprecatedApi(
+        "torch.amp.autocast", (2, 4), fix="add-arg", add_arg='"cuda"',
+        note='it takes the device type first (`"cuda"`)'),
+    "torch.cpu.amp.autocast": DeprecatedApi(
+        "torch.amp.autocast", (2, 4), fix="add-arg", add_arg='"cpu"',
+        note='it takes the device type first (`"cpu"`)'),
+    "torch.cuda.amp.GradScaler": DeprecatedApi(
+        "torch.amp.GradScaler", (2, 4), fix="add-arg", add_arg='"cuda"',
+        note='it takes the device first (`"cuda"`)'),
+    "torch.cpu.amp.GradScaler": DeprecatedApi(
+        "torch.amp.GradScaler", (2, 4), fix="add-arg", add_arg='"cpu"',
+        note='it takes the device first (`"cpu"`)'),
+    "torch.cuda.amp.custom_fwd": DeprecatedApi(
+        "torch.amp.custom_fwd", (2, 4), fix="add-arg", add_arg='device_type="cuda"',
+        note='it needs `device_type="cuda"`'),
+    "torch.cuda.amp.custom_bwd": DeprecatedApi(
+        "torch.amp.custom_bwd", (2, 4), fix="add-arg", add_arg='device_type="cuda"',
+        note='it needs `device_type="cuda"`'),
+    # functorch moved into torch.func (2.0)
+    "functorch.vmap": DeprecatedApi("torch.func.vmap", (2, 0), fix="rename"),
+    "functorch.grad": DeprecatedApi("torch.func.grad", (2, 0), fix="rename"),
+    "functorch.grad_and_value": DeprecatedApi("torch.func.grad_and_value", (2, 0), fix="rename"),
+    "functorch.vjp": DeprecatedApi("torch.func.vjp", (2, 0), fix="rename"),
+    "functorch.jvp": DeprecatedApi("torch.func.jvp", (2, 0), fix="rename"),
+    "functorch.jacrev": DeprecatedApi("torch.func.jacrev", (2, 0), fix="rename"),
+    "functorch.jacfwd": DeprecatedApi("torch.func.jacfwd", (2, 0), fix="rename"),
+    "functorch.hessian": DeprecatedApi("torch.func.hessian", (2, 0), fix="rename"),
+    "functorch.functionalize": DeprecatedApi("torch.func.functionalize", (2, 0), fix="rename"),
+    "functorch.make_functional": DeprecatedApi(
+        "torch.func.functional_call", (2, 0),
+        note="it takes the module and a dict of parameters on each call"),
+    "functorch.make_functional_with_buffers": DeprecatedApi(
+        "torch.func.functional_call", (2, 0),
+        note="it takes the module and dicts of parameters and buffers on each call"),
+    "functorch.combine_state_for_ensemble": DeprecatedApi(
+        "torch.func.stack_module_state", (2, 0),
+        note="it returns stacked parameter and buffer dicts for `functional_call`"),
+}
+
+# ML318: private torch helpers -> (public twin, torch release that made the twin public,
+# whether the twin is a drop-in rename: a safe fix when True, an unsafe one otherwise)
+PRIVATE_TWINS: dict[str, tuple[str, tuple[int, ...], bool]] = {
+    "torch.utils.data._utils.collate.default_collate": ("torch.utils.data.default_collate", (1, 11), True),
+    "torch.utils.data._utils.collate.default_convert": ("torch.utils.data.default_convert", (1, 11), True),
+    "torch._C._get_tracing_state": ("torch.jit.is_tracing", (1, 6), False),
+    "torch.nn.utils._stateless.functional_call": ("torch.func.functional_call", (2, 0), True),
+    "torch._dynamo.disable": ("torch.compiler.disable", (2, 1), True),
+    "torch._dynamo.reset": ("torch.compiler.reset", (2, 1), True),
+    "torch._dynamo.allow_in_graph": ("torch.compiler.allow_in_graph", (2, 1), True),
+    "torch._dynamo.is_compiling": ("torch.compiler.is_compiling", (2, 3), True),
+}
+
+# ML906: torchvision builder -> (weights that `pretrained=True` loaded, weights that
+# `pretrained_backbone=True` loaded); None where that depends on other arguments or does not
+# exist. Keys of builders in a sub-package carry it (`detection.fasterrcnn_resnet50_fpn`).
+# Read from torchvision's own legacy-argument declarations (torchvision >= 0.13).
+TORCHVISION_LEGACY_WEIGHTS: dict[str, tuple[str | None, str | None]] = {
+    'alexnet': ('AlexNet_Weights.IMAGENET1K_V1', None),
+    'convnext_base': ('ConvNeXt_Base_Weights.IMAGENET1K_V1', None),
+    'convnext_large': ('ConvNeXt_Large_Weights.IMAGENET1K_V1', None),
+    'convnext_small': ('ConvNeXt_Small_Weights.IMAGENET1K_V1', None),
+    'convnext_tiny': ('ConvNeXt_Tiny_Weights.IMAGENET1K_V1', None),
+    'densenet121': ('DenseNet121_Weights.IMAGENET1K_V1', None),
+    'densenet161': ('DenseNet161_Weights.IMAGENET1K_V1', None),
+    'densenet169': ('DenseNet169_Weights.IMAGENET1K_V1', None),
+    'densenet201': ('DenseNet201_Weights.IMAGENET1K_V1', None),
+    'detection.fasterrcnn_mobilenet_v3_large_320_fpn': ('FasterRCNN_MobileNet_V3_Large_320_FPN_Weights.COCO_V1', 'MobileNet_V3_Large_Weights.IMAGENET1K_V1'),
+    'detection.fasterrcnn_mobilenet_v3_large_fpn': ('FasterRCNN_MobileNet_V3_Large_FPN_Weights.COCO_V1', 'MobileNet_V3_Large_Weights.IMAGENET1K_V1'),
+    'detection.fasterrcnn_resnet50_fpn': ('FasterRCNN_ResNet50_FPN_Weights.COCO_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.fasterrcnn_resnet50_fpn_v2': ('FasterRCNN_ResNet50_FPN_V2_Weights.COCO_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.fcos_resnet50_fpn': ('FCOS_ResNet50_FPN_Weights.COCO_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.keypointrcnn_resnet50_fpn': (None, 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.maskrcnn_resnet50_fpn': ('MaskRCNN_ResNet50_FPN_Weights.COCO_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.maskrcnn_resnet50_fpn_v2': ('MaskRCNN_ResNet50_FPN_V2_Weights.COCO_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.mobilenet_backbone': (None, None),
+    'detection.resnet_fpn_backbone': (None, None),
+    'detection.retinanet_resnet50_fpn': ('RetinaNet_ResNet50_FPN_Weights.COCO_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.retinanet_resnet50_fpn_v2': ('RetinaNet_ResNet50_FPN_V2_Weights.COCO_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'detection.ssd300_vgg16': ('SSD300_VGG16_Weights.COCO_V1', 'VGG16_Weights.IMAGENET1K_FEATURES'),
+    'detection.ssdlite320_mobilenet_v3_large': ('SSDLite320_MobileNet_V3_Large_Weights.COCO_V1', 'MobileNet_V3_Large_Weights.IMAGENET1K_V1'),
+    'efficientnet_b0': ('EfficientNet_B0_Weights.IMAGENET1K_V1', None),
+    'efficientnet_b1': ('EfficientNet_B1_Weights.IMAGENET1K_V1', None),
+    'efficientnet_b2': ('EfficientNet_B2_Weights.IMAGENET1K_V1', None),
+    'efficientnet_b3': ('EfficientNet_B3_Weights.IMAGENET1K_V1', None),
+    'efficientnet_b4': ('EfficientNet_B4_Weights.IMAGENET1K_V1', None),
+    'efficientnet_b5': ('EfficientNet_B5_Weights.IMAGENET1K_V1', None),
+    'efficientnet_b6': ('EfficientNet_B6_Weights.IMAGENET1K_V1', None),
+    'efficientnet_b7': ('EfficientNet_B7_Weights.IMAGENET1K_V1', None),
+    'efficientnet_v2_l': ('EfficientNet_V2_L_Weights.IMAGENET1K_V1', None),
+    'efficientnet_v2_m': ('EfficientNet_V2_M_Weights.IMAGENET1K_V1', None),
+    'efficientnet_v2_s': ('EfficientNet_V2_S_Weights.IMAGENET1K_V1', None),
+    'googlenet': ('GoogLeNet_Weights.IMAGENET1K_V1', None),
+    'inception_v3': ('Inception_V3_Weights.IMAGENET1K_V1', None),
+    'maxvit_t': ('MaxVit_T_Weights.IMAGENET1K_V1', None),
+    'mnasnet0_5': ('MNASNet0_5_Weights.IMAGENET1K_V1', None),
+    'mnasnet0_75': ('MNASNet0_75_Weights.IMAGENET1K_V1', None),
+    'mnasnet1_0': ('MNASNet1_0_Weights.IMAGENET1K_V1', None),
+    'mnasnet1_3': ('MNASNet1_3_Weights.IMAGENET1K_V1', None),
+    'mobilenet_v2': ('MobileNet_V2_Weights.IMAGENET1K_V1', None),
+    'mobilenet_v3_large': ('MobileNet_V3_Large_Weights.IMAGENET1K_V1', None),
+    'mobilenet_v3_small': ('MobileNet_V3_Small_Weights.IMAGENET1K_V1', None),
+    'optical_flow.raft_large': ('Raft_Large_Weights.C_T_SKHT_V2', None),
+    'optical_flow.raft_small': ('Raft_Small_Weights.C_T_V2', None),
+    'quantization.googlenet': (None, None),
+    'quantization.inception_v3': (None, None),
+    'quantization.mobilenet_v2': (None, None),
+    'quantization.mobilenet_v3_large': (None, None),
+    'quantization.resnet18': (None, None),
+    'quantization.resnet50': (None, None),
+    'quantization.resnext101_32x8d': (None, None),
+    'quantization.resnext101_64x4d': (None, None),
+    'quantization.shufflenet_v2_x0_5': (None, None),
+    'quantization.shufflenet_v2_x1_0': (None, None),
+    'quantization.shufflenet_v2_x1_5': (None, None),
+    'quantization.shufflenet_v2_x2_0': (None, None),
+    'regnet_x_16gf': ('RegNet_X_16GF_Weights.IMAGENET1K_V1', None),
+    'regnet_x_1_6gf': ('RegNet_X_1_6GF_Weights.IMAGENET1K_V1', None),
+    'regnet_x_32gf': ('RegNet_X_32GF_Weights.IMAGENET1K_V1', None),
+    'regnet_x_3_2gf': ('RegNet_X_3_2GF_Weights.IMAGENET1K_V1', None),
+    'regnet_x_400mf': ('RegNet_X_400MF_Weights.IMAGENET1K_V1', None),
+    'regnet_x_800mf': ('RegNet_X_800MF_Weights.IMAGENET1K_V1', None),
+    'regnet_x_8gf': ('RegNet_X_8GF_Weights.IMAGENET1K_V1', None),
+    'regnet_y_128gf': (None, None),
+    'regnet_y_16gf': ('RegNet_Y_16GF_Weights.IMAGENET1K_V1', None),
+    'regnet_y_1_6gf': ('RegNet_Y_1_6GF_Weights.IMAGENET1K_V1', None),
+    'regnet_y_32gf': ('RegNet_Y_32GF_Weights.IMAGENET1K_V1', None),
+    'regnet_y_3_2gf': ('RegNet_Y_3_2GF_Weights.IMAGENET1K_V1', None),
+    'regnet_y_400mf': ('RegNet_Y_400MF_Weights.IMAGENET1K_V1', None),
+    'regnet_y_800mf': ('RegNet_Y_800MF_Weights.IMAGENET1K_V1', None),
+    'regnet_y_8gf': ('RegNet_Y_8GF_Weights.IMAGENET1K_V1', None),
+    'resnet101': ('ResNet101_Weights.IMAGENET1K_V1', None),
+    'resnet152': ('ResNet152_Weights.IMAGENET1K_V1', None),
+    'resnet18': ('ResNet18_Weights.IMAGENET1K_V1', None),
+    'resnet34': ('ResNet34_Weights.IMAGENET1K_V1', None),
+    'resnet50': ('ResNet50_Weights.IMAGENET1K_V1', None),
+    'resnext101_32x8d': ('ResNeXt101_32X8D_Weights.IMAGENET1K_V1', None),
+    'resnext101_64x4d': ('ResNeXt101_64X4D_Weights.IMAGENET1K_V1', None),
+    'resnext50_32x4d': ('ResNeXt50_32X4D_Weights.IMAGENET1K_V1', None),
+    'segmentation.deeplabv3_mobilenet_v3_large': ('DeepLabV3_MobileNet_V3_Large_Weights.COCO_WITH_VOC_LABELS_V1', 'MobileNet_V3_Large_Weights.IMAGENET1K_V1'),
+    'segmentation.deeplabv3_resnet101': ('DeepLabV3_ResNet101_Weights.COCO_WITH_VOC_LABELS_V1', 'ResNet101_Weights.IMAGENET1K_V1'),
+    'segmentation.deeplabv3_resnet50': ('DeepLabV3_ResNet50_Weights.COCO_WITH_VOC_LABELS_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'segmentation.fcn_resnet101': ('FCN_ResNet101_Weights.COCO_WITH_VOC_LABELS_V1', 'ResNet101_Weights.IMAGENET1K_V1'),
+    'segmentation.fcn_resnet50': ('FCN_ResNet50_Weights.COCO_WITH_VOC_LABELS_V1', 'ResNet50_Weights.IMAGENET1K_V1'),
+    'segmentation.lraspp_mobilenet_v3_large': ('LRASPP_MobileNet_V3_Large_Weights.COCO_WITH_VOC_LABELS_V1', 'MobileNet_V3_Large_Weights.IMAGENET1K_V1'),
+    'shufflenet_v2_x0_5': ('ShuffleNet_V2_X0_5_Weights.IMAGENET1K_V1', None),
+    'shufflenet_v2_x1_0': ('ShuffleNet_V2_X1_0_Weights.IMAGENET1K_V1', None),
+    'shufflenet_v2_x1_5': ('ShuffleNet_V2_X1_5_Weights.IMAGENET1K_V1', None),
+    'shufflenet_v2_x2_0': ('ShuffleNet_V2_X2_0_Weights.IMAGENET1K_V1', None),
+    'squeezenet1_0': ('SqueezeNet1_0_Weights.IMAGENET1K_V1', None),
+    'squeezenet1_1': ('SqueezeNet1_1_Weights.IMAGENET1K_V1', None),
+    'swin_b': ('Swin_B_Weights.IMAGENET1K_V1', None),
+    'swin_s': ('Swin_S_Weights.IMAGENET1K_V1', None),
+    'swin_t': ('Swin_T_Weights.IMAGENET1K_V1', None),
+    'swin_v2_b': ('Swin_V2_B_Weights.IMAGENET1K_V1', None),
+    'swin_v2_s': ('Swin_V2_S_Weights.IMAGENET1K_V1', None),
+    'swin_v2_t': ('Swin_V2_T_Weights.IMAGENET1K_V1', None),
+    'vgg11': ('VGG11_Weights.IMAGENET1K_V1', None),
+    'vgg11_bn': ('VGG11_BN_Weights.IMAGENET1K_V1', None),
+    'vgg13': ('VGG13_Weights.IMAGENET1K_V1', None),
+    'vgg13_bn': ('VGG13_BN_Weights.IMAGENET1K_V1', None),
+    'vgg16': ('VGG16_Weights.IMAGENET1K_V1', None),
+    'vgg16_bn': ('VGG16_BN_Weights.IMAGENET1K_V1', None),
+    'vgg19': ('VGG19_Weights.IMAGENET1K_V1', None),
+    'vgg19_bn': ('VGG19_BN_Weights.IMAGENET1K_V1', None),
+    'video.mc3_18': ('MC3_18_Weights.KINETICS400_V1', None),
+    'video.mvit_v1_b': ('MViT_V1_B_Weights.KINETICS400_V1', None),
+    'video.mvit_v2_s': ('MViT_V2_S_Weights.KINETICS400_V1', None),
+    'video.r2plus1d_18': ('R2Plus1D_18_Weights.KINETICS400_V1', None),
+    'video.r3d_18': ('R3D_18_Weights.KINETICS400_V1', None),
+    'video.s3d': ('S3D_Weights.KINETICS400_V1', None),
+    'video.swin3d_b': ('Swin3D_B_Weights.KINETICS400_V1', None),
+    'video.swin3d_s': ('Swin3D_S_Weights.KINETICS400_V1', None),
+    'video.swin3d_t': ('Swin3D_T_Weights.KINETICS400_V1', None),
+    'vit_b_16': ('ViT_B_16_Weights.IMAGENET1K_V1', None),
+    'vit_b_32': ('ViT_B_32_Weights.IMAGENET1K_V1', None),
+    'vit_h_14': (None, None),
+    'vit_l_16': ('ViT_L_16_Weights.IMAGENET1K_V1', None),
+    'vit_l_32': ('ViT_L_32_Weights.IMAGENET1K_V1', None),
+    'wide_resnet101_2': ('Wide_ResNet101_2_Weights.IMAGENET1K_V1', None),
+    'wide_resnet50_2': ('Wide_ResNet50_2_Weights.IMAGENET1K_V1', None),
+}
