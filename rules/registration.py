@@ -159,10 +159,12 @@ class _PlainContainer(StaticRule):
                 bound = self.context.lookup(value.value)
                 if bound is None:
                     continue
-                if _wrapped_in_container(self.context, method, {value.value}):
-                    continue
                 origin = f" (`{value.value}`)"
                 kind = self.container_kind(bound)
+                if kind is not None and _wrapped_in_container(
+                    self.context, method, {value.value}
+                ):
+                    continue
             else:
                 kind = self.container_kind(value)
             if kind is None or _wrapped_in_container(self.context, cls, {attr}):
