@@ -26,6 +26,9 @@ BUILTIN_PLUGINS = (
     "modellint.rules.serialization",
     "modellint.rules.init",
     "modellint.rules.deprecated",
+    "modellint.rules.torch_api",
+    "modellint.rules.numerics",
+    "modellint.rules.training_script",
     "modellint.rules.runtime.checks",
     "modellint.report.builtin",
 )

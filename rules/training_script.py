@@ -1,0 +1,1519 @@
+"""Built-in rules: whole training scripts (ML309-ML315).
+
+These rules look at how a script feeds, seeds and steps its training loop: the data loaders,
+the random generators, device transfers and synchronisations in the loop, the model's mode
+across epochs and gradient accumulation. Loop structure comes from `_loops.Scope` (one
+function, or a script's top-level code, at a time); the file-level rules (ML309, ML310,
+ML313) collect what they need while the file is visited and decide when it has been read.
+A name whose origin is unknown is never assumed to be anything.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from modellint.hookspecs import hookimpl
+from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rules._loops import (
+    Scope,
+    Site,
+    backward_calls,
+    constructor_of,
+    function_without_grad,
+    last_segment,
+    optimizer_steps,
+    scope_of,
+    under_no_grad,
+)
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+LOADER = "from torch.utils.data import DataLoader\n"
+_code = cst.Module(body=[]).code_for_node
+
+
+def _line_of(source: str, text: str) -> int:
+    for number, line in enumerate(source.splitlines(), 1):
+        if text in line:
+            return number
+    raise ValueError(text)
+
+
+def _invalid(source: str, marker: str, fixed: str | None = None) -> Invalid:
+    """An invalid example reported on the (first) line containing `marker`."""
+    return Invalid(source, line=_line_of(source, marker), fixed=fixed)
+
+
+class _ScopeRule(StaticRule):
+    """A rule that checks a whole function body (or a script's top-level code) at once."""
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.check(scope_of(self.context, original_node))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self.check(scope_of(self.context, original_node))
+
+    def check(self, scope: Scope) -> None:
+        raise NotImplementedError
+
+    def report_at(self, site: Site, node: cst.CSTNode, message: str, **kwargs) -> None:
+        # reported after the function was visited: name the statement the finding is in, so
+        # that a suppression comment on that statement applies
+        stack = self.context.statement_stack
+        stack.append(site.statement or node)
+        try:
+            self.report(node, message, **kwargs)
+        finally:
+            stack.pop()
+
+
+class _FileRule(StaticRule):
+    """A rule that collects calls while the file is visited and reports when it ends."""
+
+    def report_later(self, node: cst.CSTNode, message: str, **kwargs) -> None:
+        stack = self.context.statement_stack
+        self._pending.append((node, message, kwargs, stack[-1] if stack else None))
+
+    def flush(self) -> None:
+        stack = self.context.statement_stack
+        for node, message, kwargs, statement in self._pending:
+            stack.append(statement or node)
+            try:
+                self.report(node, message, **kwargs)
+            finally:
+                stack.pop()
+
+
+# -- shared helpers -----------------------------------------------------------------------------
+
+_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# positions of DataLoader's arguments when they are given positionally
+_LOADER_POSITIONS = {"shuffle": 2, "sampler": 3, "batch_sampler": 4, "num_workers": 5,
+                     "pin_memory": 7}
+
+
+def _is_dataloader(context, call: cst.Call) -> bool:
+    return context.call_name(call) in _DATALOADERS
+
+
+def _argument(call: cst.Call, keyword: str, position: int | None = None) -> cst.Arg | None:
+    positional = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value == keyword:
+                return arg
+        elif not arg.star:
+            if positional == position:
+                return arg
+            positional += 1
+    return None
+
+
+def _loader_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
+    return _argument(call, keyword, _LOADER_POSITIONS.get(keyword))
+
+
+def _has_star_args(call: cst.Call) -> bool:
+    return any(arg.star for arg in call.args)
+
+
+def _literal(expr: cst.BaseExpression) -> str | None:
+    """`True`, `False`, `None` or an integer's text; None for anything computed."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return expr.value
+    if isinstance(expr, cst.Integer):
+        return expr.value
+    return None
+
+
+def _name_nodes(expr: cst.CSTNode) -> list[cst.Name]:
+    """Every Name node read in `expr`, attribute heads included (not attribute names)."""
+    found: list[cst.Name] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.append(node)
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(node.children)
+    return found
+
+
+def _contains(expr: cst.CSTNode, kind: type) -> bool:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kind):
+            return True
+        stack.extend(node.children)
+    return False
+
+
+_VISITED = re.compile(r"\bval|valid|test|eval|dev_|_dev\b|^dev$", re.IGNORECASE)
+
+
+# -- ML309 --------------------------------------------------------------------------------------
+
+_ACCELERATOR_STRINGS = re.compile(r"^(?:cuda(?::\d+)?|mps|xpu(?::\d+)?)$")
+
+
+class DataLoaderStarvesDevice(_FileRule):
+    """A `DataLoader` in a GPU training script loads batches in the training process.
+
+    ## What it does
+    In a file that calls `backward()` and puts work on an accelerator (`.cuda()`,
+    `torch.device("cuda")`, `.to("cuda")`, `torch.cuda.*`), finds `DataLoader(...)` calls
+    that leave `num_workers` unset (or `0`) or `pin_memory` unset (or `False`). Computed
+    values (`num_workers=args.workers`) and `**kwargs` are trusted. Off by default: small
+    in-memory datasets and debugging runs load fine in the main process.
+
+    ## Why is this bad?
+    With `num_workers=0` every batch is read, decoded and augmented by the training process
+    itself while the GPU waits, so utilisation saws between busy and idle. Without
+    `pin_memory=True` the host-to-device copy of each batch cannot run asynchronously
+    (`.to(device, non_blocking=True)` only overlaps with compute from page-locked memory).
+
+    ## Example
+        loader = DataLoader(train_set, batch_size=64, shuffle=True)
+        for x, y in loader:
+            x, y = x.cuda(), y.cuda()
+
+    ## Use instead
+        loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4,
+                            pin_memory=True)
+        for x, y in loader:
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+    """
+
+    code = "ML309"
+    name = "dataloader-starves-device"
+    severity = Severity.INFO
+    default_enabled = False
+    triggers = ("DataLoader",)
+    _SCRIPT = (
+        HEADER + LOADER + "\n"
+        "device = torch.device('cuda')\nmodel = nn.Linear(8, 2).to(device)\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "{loader}\n"
+        "for x, y in loader:\n"
+        "    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
+        "    optimizer.zero_grad()\n"
+        "    F.cross_entropy(model(x), y).backward()\n"
+        "    optimizer.step()\n"
+    )
+    valid = [
+        _SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, num_workers=4, "
+                              "pin_memory=True)"),
+        # computed settings are the user's decision
+        _SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, "
+                              "num_workers=args.workers, pin_memory=args.pin)"),
+        _SCRIPT.format(loader="loader = DataLoader(data, **loader_kwargs)"),
+        # all positional: dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
+        # collate_fn, pin_memory
+        _SCRIPT.format(loader="loader = DataLoader(data, 64, True, None, None, 8, None, True)"),
+        # no accelerator in sight: a CPU script
+        HEADER + LOADER + "model = nn.Linear(8, 2)\nopt = torch.optim.SGD(model.parameters())\n"
+        "for x, y in DataLoader(data, batch_size=8):\n"
+        "    opt.zero_grad()\n    F.mse_loss(model(x), y).backward()\n    opt.step()\n",
+        # not a training script: a dataset preview helper
+        LOADER + "def preview(data):\n    batch = next(iter(DataLoader(data, batch_size=4)))\n"
+        "    return batch.to('cuda')\n",
+    ]
+    invalid = [
+        _invalid(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, shuffle=True)"),
+                 "loader = DataLoader"),
+        _invalid(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, num_workers=0, "
+                                       "pin_memory=True)"), "loader = DataLoader"),
+        _invalid(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, num_workers=8)"),
+                 "loader = DataLoader"),
+        _invalid(HEADER + "import torch.utils.data\n\nmodel = nn.Linear(8, 2).cuda()\n"
+                 "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                 "loader = torch.utils.data.DataLoader(data, batch_size=8, pin_memory=False,\n"
+                 "                                     num_workers=2)\n"
+                 "for x, y in loader:\n    opt.zero_grad()\n"
+                 "    F.mse_loss(model(x.cuda()), y.cuda()).backward()\n    opt.step()\n",
+                 "loader = torch.utils.data.DataLoader"),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._pending = []
+        self._loaders: list[tuple[cst.Call, cst.CSTNode | None]] = []
+        self._accelerator = False
+        self._trains = False
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if not self._accelerator:
+            value = node.evaluated_value
+            if isinstance(value, str) and _ACCELERATOR_STRINGS.match(value):
+                self._accelerator = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        context = self.context
+        func = node.func
+        if _is_dataloader(context, node):
+            stack = context.statement_stack
+            self._loaders.append((node, stack[-1] if stack else None))
+            return
+        if isinstance(func, cst.Attribute) and context.qualified_name(func) is None:
+            if func.attr.value == "cuda":
+                self._accelerator = True
+            elif func.attr.value == "backward":
+                self._trains = True
+            return
+        qualified = context.call_name(node) or ""
+        if qualified.startswith("torch.cuda.") or qualified == "torch.autograd.backward":
+            self._accelerator = self._accelerator or qualified.startswith("torch.cuda.")
+            self._trains = self._trains or qualified == "torch.autograd.backward"
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not (self._accelerator and self._trains):
+            return
+        for call, statement in self._loaders:
+            if _has_star_args(call):
+                continue
+            workers = _loader_argument(call, "num_workers")
+            pin = _loader_argument(call, "pin_memory")
+            no_workers = workers is None or _literal(workers.value) == "0"
+            no_pin = pin is None or _literal(pin.value) == "False"
+            if not (no_workers or no_pin):
+                continue
+            wanted = []
+            if no_workers:
+                wanted.append("`num_workers=` (about 4 per GPU) so batches are loaded in "
+                              "worker processes while the GPU computes")
+            if no_pin:
+                wanted.append("`pin_memory=True` so batches can be copied to the GPU "
+                              "asynchronously with `.to(device, non_blocking=True)`")
+            problem = (
+                "loads every batch in the training process" if no_workers
+                else "copies batches from pageable memory"
+            )
+            self._pending.append((
+                call,
+                f"this DataLoader {problem}, which leaves the GPU waiting; set "
+                + " and ".join(wanted),
+                {}, statement,
+            ))
+        self.flush()
+
+
+# -- ML310 --------------------------------------------------------------------------------------
+
+_TORCH_DRAWS = frozenset({
+    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.rand_like",
+    "torch.randn_like", "torch.randint_like", "torch.normal", "torch.bernoulli",
+    "torch.multinomial", "torch.poisson", "torch.utils.data.random_split",
+})
+_TORCH_INIT_DRAWS = re.compile(
+    r"^torch\.nn\.init\.(?:uniform_|normal_|trunc_normal_|xavier_\w+|kaiming_\w+|orthogonal_"
+    r"|sparse_)$"
+)
+_NUMPY_NOT_DRAWS = frozenset({
+    "seed", "default_rng", "RandomState", "Generator", "SeedSequence", "get_state",
+    "set_state", "PCG64", "MT19937", "Philox", "SFC64", "BitGenerator",
+})
+_RANDOM_NOT_DRAWS = frozenset({"seed", "Random", "SystemRandom", "getstate", "setstate"})
+_TORCH_SEEDS = frozenset({
+    "torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+})
+_GENERATOR_NAMES = {"torch": "torch", "numpy": "NumPy", "random": "Python's `random`"}
+_SEED_CALLS = {"torch": "torch.manual_seed(seed)", "numpy": "np.random.seed(seed)",
+               "random": "random.seed(seed)"}
+
+
+class UnseededTraining(_FileRule):
+    """A training script draws random numbers from a generator it never seeds.
+
+    ## What it does
+    In a training entry point (a file that calls `backward()` at the top level or has an
+    `if __name__ == "__main__":` block), finds draws from torch's generator (`torch.randn`,
+    `torch.randperm`, random `nn.init` functions, `random_split` ...), NumPy's
+    (`np.random.*`) or Python's (`random.*`) when nothing seeds that generator:
+    `torch.manual_seed`, `np.random.seed`, `random.seed`, or any helper whose name says it
+    seeds (`seed_everything`, `set_seed`, `setup_seed` ...), which is trusted to seed all
+    three. Draws given an explicit `generator=` are fine. Off by default: reproducibility is
+    a choice, and modules that are imported by a seeded script draw correctly unseeded.
+
+    ## Why is this bad?
+    Initialisation, noise and augmentation differ on every run, so a run cannot be
+    repeated and a change in results cannot be told apart from a change of seed. The three
+    generators are independent: seeding torch does nothing for `np.random`.
+
+    ## Example
+        model = nn.Linear(8, 2)
+        for x, y in loader:
+            x = x + 0.1 * torch.randn_like(x)
+            F.mse_loss(model(x), y).backward()
+
+    ## Use instead
+        torch.manual_seed(0)
+        model = nn.Linear(8, 2)
+        for x, y in loader:
+            x = x + 0.1 * torch.randn_like(x)
+            F.mse_loss(model(x), y).backward()
+    """
+
+    code = "ML310"
+    name = "unseeded-training"
+    severity = Severity.WARNING
+    default_enabled = False
+    triggers = ("backward",)
+    _SCRIPT = (
+        "import random\nimport numpy as np\n" + HEADER + "\n{seed}"
+        "model = nn.Linear(8, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in loader:\n"
+        "    {draw}\n"
+        "    opt.zero_grad()\n    F.mse_loss(model(x), y).backward()\n    opt.step()\n"
+    )
+    valid = [
+        _SCRIPT.format(seed="torch.manual_seed(0)\n", draw="x = x + torch.randn_like(x)"),
+        _SCRIPT.format(seed="np.random.seed(0)\n", draw="x = x * np.random.uniform(0.9, 1.1)"),
+        _SCRIPT.format(seed="random.seed(0)\n", draw="x = x * random.random()"),
+        # a helper that seeds every generator
+        _SCRIPT.format(seed="from lightning import seed_everything\nseed_everything(42)\n",
+                       draw="x = x + torch.randn_like(x) * np.random.rand()"),
+        _SCRIPT.format(seed="set_seed(args.seed)\n", draw="x = x + torch.randn_like(x)"),
+        # its own seeded generator
+        _SCRIPT.format(seed="g = torch.Generator().manual_seed(0)\n",
+                       draw="x = x[torch.randperm(len(x), generator=g)]"),
+        # nothing random is drawn explicitly
+        _SCRIPT.format(seed="", draw="x = x.flip(0)"),
+        # a library training function: its caller (the entry point) seeds
+        HEADER + "def train_step(model, x, y, opt):\n    x = x + torch.randn_like(x)\n"
+        "    F.mse_loss(model(x), y).backward()\n    opt.step()\n",
+    ]
+    invalid = [
+        _invalid(_SCRIPT.format(seed="", draw="x = x + torch.randn_like(x)"), "randn_like"),
+        # torch is seeded, NumPy is not
+        _invalid(_SCRIPT.format(seed="torch.manual_seed(0)\n",
+                                draw="x = x * np.random.uniform(0.9, 1.1)"), "np.random"),
+        _invalid(_SCRIPT.format(seed="np.random.seed(0)\n",
+                                draw="x = x if random.random() < 0.5 else x.flip(0)"),
+                 "random.random()"),
+        _invalid(HEADER + "\n\ndef main():\n    model = nn.Linear(8, 2)\n"
+                 "    nn.init.kaiming_normal_(model.weight)\n"
+                 "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                 "    for x, y in loader:\n        opt.zero_grad()\n"
+                 "        F.mse_loss(model(x), y).backward()\n        opt.step()\n\n\n"
+                 "if __name__ == '__main__':\n    main()\n", "kaiming_normal_"),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._pending = []
+        self._draws: dict[str, tuple[cst.Call, str, cst.CSTNode | None]] = {}
+        self._seeded: set[str] = set()
+        self._entry = False
+        self._trains = False
+
+    def visit_If(self, node: cst.If) -> None:
+        if not self.context.function_stack and re.fullmatch(
+            r"__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__",
+            _code(node.test).strip(),
+        ):
+            self._entry = True
+
+    def _kind(self, qualified: str) -> str | None:
+        if qualified in _TORCH_DRAWS or _TORCH_INIT_DRAWS.match(qualified):
+            return "torch"
+        if qualified.startswith("numpy.random."):
+            rest = qualified[len("numpy.random."):]
+            return "numpy" if "." not in rest and rest not in _NUMPY_NOT_DRAWS else None
+        if qualified.startswith("random."):
+            rest = qualified[len("random."):]
+            return "random" if "." not in rest and rest not in _RANDOM_NOT_DRAWS else None
+        return None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        context = self.context
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            if context.qualified_name(func) is None:
+                self._trains = True
+                if not context.function_stack:
+                    self._entry = True
+            return
+        qualified = context.call_name(node)
+        if qualified is not None:
+            if qualified in _TORCH_SEEDS:
+                self._seeded.add("torch")
+                return
+            if qualified == "numpy.random.seed":
+                self._seeded.add("numpy")
+                return
+            if qualified == "random.seed":
+                self._seeded.add("random")
+                return
+            kind = self._kind(qualified)
+            if kind is not None:
+                if _argument(node, "generator") is None and kind not in self._draws:
+                    stack = context.statement_stack
+                    self._draws[kind] = (node, qualified, stack[-1] if stack else None)
+                return
+        name = dotted_name(func)
+        if name is not None and "seed" in last_segment(name):
+            self._seeded.add("all")
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not (self._entry and self._trains) or "all" in self._seeded:
+            return
+        for kind, (call, qualified, statement) in self._draws.items():
+            if kind in self._seeded:
+                continue
+            generator = _GENERATOR_NAMES[kind]
+            shown = dotted_name(call.func) or qualified
+            if self._seeded:
+                others = " and ".join(_GENERATOR_NAMES[k] for k in sorted(self._seeded))
+                message = (
+                    f"`{shown}` draws from {generator}'s generator, which this training script "
+                    f"never seeds ({others} is seeded, but the generators are independent); "
+                    f"call `{_SEED_CALLS[kind]}` at startup too"
+                )
+            else:
+                message = (
+                    f"this training script draws random numbers (`{shown}`) but never seeds "
+                    f"{generator}'s generator, so runs cannot be reproduced; call "
+                    f"`{_SEED_CALLS[kind]}` (or one helper that seeds every generator) at "
+                    "startup"
+                )
+            self._pending.append((call, message, {}, statement))
+        self.flush()
+
+
+# -- training loops -----------------------------------------------------------------------------
+
+
+def _training_loops(context, scope: Scope) -> list[cst.CSTNode]:
+    """The innermost loop around each `backward()` call, in source order, without repeats."""
+    loops: list[cst.CSTNode] = []
+    for site, _ in backward_calls(context, scope):
+        if site.loops and not any(site.loops[-1] is loop for loop in loops):
+            loops.append(site.loops[-1])
+    return loops
+
+
+# -- ML311 --------------------------------------------------------------------------------------
+
+_SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _periodic(test: cst.BaseExpression) -> bool:
+    """A condition that holds every N steps (`step % 100 == 0`)."""
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return True
+        stack.extend(node.children)
+    return False
+
+
+class SyncInInnerLoop(_ScopeRule):
+    """A GPU synchronisation runs once per element inside the training step.
+
+    ## What it does
+    Inside a training loop (a loop that calls `backward()`), finds `.item()`, `.cpu()` and
+    `.tolist()` calls, and `print` of the loss or of a tensor built in the function, that sit
+    in a loop (or comprehension) nested in that training loop, so they run many times per
+    step. One sync per step (`loss.item()` for logging) is not flagged, nor is work under a
+    periodic condition (`if step % 100 == 0:`). Off by default: on the CPU these calls cost
+    nothing.
+
+    ## Why is this bad?
+    CUDA kernels run asynchronously. Each of these calls needs a value on the host, so it
+    waits until every queued kernel has finished and nothing new is queued meanwhile. Per
+    element, that stalls the pipeline hundreds of times per step.
+
+    ## Example
+        for x, y in loader:
+            logits = model(x)
+            F.cross_entropy(logits, y).backward()
+            optimizer.step()
+            for i in range(len(y)):
+                correct += int(logits[i].argmax().item() == y[i].item())
+
+    ## Use instead
+        for x, y in loader:
+            logits = model(x)
+            F.cross_entropy(logits, y).backward()
+            optimizer.step()
+            correct += (logits.argmax(1) == y).sum().item()
+    """
+
+    code = "ML311"
+    name = "sync-in-inner-loop"
+    severity = Severity.WARNING
+    default_enabled = False
+    triggers = ("item(", "cpu(", "tolist(", "print(")
+    _STEP = (
+        HEADER + "\n\ndef train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        logits = model(x)\n"
+        "        loss = F.cross_entropy(logits, y)\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+        "{tail}"
+    )
+    valid = [
+        # once per step
+        _STEP.format(tail="        total += loss.item()\n"),
+        _STEP.format(tail="        correct += (logits.argmax(1) == y).sum().item()\n"),
+        # the loop iterates over one synced list
+        _STEP.format(tail="        for p in logits.argmax(1).tolist():\n"
+                          "            counts[p] += 1\n"),
+        # periodic logging
+        _STEP.format(tail="        if step % 100 == 0:\n"
+                          "            for name, value in metrics.items():\n"
+                          "                log(name, value.item())\n"),
+        # an inner loop outside the training loop
+        HEADER + "def report(model, loader):\n    for x, y in loader:\n"
+        "        for p in model(x):\n            print(p.item())\n",
+        # print of plain Python values
+        _STEP.format(tail="        for name in names:\n            print(name)\n"),
+    ]
+    invalid = [
+        _invalid(_STEP.format(tail="        for i in range(len(y)):\n"
+                                   "            correct += int(logits[i].argmax().item() == "
+                                   "y[i])\n"), "argmax().item()"),
+        _invalid(_STEP.format(tail="        preds = [p.cpu() for p in logits]\n"),
+                 "p.cpu()"),
+        _invalid(_STEP.format(tail="        for row in logits:\n"
+                                   "            rows.append(row.tolist())\n"), "row.tolist()"),
+        _invalid(_STEP.format(tail="        for k in range(3):\n            print(loss)\n"),
+                 "print(loss)"),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        loops = _training_loops(context, scope)
+        if not loops:
+            return
+        tensors = self._tensor_names(scope)
+        reported: set[int] = set()
+        for loop in loops:
+            in_comprehension = _comprehension_parts(loop)
+            for site in scope.calls:
+                if id(site.node) in reported or not site.inside(loop):
+                    continue
+                between = site.ancestors_below(loop)
+                nested = any(isinstance(a, (cst.For, cst.While)) for a in between) or (
+                    id(site.node) in in_comprehension)
+                if not nested:
+                    continue
+                if any(isinstance(a, cst.If) and _periodic(a.test) for a in between):
+                    continue
+                shown = self._sync(site.node, tensors)
+                if shown is None:
+                    continue
+                reported.add(id(site.node))
+                self.report_at(
+                    site, site.node,
+                    f"`{shown}` runs once per element of a loop inside the training step, and "
+                    "each call waits for the GPU to finish all queued work; compute on the "
+                    "device and synchronise once per step",
+                )
+
+    def _sync(self, call: cst.Call, tensors: set[str]) -> str | None:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS:
+            if not call.args and self.context.qualified_name(func) is None:
+                return _code(call)
+            return None
+        if isinstance(func, cst.Name) and func.value == "print":
+            for arg in call.args:
+                value = arg.value
+                if isinstance(value, cst.Subscript):
+                    value = value.value
+                if isinstance(value, cst.Name) and value.value in tensors:
+                    return _code(call)
+        return None
+
+    def _tensor_names(self, scope: Scope) -> set[str]:
+        """Names holding tensors: backward targets, torch factory results, loss results."""
+        context = self.context
+        names = {
+            expr.value for _, expr in backward_calls(context, scope) if isinstance(expr, cst.Name)
+        }
+        for assignment in scope.assignments:
+            value = assignment.value
+            if isinstance(value, cst.Call) and "." not in assignment.target and (
+                context.builds_tensor(value)
+                or (context.call_name(value) or "").startswith("torch.nn.functional.")
+            ):
+                names.add(assignment.target)
+        return names
+
+
+def _descendants(node: cst.CSTNode):
+    """Every node below `node`, not descending into nested functions, classes or lambdas."""
+    stack = list(node.children)
+    while stack:
+        inner = stack.pop()
+        yield inner
+        if not isinstance(inner, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(inner.children)
+
+
+def _comprehension_parts(loop: cst.CSTNode) -> set[int]:
+    """Ids of the nodes of `loop` that run once per element of a comprehension."""
+    found: set[int] = set()
+    for node in _descendants(loop):
+        if isinstance(node, _COMPREHENSIONS):
+            parts = [node.key, node.value] if isinstance(node, cst.DictComp) else [node.elt]
+            parts.extend(_comprehension_fors(node))
+            for part in parts:
+                found.add(id(part))
+                found.update(id(inner) for inner in _descendants(part))
+    return found
+
+
+def _comprehension_fors(node: cst.CSTNode):
+    """The `if` conditions and inner iterables of a comprehension (run once per element)."""
+    comp_for = node.for_in
+    first = True
+    while comp_for is not None:
+        if not first:
+            yield comp_for.iter
+        yield from (c.test for c in comp_for.ifs)
+        first = False
+        comp_for = comp_for.inner_for_in
+
+
+# -- ML312 --------------------------------------------------------------------------------------
+
+
+def _mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Site]]]:
+    """(names put in eval mode, names that may be put back in train mode) -> call sites."""
+    evals: dict[str, list[Site]] = {}
+    trains: dict[str, list[Site]] = {}
+    for site, receiver in scope.method_calls("eval"):
+        name = dotted_name(receiver)
+        if name and not site.node.args:
+            evals.setdefault(name, []).append(site)
+    for site, receiver in scope.method_calls("train"):
+        name = dotted_name(receiver)
+        if not name:
+            continue
+        args = site.node.args
+        if args and _literal(args[0].value) == "False":
+            evals.setdefault(name, []).append(site)
+        else:
+            trains.setdefault(name, []).append(site)
+    return evals, trains
+
+
+def _related(a: str, b: str) -> bool:
+    """`model` and `model.module` share their mode (one contains the other)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+class EvalNeverReset(_ScopeRule):
+    """`model.eval()` runs inside the training loop and nothing switches the model back.
+
+    ## What it does
+    Finds `model.eval()` (or `model.train(False)`) inside a loop that also trains `model`
+    (calls `backward()` and uses `model` outside `no_grad`), when nothing in that loop calls
+    `model.train()` (on `model`, or on a module containing it or contained in it). The usual
+    shape is `model.train()` once before the epoch loop and validation at the end of each
+    epoch. A submodule frozen on purpose (`model.backbone.eval()` while `model` is trained),
+    a model used only under `no_grad` (a teacher), and an `eval()` followed by `break` or
+    `return` are not flagged.
+
+    ## Why is this bad?
+    `eval()` is sticky: it turns dropout off and makes batch norm use (and stop updating) its
+    running statistics until `train()` is called. Only the first epoch trains as intended;
+    every later one trains without dropout and with frozen normalisation statistics, and
+    nothing raises.
+
+    ## Example
+        model.train()
+        for epoch in range(epochs):
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                optimizer.step()
+            model.eval()
+            validate(model, val_loader)
+
+    ## Use instead
+        for epoch in range(epochs):
+            model.train()
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                optimizer.step()
+            model.eval()
+            validate(model, val_loader)
+    """
+
+    code = "ML312"
+    name = "eval-never-reset"
+    triggers = ("eval(", "train(False", "train(mode=False")
+    _FIT = (
+        HEADER + "\n\ndef fit(model, train_loader, val_loader, optimizer, epochs):\n"
+        "{before}"
+        "    for epoch in range(epochs):\n"
+        "{top}"
+        "        for x, y in train_loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            F.cross_entropy(model(x), y).backward()\n"
+        "            optimizer.step()\n"
+        "{end}"
+    )
+    _VALIDATE = (
+        "        model.eval()\n"
+        "        with torch.no_grad():\n"
+        "            for x, y in val_loader:\n"
+        "                val_loss = F.cross_entropy(model(x), y)\n"
+    )
+    valid = [
+        _FIT.format(before="", top="        model.train()\n", end=_VALIDATE),
+        _FIT.format(before="    model.train()\n", top="",
+                    end=_VALIDATE + "        model.train()\n"),
+        # DDP: the wrapper and the wrapped module share their mode
+        _FIT.format(before="", top="        model.module.train()\n", end=_VALIDATE),
+        _FIT.format(before="", top="        model.train(True)\n", end=_VALIDATE),
+        # a submodule frozen on purpose
+        _FIT.format(before="    model.train()\n", top="        model.backbone.eval()\n",
+                    end=""),
+        # early stopping: no next epoch
+        _FIT.format(before="    model.train()\n", top="",
+                    end="        if patience_left == 0:\n            model.eval()\n"
+                        "            break\n"),
+        # evaluation in a helper: restoring the mode is the caller's business, not visible
+        _FIT.format(before="    model.train()\n", top="", end="        evaluate(model)\n"),
+        # a teacher put in eval mode, used only under no_grad
+        HEADER + "def distill(student, teacher, loader, optimizer, epochs):\n"
+        "    student.train()\n    for epoch in range(epochs):\n        teacher.eval()\n"
+        "        for x in loader:\n            with torch.no_grad():\n"
+        "                target = teacher(x)\n"
+        "            F.mse_loss(student(x), target).backward()\n"
+        "            optimizer.step()\n            optimizer.zero_grad()\n",
+    ]
+    invalid = [
+        _invalid(_FIT.format(before="    model.train()\n", top="", end=_VALIDATE),
+                 "model.eval()"),
+        # validation every N steps inside the batch loop
+        _invalid(HEADER + "def fit(model, loader, optimizer):\n    model.train()\n"
+                 "    for step, (x, y) in enumerate(loader):\n"
+                 "        optimizer.zero_grad()\n"
+                 "        F.cross_entropy(model(x), y).backward()\n"
+                 "        optimizer.step()\n"
+                 "        if step % 500 == 0:\n"
+                 "            model.eval()\n"
+                 "            evaluate(model)\n", "model.eval()"),
+        _invalid(_FIT.format(before="", top="", end=_VALIDATE.replace("model.eval()",
+                                                                      "model.train(False)")),
+                 "model.train(False)"),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        if function_without_grad(context, scope.root):
+            return
+        evals, trains = _mode_calls(scope)
+        if not evals:
+            return
+        backwards = [site for site, _ in backward_calls(context, scope)]
+        if not backwards:
+            return
+        for name, sites in evals.items():
+            for site in sites:
+                loop = next(
+                    (lp for lp in reversed(site.loops) if any(b.inside(lp) for b in backwards)),
+                    None,
+                )
+                if loop is None:
+                    continue
+                if any(_related(other, name) and any(t.inside(loop) for t in train_sites)
+                       for other, train_sites in trains.items()):
+                    continue
+                if self._leaves_loop(site, loop):
+                    continue
+                if not self._trained_in(scope, name, loop, site):
+                    continue
+                self.report_at(
+                    site, site.node,
+                    f"`{_code(site.node)}` runs inside this training loop but nothing in the loop"
+                    f" calls `{name}.train()`, so every later iteration trains with dropout off "
+                    f"and batch norm frozen; call `{name}.train()` at the start of each epoch",
+                )
+                break
+
+    @staticmethod
+    def _leaves_loop(site: Site, loop: cst.CSTNode) -> bool:
+        """The eval() is in a branch that ends the loop (`break`, `return`, `raise`)."""
+        for ancestor in site.ancestors_below(loop):
+            if isinstance(ancestor, (cst.If, cst.Else)):
+                body = ancestor.body
+                for statement in getattr(body, "body", ()):
+                    if isinstance(statement, cst.SimpleStatementLine) and any(
+                        isinstance(s, (cst.Break, cst.Return, cst.Raise))
+                        for s in statement.body
+                    ):
+                        return True
+        return False
+
+    def _trained_in(self, scope: Scope, name: str, loop: cst.CSTNode, eval_site: Site) -> bool:
+        """`name` is called, or passed to a call, in the loop outside `no_grad`."""
+        for site in scope.calls:
+            if site is eval_site or not site.inside(loop):
+                continue
+            call = site.node
+            used = dotted_name(call.func) == name or any(
+                dotted_name(arg.value) == name for arg in call.args
+            )
+            if used and not under_no_grad(self.context, site):
+                return True
+        return False
+
+
+# -- ML313 --------------------------------------------------------------------------------------
+
+_DDP = frozenset({
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.nn.DistributedDataParallel",
+})
+_DISTRIBUTED_SAMPLERS = frozenset({
+    "torch.utils.data.DistributedSampler",
+    "torch.utils.data.distributed.DistributedSampler",
+})
+# frameworks that add a DistributedSampler themselves
+_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "transformers.Trainer",
+               "ignite", "deepspeed")
+
+
+class DdpWithoutDistributedSampler(_FileRule):
+    """A `DataLoader` in a DistributedDataParallel script has no `DistributedSampler`.
+
+    ## What it does
+    In a file that wraps a model in `DistributedDataParallel`, finds training
+    `DataLoader(...)` calls with no `sampler=` or `batch_sampler=`, and loaders given a
+    `DistributedSampler` together with `shuffle=True`. Loaders whose names say they evaluate
+    (`val_loader`, `test_loader`) are not flagged (evaluating the whole set on every rank
+    only wastes work), nor are files that use Accelerate, Lightning, Ignite, DeepSpeed or the
+    Hugging Face `Trainer`, which add the sampler themselves.
+
+    ## Why is this bad?
+    Without a `DistributedSampler` every rank iterates the whole dataset in the same order:
+    all ranks compute the same gradients and averaging them changes nothing, so N GPUs train
+    as fast as one on N times the epochs' worth of work. `shuffle=True` next to a sampler
+    makes `DataLoader` raise `ValueError`; the sampler shuffles itself.
+
+    ## Example
+        model = DistributedDataParallel(model.to(rank), device_ids=[rank])
+        loader = DataLoader(train_set, batch_size=64, shuffle=True)
+
+    ## Use instead
+        model = DistributedDataParallel(model.to(rank), device_ids=[rank])
+        sampler = DistributedSampler(train_set)
+        loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                ...
+    """
+
+    code = "ML313"
+    name = "ddp-without-distributed-sampler"
+    fix = "safe"
+    triggers = ("DistributedDataParallel",)
+    _SCRIPT = (
+        HEADER + LOADER
+        + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "from torch.utils.data.distributed import DistributedSampler\n\n\n"
+        "def main(rank, train_set, val_set):\n"
+        "    model = DDP(nn.Linear(8, 2).to(rank), device_ids=[rank])\n"
+        "{loaders}"
+    )
+    valid = [
+        _SCRIPT.format(loaders="    sampler = DistributedSampler(train_set)\n"
+                               "    loader = DataLoader(train_set, batch_size=64, "
+                               "sampler=sampler)\n"),
+        _SCRIPT.format(loaders="    loader = DataLoader(train_set, batch_size=64,\n"
+                               "                        sampler=DistributedSampler(train_set))\n"),
+        # evaluation loaders may run the whole set on every rank
+        _SCRIPT.format(loaders="    val_loader = DataLoader(val_set, batch_size=64)\n"),
+        # a sampler that is None off DDP: shuffle only then
+        _SCRIPT.format(loaders="    sampler = DistributedSampler(train_set) if rank >= 0 else "
+                               "None\n    loader = DataLoader(train_set, batch_size=64, "
+                               "sampler=sampler, shuffle=sampler is None)\n"),
+        _SCRIPT.format(loaders="    loader = DataLoader(train_set, batch_sampler=batches)\n"),
+        # no DDP in this file
+        HEADER + LOADER + "loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
+    ]
+    invalid = [
+        _invalid(_SCRIPT.format(loaders="    loader = DataLoader(train_set, batch_size=64, "
+                                        "shuffle=True)\n"), "loader = DataLoader"),
+        _invalid(_SCRIPT.format(loaders="    train_loader = DataLoader(train_set, "
+                                        "batch_size=64)\n"), "train_loader = DataLoader"),
+        _invalid(
+            _SCRIPT.format(loaders="    sampler = DistributedSampler(train_set)\n"
+                                   "    loader = DataLoader(train_set, batch_size=64, "
+                                   "sampler=sampler, shuffle=True)\n"),
+            "loader = DataLoader",
+            fixed=_SCRIPT.format(loaders="    sampler = DistributedSampler(train_set)\n"
+                                         "    loader = DataLoader(train_set, batch_size=64, "
+                                         "sampler=sampler)\n"),
+        ),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._pending = []
+        self._ddp: str | None = None
+        self._framework = False
+        self._loaders: list[tuple[cst.Call, str | None, cst.CSTNode | None]] = []
+        self._samplers: dict[str, int] = {}  # name -> number of assignments, -1: not distributed
+        self._target: str | None = None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1:
+            name = dotted_name(node.targets[0].target)
+            self._target = name
+            if name is not None:
+                value = node.value
+                distributed = isinstance(value, cst.Call) and (
+                    self.context.call_name(value) in _DISTRIBUTED_SAMPLERS)
+                previous = self._samplers.get(name)
+                if distributed and previous is None:
+                    self._samplers[name] = 1
+                elif previous is not None or distributed:
+                    self._samplers[name] = -1
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        self._target = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        context = self.context
+        qualified = context.call_name(node) or ""
+        if qualified in _DDP:
+            self._ddp = dotted_name(node.func) or "DistributedDataParallel"
+        elif qualified.startswith(_FRAMEWORKS):
+            self._framework = True
+        elif qualified in _DATALOADERS:
+            target = self._target
+            stack = context.statement_stack
+            self._loaders.append((node, target, stack[-1] if stack else None))
+
+    def _is_distributed_sampler(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            return self.context.call_name(expr) in _DISTRIBUTED_SAMPLERS
+        name = dotted_name(expr)
+        return name is not None and self._samplers.get(name) == 1
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if self._ddp is None or self._framework:
+            return
+        for call, target, statement in self._loaders:
+            if _has_star_args(call):
+                continue
+            sampler = _loader_argument(call, "sampler")
+            batch_sampler = _loader_argument(call, "batch_sampler")
+            if sampler is None and batch_sampler is None:
+                if target is not None and _VISITED.search(last_segment(target)):
+                    continue
+                shown = f"`{target}`" if target else "this DataLoader"
+                self._pending.append((
+                    call,
+                    f"{shown} feeds a `{self._ddp}` model without a `DistributedSampler`, so "
+                    "every rank iterates the whole dataset and computes the same gradients; "
+                    "pass `sampler=DistributedSampler(dataset)` (instead of `shuffle=True`) "
+                    "and call `sampler.set_epoch(epoch)` each epoch",
+                    {}, statement,
+                ))
+                continue
+            shuffle = _loader_argument(call, "shuffle")
+            if (
+                sampler is not None and shuffle is not None and shuffle.keyword is not None
+                and _literal(shuffle.value) == "True"
+                and self._is_distributed_sampler(sampler.value)
+            ):
+                self._pending.append((
+                    call,
+                    "`shuffle=True` cannot be combined with a `DistributedSampler`: DataLoader "
+                    "raises ValueError; remove `shuffle=True` (the sampler shuffles itself)",
+                    {"fix": Fix(((call, _without_argument(call, shuffle)),),
+                                "remove `shuffle=True`", safe=True)},
+                    statement,
+                ))
+        self.flush()
+
+
+def _without_argument(call: cst.Call, drop: cst.Arg) -> cst.Call:
+    args = [arg for arg in call.args if arg is not drop]
+    if args and call.args[-1] is drop:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+# -- ML314 --------------------------------------------------------------------------------------
+
+_RANDOM_FACTORY = re.compile(r"\.(?:rand\w*|normal|bernoulli|multinomial|poisson)$|_like$")
+_DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b", re.IGNORECASE)
+_DEVICE_WORDS = re.compile(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
+
+
+class TransferRepeatedEveryStep(_ScopeRule):
+    """The same host tensor is copied to the device on every iteration of a loop.
+
+    ## What it does
+    Finds `t.to(device)` / `t.cuda()` inside a loop over batches (one that calls
+    `backward()` or iterates over a loader) where `t` was built on the host in the
+    same function before the loop (a torch factory such as `torch.tensor([...])` without
+    `device=`) and is neither reassigned nor changed in place inside the loop; and
+    `torch.tensor(<constants>).to(device)` inside a loop. `x = x.to(device)`, which moves
+    the tensor once and is a no-op afterwards, and batches that come from the loop are
+    fine.
+
+    ## Why is this bad?
+    Every iteration pays the same host-to-device copy (and, from pageable memory, a
+    synchronisation) for data that never changes. Moving it once before the loop costs
+    nothing per step.
+
+    ## Example
+        class_weights = torch.tensor([1.0, 5.0])
+        for x, y in loader:
+            loss = F.cross_entropy(model(x.to(device)), y.to(device),
+                                   weight=class_weights.to(device))
+
+    ## Use instead
+        class_weights = torch.tensor([1.0, 5.0], device=device)
+        for x, y in loader:
+            loss = F.cross_entropy(model(x.to(device)), y.to(device), weight=class_weights)
+    """
+
+    code = "ML314"
+    name = "transfer-repeated-every-step"
+    severity = Severity.WARNING
+    triggers = (".to(", ".cuda(")
+    _LOOP = (
+        HEADER + "\n\ndef train(model, loader, optimizer, device):\n"
+        "{setup}"
+        "    for x, y in loader:\n"
+        "        x, y = x.to(device), y.to(device)\n"
+        "{body}"
+        "        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y, weight=w).backward()\n"
+        "        optimizer.step()\n"
+    )
+    valid = [
+        _LOOP.format(setup="    w = torch.tensor([1.0, 5.0]).to(device)\n", body=""),
+        _LOOP.format(setup="    w = torch.tensor([1.0, 5.0], device=device)\n", body=""),
+        # moved once: later iterations find it on the device already
+        _LOOP.format(setup="    w = torch.tensor([1.0, 5.0])\n",
+                     body="        w = w.to(device)\n"),
+        # changes every iteration
+        _LOOP.format(setup="    w = torch.ones(2)\n",
+                     body="        w.mul_(0.99)\n        weight = w.to(device)\n"),
+        _LOOP.format(setup="    w = torch.ones(2)\n",
+                     body="        w[y.cpu()] += 1\n        weight = w.to(device)\n"),
+        # a dtype conversion, not a transfer
+        _LOOP.format(setup="    w = torch.ones(2)\n", body="        weight = w.to(torch.half)\n"),
+        # unknown origin: may already be on the device
+        _LOOP.format(setup="", body="        weight = class_weights.to(device)\n"),
+        # built from the loop's data
+        _LOOP.format(setup="", body="        weight = torch.tensor([len(x), 1.0]).to(device)\n"),
+    ]
+    invalid = [
+        _invalid(_LOOP.format(setup="    class_weights = torch.tensor([1.0, 5.0])\n",
+                              body="        w = class_weights.to(device)\n"),
+                 "class_weights.to(device)"),
+        _invalid(_LOOP.format(setup="    mask = torch.ones(8, 8).tril()\n    m = torch.ones(2)\n",
+                              body="        w = m.cuda()\n"), "m.cuda()"),
+        _invalid(_LOOP.format(setup="",
+                              body="        w = torch.tensor([1.0, 5.0]).to(device)\n"),
+                 "torch.tensor([1.0, 5.0]).to(device)"),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        step_loops: list[cst.CSTNode] | None = None
+        for site in scope.calls:
+            call = site.node
+            func = call.func
+            if not site.loops or not isinstance(func, cst.Attribute):
+                continue
+            method = func.attr.value
+            if method not in ("to", "cuda") or context.qualified_name(func) is not None:
+                continue
+            if method == "to" and not self._to_device(call):
+                continue
+            receiver = func.value
+            loop = site.loops[-1]
+            if step_loops is None:
+                step_loops = _training_loops(context, scope)
+            if not any(loop is s for s in step_loops) and not (
+                isinstance(loop, cst.For) and _DATA_WORDS.search(_code(loop.iter))
+            ):
+                continue  # not a loop over batches: a loop over settings, layers, ...
+            if isinstance(receiver, cst.Name):
+                if not self._invariant_host_tensor(scope, receiver.value, loop, site):
+                    continue
+                shown = receiver.value
+                message = (
+                    f"`{shown}` does not change inside this loop, but `{_code(call)}` copies it "
+                    f"to the device on every iteration; move it once before the loop"
+                )
+            elif isinstance(receiver, cst.Call) and context.builds_tensor(receiver) and (
+                _constant_args(receiver)
+            ) and not _RANDOM_FACTORY.search(context.call_name(receiver) or ""):
+                message = (
+                    f"`{_code(receiver)}` is built on the host and copied to the device on "
+                    "every iteration; build it once before the loop (with `device=`)"
+                )
+            else:
+                continue
+            self.report_at(site, call, message)
+
+    def _to_device(self, call: cst.Call) -> bool:
+        arg = _argument(call, "device", 0)
+        if arg is None:
+            return False
+        value = arg.value
+        if isinstance(value, cst.SimpleString):
+            return bool(_ACCELERATOR_STRINGS.match(str(value.evaluated_value)))
+        if isinstance(value, cst.Call):
+            return self.context.call_name(value) == "torch.device"
+        qualified = self.context.qualified_name(value)
+        if qualified is not None:
+            return False  # torch.float16 and the like
+        name = dotted_name(value)
+        return name is not None and bool(_DEVICE_WORDS.search(last_segment(name)))
+
+    def _invariant_host_tensor(self, scope: Scope, name: str, loop: cst.CSTNode,
+                               site: Site) -> bool:
+        context = self.context
+        statement = site.statement
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and any(
+                    dotted_name(t.target) == name for t in small.targets
+                ):
+                    return False  # x = x.to(device)
+        loop_site = scope.site_of[id(loop)]
+        assignments = [a for a in scope.assignments
+                       if a.target == name or a.target.startswith(name + ".")]
+        if any(a.site.inside(loop) or a.site is loop_site for a in assignments):
+            return False
+        earlier = [a for a in assignments if a.site.order < loop_site.order]
+        if not earlier or not isinstance(earlier[-1].value, cst.Call):
+            return False
+        built = earlier[-1].value
+        while (
+            isinstance(built.func, cst.Attribute) and isinstance(built.func.value, cst.Call)
+            and built.func.attr.value not in ("to", "cuda")
+            and context.qualified_name(built.func) is None
+        ):
+            built = built.func.value  # torch.ones(8, 8).tril()
+        if not context.builds_tensor(built) or context.call_name(built) in (
+            "torch.stack", "torch.cat"
+        ):
+            return False
+        device = _argument(built, "device")
+        if device is not None and not (
+            isinstance(device.value, cst.SimpleString) and device.value.evaluated_value == "cpu"
+        ):
+            return False
+        # changed inside the loop: in place (`w.mul_()`, `w[i] = ...`, `w += ...`) or by
+        # any loop of an outer scope we cannot see
+        for node in _descendants(loop.body):
+            if isinstance(node, cst.AugAssign):
+                base = node.target.value if isinstance(node.target, cst.Subscript) else (
+                    node.target)
+                if dotted_name(base) == name:
+                    return False
+            elif isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Subscript) and dotted_name(
+                        target.target.value
+                    ) == name:
+                        return False
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                attr = node.func.attr.value
+                if attr.endswith("_") and not attr.startswith("_") and dotted_name(
+                    node.func.value
+                ) == name:
+                    return False
+                if any(dotted_name(a.value) == name and a.keyword is not None
+                       and a.keyword.value == "out" for a in node.args):
+                    return False
+        return True
+
+
+def _constant_args(call: cst.Call) -> bool:
+    if not call.args:
+        return False
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "device":
+            return False
+        if _name_nodes(arg.value) and not all(
+            n.value in ("True", "False", "None") for n in _name_nodes(arg.value)
+        ):
+            if arg.keyword is None or arg.keyword.value != "dtype":
+                return False
+    return True
+
+
+# -- ML315 --------------------------------------------------------------------------------------
+
+_LOSS_CALLEES = re.compile(r"criterion|loss_fn|loss_func|lossfn|^loss$|^crit$", re.IGNORECASE)
+_GRAD_SCALING = re.compile(r"\.grad\b[^\n]*(?:/=|\*=|\.div_\(|\.mul_\()")
+
+
+def _modulo(test: cst.BaseExpression) -> cst.BinaryOperation | None:
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return node
+        stack.extend(node.children)
+    return None
+
+
+def _scaled(expr: cst.BaseExpression) -> bool:
+    """A division or multiplication at the top of an expression (`(a + b) / n`, `a * w`)."""
+    return isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, (cst.Divide, cst.Multiply, cst.FloorDivide))
+
+
+def _terms(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, (cst.Add, cst.Subtract)
+    ):
+        return _terms(expr.left) + _terms(expr.right)
+    return [expr]
+
+
+class AccumulationWithoutLossScaling(_ScopeRule):
+    """Gradient accumulation sums the gradients of several batches without scaling the loss.
+
+    ## What it does
+    Finds gradient accumulation: in a loop, `backward()` every iteration and
+    `optimizer.step()` with `zero_grad()` under a modulo condition (`if (i + 1) % accum ==
+    0:`), where the backpropagated loss comes straight from a loss function
+    (`F.cross_entropy`, `criterion(...)`, `outputs.loss`) and is never divided or multiplied
+    (`loss / accum`, `loss /= accum`), nor are the gradients rescaled. Accelerate,
+    DeepSpeed and Lightning, which scale internally, are not checked.
+
+    ## Why is this bad?
+    `backward()` adds into `.grad`, so N accumulated micro-batches produce the sum of N mean
+    gradients: N times the gradient of one batch of N times the size. That is the same as
+    multiplying the learning rate by N, so a learning rate tuned without accumulation now
+    diverges or settles worse.
+
+    ## Example
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+
+    ## Use instead
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+
+    code = "ML315"
+    name = "accumulation-without-loss-scaling"
+    fix = "unsafe"
+    triggers = ("%",)
+    _ACCUM = (
+        HEADER + "\n\ndef train(model, loader, optimizer, criterion, accum_steps):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "{loss}"
+        "        {backward}\n"
+        "        if (i + 1) % accum_steps == 0:\n"
+        "            optimizer.step()\n"
+        "            optimizer.zero_grad()\n"
+    )
+    valid = [
+        _ACCUM.format(loss="        loss = criterion(model(x), y) / accum_steps\n",
+                      backward="loss.backward()"),
+        _ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                      backward="(loss / accum_steps).backward()"),
+        _ACCUM.format(loss="        loss = criterion(model(x), y)\n"
+                           "        loss /= accum_steps\n", backward="loss.backward()"),
+        _ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                      backward="scaler.scale(loss / accum_steps).backward()"),
+        # the loss comes from a helper that may scale it
+        _ACCUM.format(loss="        loss = training_step(model, x, y)\n",
+                      backward="loss.backward()"),
+        # the gradients are averaged before the step
+        _ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                      backward="loss.backward()").replace(
+            "optimizer.step()", "for p in model.parameters():\n"
+            "                p.grad /= accum_steps\n            optimizer.step()"),
+        # not accumulation: zero_grad every iteration, step every few (alternating updates)
+        HEADER + "def train(model, loader, opt_d, opt_g, n_critic):\n"
+        "    for i, (x, z) in enumerate(loader):\n        opt_d.zero_grad()\n"
+        "        loss_d = F.softplus(model.d(x)).mean()\n        loss_d.backward()\n"
+        "        opt_d.step()\n        if i % n_critic == 0:\n"
+        "            opt_g.zero_grad()\n"
+        "            loss_g = F.softplus(-model.d(model.g(z))).mean()\n"
+        "            loss_g.backward()\n            opt_g.step()\n",
+    ]
+    invalid = [
+        _invalid(_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                               backward="loss.backward()"), "loss.backward()",
+                 fixed=_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                                     backward="(loss / accum_steps).backward()")),
+        _invalid(_ACCUM.format(loss="        loss = model(**x).loss\n",
+                               backward="scaler.scale(loss).backward()"), "scaler.scale",
+                 fixed=_ACCUM.format(loss="        loss = model(**x).loss\n",
+                                     backward="scaler.scale(loss / accum_steps).backward()")),
+        _invalid(_ACCUM.format(loss="", backward="F.cross_entropy(model(x), y).backward()"),
+                 "F.cross_entropy"),
+        _invalid(HEADER + "model = nn.Linear(8, 2)\nopt = torch.optim.AdamW(model.parameters())\n"
+                 "loss_fn = nn.MSELoss()\nfor step, (x, y) in enumerate(data):\n"
+                 "    loss = loss_fn(model(x), y) + 0.01 * model.weight.norm()\n"
+                 "    loss.backward()\n    if step % 8 == 7:\n"
+                 "        opt.step()\n        model.zero_grad()\n", "loss.backward()"),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        backwards = backward_calls(context, scope)
+        if not backwards:
+            return
+        # generating the function's text is costly: only for functions that train
+        code = scope.code()
+        if re.search(r"accelerator|deepspeed|fabric|\baccumulate\(", code) or (
+            _GRAD_SCALING.search(code)
+        ):
+            return
+        zero_grads = [site for site, _ in scope.method_calls("zero_grad")]
+        for step in optimizer_steps(context, scope):
+            condition = modulo = None
+            for ancestor in reversed(step.ancestors):
+                if isinstance(ancestor, (cst.For, cst.While)):
+                    break
+                if isinstance(ancestor, cst.If):
+                    modulo = _modulo(ancestor.test)
+                    if modulo is not None:
+                        condition = ancestor
+                        break
+            if condition is None or not step.loops:
+                continue
+            loop = step.loops[-1]
+            if not any(z.inside(condition) for z in zero_grads) or any(
+                z.inside(loop) and not z.inside(condition) for z in zero_grads
+            ):
+                continue
+            steps = _code(modulo.right).strip()
+            for site, expr in backwards:
+                if not site.inside(loop) or site.inside(condition) or site.order > step.order:
+                    continue
+                target = self._unscaled_loss(scope, site, expr)
+                if target is None:
+                    continue
+                fix = None
+                if isinstance(modulo.right, (cst.Name, cst.Integer, cst.Attribute)):
+                    fix = Fix(((target, _divided(target, modulo.right, site)),),
+                              f"divide the loss by `{steps}`", safe=False)
+                shown = _code(target).strip()
+                self.report_at(
+                    site, target,
+                    f"gradients of `{steps}` backward passes are summed before "
+                    f"`{_code(step.node.func.value)}.step()`, but `{shown}` is not divided by "
+                    f"`{steps}`, so each update is `{steps}` times too large; backpropagate "
+                    f"`{shown} / {steps}`",
+                    fix=fix,
+                )
+                return
+
+    def _unscaled_loss(self, scope: Scope, site: Site,
+                       expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The loss expression in `expr` when it is unscaled and comes from a loss."""
+        if (
+            isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and "scale" in expr.func.attr.value and len(expr.args) == 1
+        ):
+            expr = expr.args[0].value
+        if _scaled(expr):
+            return None
+        if isinstance(expr, cst.Name):
+            if any(isinstance(s.node, cst.AugAssign) and dotted_name(s.node.target) == expr.value
+                   for s in scope.sites):
+                return None
+            found = scope.assigned(expr.value, site.order)
+            if not found or found[-1].value is None:
+                return None
+            value = found[-1].value
+            if _scaled(value) or not self._from_loss(scope, value, found[-1].site.order):
+                return None
+            return expr
+        return expr if self._from_loss(scope, expr, site.order) else None
+
+    def _from_loss(self, scope: Scope, value: cst.BaseExpression, order: int) -> bool:
+        """Some term of `value` is a loss function's result and no term is scaled."""
+        terms = _terms(value)
+        if any(_scaled(t) and not (
+            isinstance(t, cst.BinaryOperation) and isinstance(t.operator, cst.Multiply)
+        ) for t in terms):
+            return False
+        return any(self._is_loss(scope, t, order) for t in terms)
+
+    def _is_loss(self, scope: Scope, expr: cst.BaseExpression, order: int) -> bool:
+        context = self.context
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "loss":
+            return True
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            index = expr.slice[0].slice
+            return isinstance(index, cst.Index) and isinstance(
+                index.value, cst.SimpleString) and index.value.evaluated_value == "loss"
+        if not isinstance(expr, cst.Call):
+            return False
+        qualified = context.call_name(expr) or ""
+        if qualified.startswith("torch.nn.functional.") and qualified.endswith("loss") or (
+            qualified in ("torch.nn.functional.cross_entropy", "torch.nn.functional.kl_div")
+        ):
+            return True
+        func = expr.func
+        if isinstance(func, cst.Call):
+            return (context.call_name(func) or "").endswith("Loss")
+        name = dotted_name(func)
+        if name is None:
+            return False
+        constructor = constructor_of(context, scope, name, order)
+        if constructor is not None:
+            built = context.call_name(constructor) or ""
+            return built.startswith("torch.nn.") and built.endswith("Loss")
+        return bool(_LOSS_CALLEES.search(last_segment(name)))
+
+
+def _divided(target: cst.BaseExpression, steps: cst.BaseExpression, site: Site) -> cst.CSTNode:
+    func = site.node.func
+    receiver = func.value if isinstance(func, cst.Attribute) else None
+    parenthesize = receiver is target
+    return cst.BinaryOperation(
+        left=target, operator=cst.Divide(), right=steps.deep_clone(),
+        lpar=[cst.LeftParen()] if parenthesize else [],
+        rpar=[cst.RightParen()] if parenthesize else [],
+    )
+
+
+@hookimpl
+def modellint_add_rules():
+    return [
+        DataLoaderStarvesDevice,
+        UnseededTraining,
+        SyncInInnerLoop,
+        EvalNeverReset,
+        DdpWithoutDistributedSampler,
+        TransferRepeatedEveryStep,
+        AccumulationWithoutLossScaling,
+    ]
