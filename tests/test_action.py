@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from modellint.action import check_command, requirement
 
 ROOT = Path(__file__).resolve().parents[1]

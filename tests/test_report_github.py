@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from modellint.finding import Finding, Severity
 from modellint.plugins import load_registry
 from modellint.report import Summary

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from modellint.finding import Finding, Severity
 from modellint.plugins import load_registry
 from modellint.report import Summary
