@@ -132,6 +132,11 @@ DEPRECATED_APIS: dict[str, DeprecatedApi] = {
     "functorch.combine_state_for_ensemble": DeprecatedApi(
         "torch.func.stack_module_state", (2, 0),
         note="it returns stacked parameter and buffer dicts for `functional_call`"),
+    # torchvision 0.16, released with torch 2.1
+    "torchvision.transforms.v2.ToTensor": DeprecatedApi(
+        "torchvision.transforms.v2.ToImage", (2, 1),
+        note="follow it with `v2.ToDtype(torch.float32, scale=True)` (deprecated in torchvision "
+        "0.16, which ships with torch 2.1)"),
 }
 
 # ML318: private torch helpers -> (public twin, torch release that made the twin public,
