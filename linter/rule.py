@@ -12,6 +12,7 @@ import libcst as cst
 from modellint.finding import Fix, Severity
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
+from modellint.static.walk import visit
 
 __all__ = [
     "FileContext",
@@ -23,6 +24,7 @@ __all__ = [
     "StaticRule",
     "Valid",
     "dotted_name",
+    "visit",
 ]
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")

@@ -7,9 +7,12 @@ import difflib
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import FileContext, Fix, Invalid, StaticRule, dotted_name
+from modellint.rule import FileContext, Fix, Invalid, StaticRule, dotted_name, visit
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
+REGISTERING_METHODS = frozenset(
+    {"register_buffer", "register_parameter", "add_module", "register_module"}
+)
 CONTAINER_CLASSES = frozenset(
     {
         "torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential",
@@ -448,6 +451,17 @@ def _is_super_init(call: cst.Call) -> bool:
     return dotted_name(receiver) is not None and bool(call.args)
 
 
+def _is_unbound_init_without_self(call: cst.Call) -> bool:
+    """`nn.Module.__init__()`: an unbound base initialiser called with no instance."""
+    func = call.func
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "__init__"
+        and not call.args
+        and dotted_name(func.value) is not None
+    )
+
+
 class _CallFinder(cst.CSTVisitor):
     def __init__(self, predicate) -> None:
         self.predicate = predicate
@@ -608,11 +622,16 @@ class MissingSuperInit(StaticRule):
                 for earlier in statements[:index]:
                     self._check_early_assignment(cls, earlier)
                 return
-        self.report(
-            node.name,
+        message = (
             f"`{cls.name.value}.__init__` never calls `super().__init__()`; call it first, "
-            "before assigning layers or parameters",
+            "before assigning layers or parameters"
         )
+        if _contains_call(node.body, _is_unbound_init_without_self):
+            message = (
+                f"`{cls.name.value}.__init__` calls a base `__init__()` without `self`, which "
+                "raises TypeError; call `super().__init__()`"
+            )
+        self.report(node.name, message)
 
     def _check_early_assignment(self, cls: cst.ClassDef, statement: cst.CSTNode) -> None:
         if not isinstance(statement, cst.SimpleStatementLine):
@@ -701,6 +720,9 @@ class UndefinedModuleAttribute(StaticRule):
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        for i in range(2):\n            setattr(self, f'fc{i}', nn.Linear(2, 2))\n"
         "    def forward(self, x):\n        return self.fc0(x)\n",
+        HEADER + "class Mixer(nn.Module):\n    def forward(self, x):\n        return x * self.scale\n\n"
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.mixer = Mixer()\n        self.mixer.register_buffer('scale', torch.ones(1))\n",
         HEADER + "class Bottleneck(nn.Module):\n    def forward(self, x):\n"
         "        return self.conv1(x)\n\nclass SEBottleneck(Bottleneck):\n"
         "    def __init__(self):\n        super().__init__()\n"
@@ -729,6 +751,30 @@ class UndefinedModuleAttribute(StaticRule):
         super().__init__(context)
         self.classes: list[cst.ClassDef] = []
         self.base_names: set[str] = set()
+        # attributes that code elsewhere in the file sets on some object (`model.x = ...`)
+        self.external: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # `layer.mamba.register_buffer("mup_vector", ...)` defines the attribute from outside
+        func = node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in REGISTERING_METHODS
+            and node.args
+            and isinstance(node.args[0].value, cst.SimpleString)
+            and not (isinstance(func.value, cst.Name) and func.value.value == "self")
+        ):
+            name = node.args[0].value.evaluated_value
+            if isinstance(name, str):
+                self.external.add(name)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            attr = target.target
+            if isinstance(attr, cst.Attribute) and not (
+                isinstance(attr.value, cst.Name) and attr.value.value == "self"
+            ):
+                self.external.add(attr.attr.value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.base_names.update(
@@ -751,7 +797,7 @@ class UndefinedModuleAttribute(StaticRule):
         info = infos[0]
         if "forward" not in info.methods:
             return
-        defined = set(MODULE_ATTRIBUTES)
+        defined = MODULE_ATTRIBUTES | self.external
         for each in infos:
             defined |= each.defined_names
         reachable, pending = set(), ["forward"]
@@ -833,6 +879,9 @@ class ModuleCreatedInForward(StaticRule):
         "    def forward(self, x):\n        return F.relu(x)\n",
         HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
         "        return nn.Parameter is None\n",
+        HEADER + "class Lazy(nn.Module):\n    def forward(self, x):\n        if self.head is None:\n"
+        "            head = nn.Linear(x.shape[-1], 2)\n            self.head = head\n"
+        "        return self.head(x)\n",
     ]
     invalid = [
         Invalid(
@@ -848,14 +897,45 @@ class ModuleCreatedInForward(StaticRule):
         qualified = self.context.call_name(node)
         if qualified is not None and qualified.rsplit(".", 1)[-1] not in STATEFUL_LAYERS:
             return  # activations, pads, losses ... hold no weights and no train/eval state
-        if self.context.current_function is not self.context.current_method()[1]:
+        method = self.context.current_method()[1]
+        if self.context.current_function is not method:
             return  # a nested factory function inside forward
+        if self._kept_on_self(node, method):
+            return  # built once and registered (a lazily created or replaced layer)
         name = dotted_name(node.func) or "module"
         self.report(
             node,
             f"`{name}(...)` is built on every call of `forward`: its weights are re-initialised, "
             "never registered nor trained; create it once in `__init__`",
         )
+
+
+    def _kept_on_self(self, call: cst.Call, method: cst.FunctionDef) -> bool:
+        """`self.x = nn.Linear(...)`, or `layer = nn.Linear(...)` ... `self.x = layer`."""
+        statement = self.context.statement_stack[-1] if self.context.statement_stack else None
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        assign = next((s for s in statement.body if isinstance(s, cst.Assign)), None)
+        if assign is None or assign.value is not call:
+            return False
+        names = set()
+        for target in assign.targets:
+            if self_attribute(target.target) is not None:
+                return True
+            if isinstance(target.target, cst.Name):
+                names.add(target.target.value)
+        stored = False
+
+        class Finder:
+            def visit_Assign(self, node: cst.Assign) -> None:
+                nonlocal stored
+                if isinstance(node.value, cst.Name) and node.value.value in names and any(
+                    self_attribute(t.target) is not None for t in node.targets
+                ):
+                    stored = True
+
+        visit(method, Finder())
+        return stored
 
 
 class RepeatedModuleInstance(StaticRule):
