@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -55,9 +56,14 @@ class Config:
         return str(self.source) if self.source else "the command line"
 
 
+def _resolve(path: Path) -> Path:
+    # Path.resolve() raises RuntimeError on a symlink loop; realpath stops at the loop
+    return Path(os.path.realpath(path))
+
+
 def find_pyproject(start: Path) -> Path | None:
     """The nearest pyproject.toml at or above `start` that has a [tool.modellint] table."""
-    start = start.resolve()
+    start = _resolve(start)
     directory = start if start.is_dir() else start.parent
     for candidate in (directory, *directory.parents):
         path = candidate / "pyproject.toml"
@@ -188,7 +194,7 @@ def file_ignores(config: Config, path: Path) -> frozenset[str]:
     if not config.per_file_ignores:
         return frozenset()
     try:
-        relative = path.resolve().relative_to(config.root).as_posix()
+        relative = _resolve(path).relative_to(config.root).as_posix()
     except ValueError:
         relative = path.as_posix()
     codes: set[str] = set()
@@ -202,7 +208,7 @@ def is_excluded(config: Config, path: Path) -> bool:
     if not config.exclude:
         return False
     try:
-        relative = path.resolve().relative_to(config.root).as_posix()
+        relative = _resolve(path).relative_to(config.root).as_posix()
     except ValueError:
         relative = path.as_posix()
     parts = relative.split("/")

@@ -6,6 +6,7 @@ import ast
 import difflib
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def apply_fixes(
 def check_parses(source: str) -> str | None:
     """None when `source` is valid Python, else the reason."""
     try:
-        ast.parse(source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # CPython's SyntaxWarnings are not ours to print
+            ast.parse(source)
         cst.parse_module(source)
     except (SyntaxError, cst.ParserSyntaxError, ValueError, RecursionError) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

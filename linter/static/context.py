@@ -41,6 +41,8 @@ class FileContext:
         self.statement_stack: list[cst.CSTNode] = []
         # name -> last value assigned to it: the module's scope, then one per class/function
         self.scopes: list[dict[str, cst.BaseExpression]] = [{}]
+        # id of a function defined directly in a class body -> that class
+        self.method_owners: dict[int, cst.ClassDef] = {}
         self.reports: list[Any] = []
         self._class_infos: dict[int, ClassInfo] = {}
         self._module_class_ids: set[int] = set()
@@ -164,12 +166,10 @@ class FileContext:
 
     def current_method(self) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
         """The module class and method whose body we are in, if any."""
-        for cls in reversed(self.class_stack):
-            if id(cls) not in self._module_class_ids:
-                continue
-            for func in self.function_stack:
-                if func in cls.body.body:
-                    return cls, func
+        for func in reversed(self.function_stack):
+            cls = self.method_owners.get(id(func))
+            if cls is not None and id(cls) in self._module_class_ids:
+                return cls, func
         return None
 
     def in_method(self, *names: str) -> bool:

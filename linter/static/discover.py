@@ -123,7 +123,8 @@ def _walk_dir(display, directory, resolved, ignores, excluded, seen):
         try:
             is_dir = entry.is_dir()
         except OSError:
-            continue
+            # a symlink loop: a *.py one is reported as unreadable rather than skipped silently
+            is_dir = False
         if is_dir:
             if entry.name in SKIPPED_DIRS or entry.name.endswith(".egg-info"):
                 continue

@@ -5,8 +5,11 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import sys
+import threading
 import tokenize
 import traceback
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +25,10 @@ from modellint.static.walk import dispatch_table, walk
 
 SYNTAX_ERROR = ("ML000", "syntax-error")
 INTERNAL_ERROR = ("ML001", "internal-error")
+# LibCST walks trees recursively (metadata, code generation, fixes): a deeply nested expression
+# is retried in a thread with a larger stack and recursion limit
+DEEP_RECURSION_LIMIT = 50_000
+DEEP_STACK_SIZE = 512 * 1024 * 1024
 
 
 @dataclass
@@ -33,6 +40,8 @@ class FileResult:
     source: str | None = None
     encoding: str = "utf-8"
     tracebacks: list[str] = field(default_factory=list)
+    # a RecursionError happened: `lint_source` retries with a deep stack
+    too_deep: bool = False
 
 
 class _Tracker(cst.BatchableCSTVisitor):
@@ -40,13 +49,13 @@ class _Tracker(cst.BatchableCSTVisitor):
         super().__init__()
         self.context = context
 
-    def get_visitors(self):
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
         # LibCST filters methods on __name__, which would drop the `visit_X = _statement` aliases
-        return {
-            name: getattr(self, name)
-            for name in dir(type(self))
-            if name.startswith(("visit_", "leave_"))
-        }
+        cls._visitor_names = tuple(n for n in dir(cls) if n.startswith(("visit_", "leave_")))
+
+    def get_visitors(self):
+        return {name: getattr(self, name) for name in self._visitor_names}
 
 
 class _Enter(_Tracker):
@@ -65,6 +74,9 @@ class _Enter(_Tracker):
         self.context.scopes.append({})
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        stack = self.context.statement_stack
+        if stack and isinstance(stack[-1], cst.ClassDef):
+            self.context.method_owners[id(node)] = stack[-1]
         self.context.function_stack.append(node)
         self.context.statement_stack.append(node)
         self.context.scopes.append({})
@@ -114,24 +126,74 @@ class _Leave(_Tracker):
     leave_Match = _statement
 
 
+class DecodeError(ValueError):
+    """The bytes of a file are not text; `line` and `column` point at the first bad byte."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
 def decode(data: bytes) -> tuple[str, str]:
-    """(text, encoding) honouring a PEP 263 coding cookie; raises ValueError with a message."""
+    """(text, encoding) honouring a PEP 263 coding cookie; raises DecodeError with a message."""
     if b"\x00" in data:
-        raise ValueError("file contains NUL bytes; it is not Python source")
+        at = data.index(b"\x00")
+        line = data.count(b"\n", 0, at) + 1
+        raise DecodeError(
+            "file contains NUL bytes; it is not Python source", line,
+            at - (data.rfind(b"\n", 0, at) + 1) + 1,
+        )
+    problem = None
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise ValueError(f"cannot read the coding declaration: {exc.msg}") from None
+        # also raised, without a cookie, for a first line that is not UTF-8: say which byte
+        encoding, problem = "utf-8", exc.msg
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"cannot decode as {encoding} (byte 0x{data[exc.start]:02x} at offset {exc.start});"
-            " add a coding declaration or save the file as UTF-8"
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DecodeError(
+            f"cannot decode line {line} as {encoding} (byte 0x{data[exc.start]:02x});"
+            " add a coding declaration or save the file as UTF-8",
+            line, exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1,
         ) from None
+    if problem is not None:
+        raise DecodeError(f"cannot read the coding declaration: {problem}")
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, encoding
+
+
+def call_deeply(function, *args):
+    """`function(*args)` in a thread with a large stack and recursion limit, for trees nested
+    too deeply for the defaults."""
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+            outcome.append((False, exc))
+
+    try:
+        stack = threading.stack_size(DEEP_STACK_SIZE)
+    except (ValueError, RuntimeError):  # the platform cannot: run as usual
+        return function(*args)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
+    try:
+        thread = threading.Thread(target=target, name="modellint-deep")
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(stack)
+        sys.setrecursionlimit(limit)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _finding(code_name: tuple[str, str], path: str, message: str, line: int, col: int,
@@ -145,7 +207,10 @@ def _finding(code_name: tuple[str, str], path: str, message: str, line: int, col
 
 def _syntax_error_from_ast(path: str, text: str) -> Finding | None:
     try:
-        ast.parse(text)
+        with warnings.catch_warnings():
+            # CPython warns about odd but valid code (`1if x else 2`); not ours to print
+            warnings.simplefilter("ignore")
+            ast.parse(text)
     except SyntaxError as exc:
         line = exc.lineno or 1
         lines = text.splitlines()
@@ -166,11 +231,25 @@ def lint_source(
     disabled_codes: frozenset[str] = frozenset(),
 ) -> FileResult:
     """Every finding of `rules` in one file. `disabled_codes` are ignored for this file."""
+    result = _lint_source(path, data, rules, options, disabled_codes)
+    if result.too_deep:
+        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes)
+    return result
+
+
+def _lint_source(
+    path: str,
+    data: bytes,
+    rules: Sequence[type[StaticRule]],
+    options: dict[str, Any],
+    disabled_codes: frozenset[str],
+) -> FileResult:
     result = FileResult(path=path)
     try:
         text, result.encoding = decode(data)
-    except ValueError as exc:
-        result.findings.append(_finding(SYNTAX_ERROR, path, str(exc), 1, 1))
+    except DecodeError as exc:
+        if SYNTAX_ERROR[0] not in disabled_codes:
+            result.findings.append(_finding(SYNTAX_ERROR, path, str(exc), exc.line, exc.column))
         return result
     result.source = text
     whole_file, file_codes = noqa.file_exemption(text)
@@ -199,6 +278,7 @@ def lint_source(
             result.findings.append(error)
         return result
     except RecursionError:
+        result.too_deep = True
         error = _syntax_error_from_ast(path, text)
         if error is not None:
             result.findings.append(error)
@@ -207,9 +287,23 @@ def lint_source(
                 INTERNAL_ERROR, path, "the file is nested too deeply for the parser; "
                 "it was not linted", 1, 1))
         return result
+    try:
+        result.findings.extend(run_rules(path, text, module, active, options, result.tracebacks))
+    except RecursionError:
+        result.too_deep = True
+        result.findings.append(_finding(
+            INTERNAL_ERROR, path, "the file is nested too deeply to be linted", 1, 1))
+        return result
     result.module = module
-    result.findings.extend(run_rules(path, text, module, active, options, result.tracebacks))
     return result
+
+
+def _rule_failed(path: str, rule: type[StaticRule], exc: BaseException,
+                 tracebacks: list[str]) -> Finding:
+    tracebacks.append("".join(traceback.format_exception(exc)))
+    return _finding(
+        INTERNAL_ERROR, path,
+        f"rule {rule.code} ({rule.name}) failed: {type(exc).__name__}: {exc}", 1, 1)
 
 
 def run_rules(
@@ -220,10 +314,16 @@ def run_rules(
     options: dict[str, Any],
     tracebacks: list[str],
 ) -> list[Finding]:
+    """The findings of `rules`; raises RecursionError when the tree is too deep to walk."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     context = FileContext(path, text, options)
-    instances = [rule(context) for rule in rules]
     findings: list[Finding] = []
+    instances = []
+    for rule in rules:
+        try:
+            instances.append(rule(context))
+        except Exception as exc:  # noqa: BLE001 - becomes an ML001 finding
+            findings.append(_rule_failed(path, rule, exc, tracebacks))
     try:
         with contextlib.ExitStack() as stack:
             # only the metadata that enabled rules declare is computed
@@ -232,9 +332,7 @@ def run_rules(
                     stack.enter_context(rule.resolve(wrapper))
             walk(module, dispatch_table([_Enter(context), *instances, _Leave(context)]))
     except RecursionError:
-        findings.append(_finding(
-            INTERNAL_ERROR, path, "the file is nested too deeply to be linted", 1, 1))
-        return findings
+        raise
     except Exception as exc:  # noqa: BLE001 - the engine itself failed on this file
         tracebacks.append("".join(traceback.format_exception(exc)))
         findings.append(_finding(
@@ -242,18 +340,25 @@ def run_rules(
             1, 1))
         return findings
     for rule in instances:
+        if isinstance(rule.error, RecursionError):
+            raise rule.error
+    for rule in instances:
         if rule.error is not None:
-            exc = rule.error
-            tracebacks.append("".join(traceback.format_exception(exc)))
-            findings.append(_finding(
-                INTERNAL_ERROR, path,
-                f"rule {rule.code} ({rule.name}) failed: {type(exc).__name__}: {exc}", 1, 1))
+            findings.append(_rule_failed(path, type(rule), rule.error, tracebacks))
     if not context.reports:
         return findings
     positions = wrapper.resolve(PositionProvider)
     lines = text.splitlines()
     statements = None
+    failed: set[str] = set()
     for rule, node, message, fix, severity, statement in context.reports:
+        if node not in positions:
+            # a node the rule built itself, or one from another tree
+            if rule.code not in failed:
+                failed.add(rule.code)
+                findings.append(_rule_failed(path, type(rule), ValueError(
+                    f"reported a {type(node).__name__} node that is not in this file"), tracebacks))
+            continue
         span = positions[node]
         line = span.start.line
         if statement:

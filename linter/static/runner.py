@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,12 @@ from modellint.fix import (
 )
 from modellint.rule import StaticRule
 from modellint.static.cache import Cache
-from modellint.static.engine import SYNTAX_ERROR, lint_source
+from modellint.static.engine import (
+    INTERNAL_ERROR,
+    SYNTAX_ERROR,
+    call_deeply,
+    lint_source,
+)
 
 MAX_FIX_ROUNDS = 10
 
@@ -49,17 +55,40 @@ class FileOutcome:
 _OPTIONS: StaticOptions | None = None
 
 
-def _read_error(display: str, exc: OSError) -> Finding:
+def _file_finding(code_name: tuple[str, str], display: str, message: str) -> Finding:
     from modellint.finding import Severity
 
-    reason = exc.strerror or type(exc).__name__
     return Finding(
-        code=SYNTAX_ERROR[0], name=SYNTAX_ERROR[1], message=f"cannot read file: {reason}",
+        code=code_name[0], name=code_name[1], message=message,
         severity=Severity.ERROR, path=display, line=1, column=1, end_line=1, end_column=1,
     )
 
 
+def _read_error(display: str, exc: OSError) -> Finding:
+    reason = exc.strerror or type(exc).__name__
+    return _file_finding(SYNTAX_ERROR, display, f"cannot read file: {reason}")
+
+
+def _fix(module, findings, unsafe: bool) -> tuple[str, int]:
+    try:
+        return apply_fixes(module, findings, unsafe)
+    except RecursionError:
+        return call_deeply(apply_fixes, module, findings, unsafe)
+
+
 def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions) -> FileOutcome:
+    try:
+        return _lint_file(display, path, disabled, opts)
+    except Exception as exc:  # noqa: BLE001 - one file must not stop the run
+        outcome = FileOutcome(path=display)
+        outcome.tracebacks.append("".join(traceback.format_exception(exc)))
+        outcome.findings.append(_file_finding(
+            INTERNAL_ERROR, display,
+            f"modellint failed on this file: {type(exc).__name__}: {exc}"))
+        return outcome
+
+
+def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions) -> FileOutcome:
     outcome = FileOutcome(path=display)
     try:
         original = path.read_bytes()
@@ -83,7 +112,18 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
         for _ in range(MAX_FIX_ROUNDS):
             if result.module is None:
                 break
-            new_text, fixed = apply_fixes(result.module, result.findings, opts.unsafe_fixes)
+            try:
+                new_text, fixed = _fix(result.module, result.findings, opts.unsafe_fixes)
+            except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
+                outcome.tracebacks.append("".join(traceback.format_exception(exc)))
+                outcome.messages.append(
+                    f"{display}: applying the fixes failed ({type(exc).__name__}: {exc});"
+                    " file left unchanged"
+                )
+                text = result.source
+                outcome.fixed = 0
+                result = lint_source(display, original, opts.rules, opts.options, disabled)
+                break
             if fixed == 0 or new_text == text:
                 break
             problem = check_parses(new_text)
