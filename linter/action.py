@@ -88,7 +88,11 @@ def check_command(environ: Mapping[str, str], python: str = sys.executable) -> l
     if flag("runtime", environ, False) and "--runtime" not in args:
         args.append("--runtime")
     src = shlex.split(get_input("src", environ, ".") or ".")
-    return [python, "-m", "modellint", *args, *src]
+    # the console script, not `python -m`: -m would put the checked-out repository first on
+    # sys.path, where a file named like one of modellint's imports (pluggy.py) would shadow it
+    script = Path(python).with_name("modellint")
+    prefix = [str(script)] if script.is_file() else [python, "-m", "modellint"]
+    return [*prefix, *args, *src]
 
 
 def run(environ: Mapping[str, str]) -> int:

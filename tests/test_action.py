@@ -91,7 +91,7 @@ def test_action_yml_declares_the_inputs_and_runs_the_script():
     install, run = steps
     assert '"$GITHUB_ACTION_PATH/linter/action.py" install' in install["run"]
     assert install["id"] == "install"
-    assert run["run"].strip() == '"$MODELLINT_PYTHON" -m modellint.action run'
+    assert run["run"].strip() == '"$MODELLINT_PYTHON" -I -m modellint.action run'
     assert run["env"]["MODELLINT_PYTHON"] == "${{ steps.install.outputs.python }}"
     # composite actions get no INPUT_* variables of their own: each input is passed on
     passed = {value for step in steps for value in step.get("env", {}).values()}
@@ -147,6 +147,10 @@ def test_inputs_map_to_the_command_line(tmp_path):
            "INPUT_RUNTIME": "true", "GITHUB_ACTION_PATH": str(tmp_path)}
     assert check_command(env, "py") == [
         "py", "-m", "modellint", "check", "--select", "ML1,ML2", "--runtime", "src", "tests"]
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "modellint").write_text("#!/bin/sh\n")
+    assert check_command(env, str(bin_dir / "python"))[:2] == [str(bin_dir / "modellint"), "check"]
     assert requirement(env) == f"{tmp_path.resolve()}[runtime]"
     assert requirement({"INPUT_VERSION": "0.1.0"}) == "modellint==0.1.0"
     assert requirement({"INPUT_VERSION": ">=0.1", "INPUT_RUNTIME": "false"}) == "modellint>=0.1"
