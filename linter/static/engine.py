@@ -52,7 +52,11 @@ class _Tracker(cst.BatchableCSTVisitor):
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         # LibCST filters methods on __name__, which would drop the `visit_X = _statement` aliases
-        cls._visitor_names = tuple(n for n in dir(cls) if n.startswith(("visit_", "leave_")))
+        cls._visitor_names = tuple(
+            name for name in dir(cls)
+            if name.startswith(("visit_", "leave_"))
+            and not getattr(getattr(cls, name), "_is_no_op", False)
+        )
 
     def get_visitors(self):
         return {name: getattr(self, name) for name in self._visitor_names}

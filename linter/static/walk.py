@@ -103,5 +103,7 @@ def visit(node: cst.CSTNode, visitor: object) -> None:
     table: Dispatch = {}
     for name in dir(type(visitor)):
         if name.startswith(("visit_", "leave_")):
-            table[name] = [getattr(visitor, name)]
+            method = getattr(visitor, name)
+            if not getattr(method, "_is_no_op", False):
+                table[name] = [method]
     walk(node, table)
