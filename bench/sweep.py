@@ -66,9 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"time: {elapsed:.1f} s  ({lines / elapsed:,.0f} lines/s)")
     counts = collections.Counter(f["code"] for f in findings)
     names = {f["code"]: f["name"] for f in findings}
-    print(f"findings: {len(findings)}")
+    labels = [Path(root).name for root in roots]
+
+    def corpus_of(path: str) -> str:
+        resolved = str(Path(path).resolve())
+        return next((Path(r).name for r in roots if resolved.startswith(r + os.sep)), "?")
+
+    per_corpus = collections.Counter((f["code"], corpus_of(f["path"])) for f in findings)
+    print(f"findings: {len(findings)}  (per rule and code base; off-by-default rules included)")
+    print(f"  {'code':<6} {'name':<36} " + " ".join(f"{label:>12}" for label in labels)
+          + f" {'total':>7}")
     for code in sorted(counts):
-        print(f"  {code} {names[code]:<36} {counts[code]}")
+        row = " ".join(f"{per_corpus[(code, label)]:>12}" for label in labels)
+        print(f"  {code:<6} {names[code]:<36} {row} {counts[code]:>7}")
     broken = [f for f in findings if f["code"] in ("ML000", "ML001")]
     for f in broken:
         print(f"{f['code']} {f['path']}:{f['line']}:{f['column']} {f['message']}")
