@@ -24,8 +24,28 @@ __all__ = [
     "StaticRule",
     "Valid",
     "dotted_name",
+    "snippet",
+    "source_of",
     "visit",
 ]
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def source_of(node: cst.CSTNode) -> str:
+    """The source text of a node. It is generated, which is costly: use it for messages and
+    for checks that run rarely, not on every node."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+def snippet(expr: cst.BaseExpression, limit: int = 40) -> str:
+    """Short text of an expression for a message (`self.fc`, `params[0]`), `...` if long."""
+    name = dotted_name(expr)
+    if name is not None:
+        return name
+    text = source_of(expr)
+    return text if len(text) <= limit and "\n" not in text else "..."
+
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")
 

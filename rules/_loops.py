@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from modellint.rule import FileContext, dotted_name
+from modellint.rule import FileContext, Invalid, StaticRule, dotted_name
 
 LOOPS = (cst.For, cst.While)
 # nodes whose body is another scope
@@ -423,3 +423,41 @@ def names_in(expr: cst.CSTNode) -> set[str]:
             continue
         stack.extend(node.children)
     return found
+
+
+# -- shared by the rule modules that check whole functions -------------------------------------
+
+
+def line_of(source: str, text: str) -> int:
+    for number, line in enumerate(source.splitlines(), 1):
+        if text in line:
+            return number
+    raise ValueError(text)
+
+
+def invalid_at(source: str, marker: str, fixed: str | None = None) -> Invalid:
+    """An invalid example reported on the (first) line containing `marker`."""
+    return Invalid(source, line=line_of(source, marker), fixed=fixed)
+
+
+class ScopeRule(StaticRule):
+    """A rule that checks a whole function body (or a script's top-level code) at once."""
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.check(scope_of(self.context, original_node))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self.check(scope_of(self.context, original_node))
+
+    def check(self, scope: Scope) -> None:
+        raise NotImplementedError
+
+    def report_at(self, site: Site, node: cst.CSTNode, message: str, **kwargs) -> None:
+        # reported after the function was visited: name the statement the finding is in, so
+        # that a noqa comment on that statement applies
+        stack = self.context.statement_stack
+        stack.append(site.statement or node)
+        try:
+            self.report(node, message, **kwargs)
+        finally:
+            stack.pop()

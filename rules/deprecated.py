@@ -5,18 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, snippet
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
-
-def _text(expr: cst.BaseExpression) -> str:
-    """Source text of a short expression for messages (`self.fc`, `params[0]`)."""
-    name = dotted_name(expr)
-    if name is not None:
-        return name
-    text = cst.Module([]).code_for_node(expr)
-    return text if len(text) <= 40 and "\n" not in text else "..."
 
 VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # where the loop variable is a parameter or buffer: `for p in model.parameters():`
@@ -213,7 +205,7 @@ class DataAttributeMutation(StaticRule):
         receiver = _data_receiver(node)
         if receiver is None or not self._tensor_like(receiver):
             return
-        text = _text(receiver)
+        text = snippet(receiver)
         self.report(
             target,
             f"{what} `{text}.data` is hidden from autograd; write to `{text}` under "
@@ -234,7 +226,7 @@ class DataAttributeMutation(StaticRule):
         receiver = _data_receiver(func.value)
         if receiver is None or not self._tensor_like(receiver):
             return
-        text = _text(receiver)
+        text = snippet(receiver)
         method = func.attr.value
         self.report(
             node,

@@ -5,18 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, snippet
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
-
-def _text(expr: cst.BaseExpression) -> str:
-    """Source text of a short expression for messages (`self.fc`, `params[0]`)."""
-    name = dotted_name(expr)
-    if name is not None:
-        return name
-    text = cst.Module([]).code_for_node(expr)
-    return text if len(text) <= 40 and "\n" not in text else "..."
 
 DROPOUT_FUNCTIONS = frozenset(
     f"torch.nn.functional.{name}"
@@ -342,7 +334,7 @@ class ForwardCalledDirectly(StaticRule):
             first = positional[0].value
             if self_name and isinstance(first, cst.Name) and first.value == self_name:
                 return
-        text = _text(receiver)
+        text = snippet(receiver)
         fix = Fix(((node, node.with_changes(func=receiver)),), f"call `{text}(...)`")
         self.report(
             node,
@@ -730,7 +722,7 @@ class HardcodedDevice(StaticRule):
                 return
             self.report(
                 node,
-                f"`{_text(func.value)}.cuda()` in module code pins it to the GPU; move it to "
+                f"`{snippet(func.value)}.cuda()` in module code pins it to the GPU; move it to "
                 "the input's device (`.to(x.device)`) instead",
             )
             return

@@ -15,16 +15,18 @@ from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
 from modellint.rules._loops import (
     Scope,
+    ScopeRule,
     Site,
     backward_calls,
     constructor_of,
     function_without_grad,
+    invalid_at,
     last_segment,
+    line_of,
     names_in,
     optimizer_steps,
     scheduler_class,
     scheduler_steps,
-    scope_of,
     under_no_grad,
 )
 
@@ -63,41 +65,6 @@ def _train(setup="", epoch_top="", batch_end="", epoch_end=""):
         line for line in body.splitlines() if line.strip()) + "\n"
 
 
-def _line_of(source: str, text: str) -> int:
-    for number, line in enumerate(source.splitlines(), 1):
-        if text in line:
-            return number
-    raise ValueError(text)
-
-
-def _invalid(source: str, marker: str, fixed: str | None = None) -> Invalid:
-    """An invalid example reported on the (first) line containing `marker`."""
-    return Invalid(source, line=_line_of(source, marker), fixed=fixed)
-
-
-class _ScopeRule(StaticRule):
-    """A rule that checks a whole function body (or a script's top-level code) at once."""
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.check(scope_of(self.context, original_node))
-
-    def leave_Module(self, original_node: cst.Module) -> None:
-        self.check(scope_of(self.context, original_node))
-
-    def check(self, scope: Scope) -> None:
-        raise NotImplementedError
-
-    def report_at(self, site: Site, node: cst.CSTNode, message: str, **kwargs) -> None:
-        # findings are reported after the function was visited: name the statement they are
-        # in, so that a noqa comment on that statement applies
-        stack = self.context.statement_stack
-        stack.append(site.statement or node)
-        try:
-            self.report(node, message, **kwargs)
-        finally:
-            stack.pop()
-
-
 def _receiver(site: Site) -> str:
     return dotted_name(site.node.func.value) or "optimizer"
 
@@ -116,7 +83,7 @@ def _counts_iterations(call: cst.Call) -> bool:
     return any(_ITERATION_WORDS.search(code(arg.value)) for arg in call.args[1:])
 
 
-class SchedulerStepInBatchLoop(_ScopeRule):
+class SchedulerStepInBatchLoop(ScopeRule):
     """An epoch-based learning-rate scheduler is stepped once per batch.
 
     ## What it does
@@ -185,18 +152,18 @@ class SchedulerStepInBatchLoop(_ScopeRule):
                batch_end="if is_last_batch:\n    scheduler.step()"),
     ]
     invalid = [
-        _invalid(
+        invalid_at(
             _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)",
                    batch_end="scheduler.step()"),
             "scheduler.step()",
         ),
-        _invalid(
+        invalid_at(
             _train("from torch.optim.lr_scheduler import MultiStepLR\n"
                    "scheduler = MultiStepLR(optimizer, milestones=[10, 20], gamma=0.1)",
                    batch_end="scheduler.step()"),
             "scheduler.step()",
         ),
-        _invalid(
+        invalid_at(
             _train("from torch.optim import lr_scheduler\n"
                    "sched = lr_scheduler.ReduceLROnPlateau(optimizer)",
                    batch_end="sched.step(loss)"),
@@ -240,7 +207,7 @@ class SchedulerStepInBatchLoop(_ScopeRule):
 # -- ML302 ------------------------------------------------------------------------------------
 
 
-class SchedulerBeforeOptimizer(_ScopeRule):
+class SchedulerBeforeOptimizer(ScopeRule):
     """`scheduler.step()` runs before `optimizer.step()` in the same iteration.
 
     ## What it does
@@ -299,7 +266,7 @@ class SchedulerBeforeOptimizer(_ScopeRule):
         "        scheduler.step()\n        train_one_epoch(model)\n",
     ]
     invalid = [
-        _invalid(
+        invalid_at(
             _train("scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [10, 20])",
                    epoch_top="scheduler.step()"),
             "scheduler.step()",
@@ -349,7 +316,7 @@ _ZEROING = re.compile(
 )
 
 
-class MissingZeroGrad(_ScopeRule):
+class MissingZeroGrad(ScopeRule):
     """A training loop never clears the gradients.
 
     ## What it does
@@ -416,7 +383,7 @@ class MissingZeroGrad(_ScopeRule):
             "        optimizer.step()\n",
             line=9,
         ),
-        _invalid(
+        invalid_at(
             HEADER + "model = nn.Linear(4, 1)\nopt = torch.optim.Adam(model.parameters())\n"
             "scaler = torch.amp.GradScaler()\n"
             "for epoch in range(10):\n"
@@ -485,7 +452,7 @@ def _is_loss_call(context, scope: Scope, value: cst.BaseExpression | None, befor
     return bool(qualified) and qualified.startswith("torch.nn.") and qualified.endswith("Loss")
 
 
-class LossKeptWithGraph(_ScopeRule):
+class LossKeptWithGraph(ScopeRule):
     """A loss tensor is accumulated for logging without `.item()`, keeping its graph alive.
 
     ## What it does
@@ -542,17 +509,17 @@ class LossKeptWithGraph(_ScopeRule):
     invalid = [
         Invalid(
             _train(setup="total_loss = 0", batch_end="total_loss += loss"),
-            line=_line_of(_train(setup="total_loss = 0", batch_end="total_loss += loss"),
+            line=line_of(_train(setup="total_loss = 0", batch_end="total_loss += loss"),
                           "total_loss += loss"),
             fixed=_train(setup="total_loss = 0", batch_end="total_loss += loss.item()"),
         ),
         Invalid(
             _train(setup="history = []", batch_end="history.append(loss)"),
-            line=_line_of(_train(setup="history = []", batch_end="history.append(loss)"),
+            line=line_of(_train(setup="history = []", batch_end="history.append(loss)"),
                           "history.append(loss)"),
             fixed=_train(setup="history = []", batch_end="history.append(loss.item())"),
         ),
-        _invalid(
+        invalid_at(
             HEADER + "def train(model, loader, optimizer):\n    running = 0.0\n"
             "    for x, y in loader:\n        optimizer.zero_grad()\n"
             "        loss = F.mse_loss(model(x), y)\n        running += loss * x.size(0)\n"
@@ -776,7 +743,7 @@ def _mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Sit
     return evals, trains
 
 
-class EvalWithoutEvalMode(_ScopeRule):
+class EvalWithoutEvalMode(ScopeRule):
     """A model is run for evaluation under `no_grad` while still in training mode.
 
     ## What it does
@@ -840,7 +807,7 @@ class EvalWithoutEvalMode(_ScopeRule):
             "    prediction = model(image).argmax(1)\n",
             line=10,
         ),
-        _invalid(
+        invalid_at(
             HEADER + "def fit(model, train_loader, val_loader, optimizer, epochs):\n"
             "    for epoch in range(epochs):\n"
             "        model.train()\n"
@@ -894,7 +861,7 @@ class EvalWithoutEvalMode(_ScopeRule):
 _WANTS_GRAD = re.compile(r"backward|autograd\.grad|requires_grad|enable_grad|\.step\(")
 
 
-class EvalWithoutNoGrad(_ScopeRule):
+class EvalWithoutNoGrad(ScopeRule):
     """An evaluation loop after `model.eval()` builds autograd graphs it never uses.
 
     ## What it does
@@ -946,7 +913,7 @@ class EvalWithoutNoGrad(_ScopeRule):
             "    return correct\n",
             line=9,
         ),
-        _invalid(
+        invalid_at(
             HEADER + "def fit(model, train_loader, val_loader, optimizer, epochs):\n"
             "    for epoch in range(epochs):\n"
             "        model.train()\n"
@@ -1034,7 +1001,7 @@ _BAD_INPUTS = {
 }
 
 
-class SoftmaxBeforeCrossEntropy(_ScopeRule):
+class SoftmaxBeforeCrossEntropy(ScopeRule):
     """A loss that applies its own (log-)softmax or sigmoid is given probabilities.
 
     ## What it does

@@ -15,57 +15,23 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rule import Fix, Severity, StaticRule, dotted_name
 from modellint.rules._loops import (
     Scope,
+    ScopeRule,
     Site,
     backward_calls,
     constructor_of,
     function_without_grad,
+    invalid_at,
     last_segment,
     optimizer_steps,
-    scope_of,
     under_no_grad,
 )
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 LOADER = "from torch.utils.data import DataLoader\n"
 _code = cst.Module(body=[]).code_for_node
-
-
-def _line_of(source: str, text: str) -> int:
-    for number, line in enumerate(source.splitlines(), 1):
-        if text in line:
-            return number
-    raise ValueError(text)
-
-
-def _invalid(source: str, marker: str, fixed: str | None = None) -> Invalid:
-    """An invalid example reported on the (first) line containing `marker`."""
-    return Invalid(source, line=_line_of(source, marker), fixed=fixed)
-
-
-class _ScopeRule(StaticRule):
-    """A rule that checks a whole function body (or a script's top-level code) at once."""
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.check(scope_of(self.context, original_node))
-
-    def leave_Module(self, original_node: cst.Module) -> None:
-        self.check(scope_of(self.context, original_node))
-
-    def check(self, scope: Scope) -> None:
-        raise NotImplementedError
-
-    def report_at(self, site: Site, node: cst.CSTNode, message: str, **kwargs) -> None:
-        # reported after the function was visited: name the statement the finding is in, so
-        # that a suppression comment on that statement applies
-        stack = self.context.statement_stack
-        stack.append(site.statement or node)
-        try:
-            self.report(node, message, **kwargs)
-        finally:
-            stack.pop()
 
 
 class _FileRule(StaticRule):
@@ -226,13 +192,13 @@ class DataLoaderStarvesDevice(_FileRule):
         "    return batch.to('cuda')\n",
     ]
     invalid = [
-        _invalid(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, shuffle=True)"),
+        invalid_at(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, shuffle=True)"),
                  "loader = DataLoader"),
-        _invalid(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, num_workers=0, "
+        invalid_at(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, num_workers=0, "
                                        "pin_memory=True)"), "loader = DataLoader"),
-        _invalid(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, num_workers=8)"),
+        invalid_at(_SCRIPT.format(loader="loader = DataLoader(data, batch_size=64, num_workers=8)"),
                  "loader = DataLoader"),
-        _invalid(HEADER + "import torch.utils.data\n\nmodel = nn.Linear(8, 2).cuda()\n"
+        invalid_at(HEADER + "import torch.utils.data\n\nmodel = nn.Linear(8, 2).cuda()\n"
                  "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
                  "loader = torch.utils.data.DataLoader(data, batch_size=8, pin_memory=False,\n"
                  "                                     num_workers=2)\n"
@@ -390,14 +356,14 @@ class UnseededTraining(_FileRule):
         "    F.mse_loss(model(x), y).backward()\n    opt.step()\n",
     ]
     invalid = [
-        _invalid(_SCRIPT.format(seed="", draw="x = x + torch.randn_like(x)"), "randn_like"),
+        invalid_at(_SCRIPT.format(seed="", draw="x = x + torch.randn_like(x)"), "randn_like"),
         # torch is seeded, NumPy is not
-        _invalid(_SCRIPT.format(seed="torch.manual_seed(0)\n",
+        invalid_at(_SCRIPT.format(seed="torch.manual_seed(0)\n",
                                 draw="x = x * np.random.uniform(0.9, 1.1)"), "np.random"),
-        _invalid(_SCRIPT.format(seed="np.random.seed(0)\n",
+        invalid_at(_SCRIPT.format(seed="np.random.seed(0)\n",
                                 draw="x = x if random.random() < 0.5 else x.flip(0)"),
                  "random.random()"),
-        _invalid(HEADER + "\n\ndef main():\n    model = nn.Linear(8, 2)\n"
+        invalid_at(HEADER + "\n\ndef main():\n    model = nn.Linear(8, 2)\n"
                  "    nn.init.kaiming_normal_(model.weight)\n"
                  "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
                  "    for x, y in loader:\n        opt.zero_grad()\n"
@@ -515,7 +481,7 @@ def _periodic(test: cst.BaseExpression) -> bool:
     return False
 
 
-class SyncInInnerLoop(_ScopeRule):
+class SyncInInnerLoop(ScopeRule):
     """A GPU synchronisation runs once per element inside the training step.
 
     ## What it does
@@ -580,14 +546,14 @@ class SyncInInnerLoop(_ScopeRule):
         _STEP.format(tail="        for name in names:\n            print(name)\n"),
     ]
     invalid = [
-        _invalid(_STEP.format(tail="        for i in range(len(y)):\n"
+        invalid_at(_STEP.format(tail="        for i in range(len(y)):\n"
                                    "            correct += int(logits[i].argmax().item() == "
                                    "y[i])\n"), "argmax().item()"),
-        _invalid(_STEP.format(tail="        preds = [p.cpu() for p in logits]\n"),
+        invalid_at(_STEP.format(tail="        preds = [p.cpu() for p in logits]\n"),
                  "p.cpu()"),
-        _invalid(_STEP.format(tail="        for row in logits:\n"
+        invalid_at(_STEP.format(tail="        for row in logits:\n"
                                    "            rows.append(row.tolist())\n"), "row.tolist()"),
-        _invalid(_STEP.format(tail="        for k in range(3):\n            print(loss)\n"),
+        invalid_at(_STEP.format(tail="        for k in range(3):\n            print(loss)\n"),
                  "print(loss)"),
     ]
 
@@ -715,7 +681,7 @@ def _related(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
-class EvalNeverReset(_ScopeRule):
+class EvalNeverReset(ScopeRule):
     """`model.eval()` runs inside the training loop and nothing switches the model back.
 
     ## What it does
@@ -799,10 +765,10 @@ class EvalNeverReset(_ScopeRule):
         "            optimizer.step()\n            optimizer.zero_grad()\n",
     ]
     invalid = [
-        _invalid(_FIT.format(before="    model.train()\n", top="", end=_VALIDATE),
+        invalid_at(_FIT.format(before="    model.train()\n", top="", end=_VALIDATE),
                  "model.eval()"),
         # validation every N steps inside the batch loop
-        _invalid(HEADER + "def fit(model, loader, optimizer):\n    model.train()\n"
+        invalid_at(HEADER + "def fit(model, loader, optimizer):\n    model.train()\n"
                  "    for step, (x, y) in enumerate(loader):\n"
                  "        optimizer.zero_grad()\n"
                  "        F.cross_entropy(model(x), y).backward()\n"
@@ -810,7 +776,7 @@ class EvalNeverReset(_ScopeRule):
                  "        if step % 500 == 0:\n"
                  "            model.eval()\n"
                  "            evaluate(model)\n", "model.eval()"),
-        _invalid(_FIT.format(before="", top="", end=_VALIDATE.replace("model.eval()",
+        invalid_at(_FIT.format(before="", top="", end=_VALIDATE.replace("model.eval()",
                                                                       "model.train(False)")),
                  "model.train(False)"),
     ]
@@ -952,11 +918,11 @@ class DdpWithoutDistributedSampler(_FileRule):
         HEADER + LOADER + "loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
     ]
     invalid = [
-        _invalid(_SCRIPT.format(loaders="    loader = DataLoader(train_set, batch_size=64, "
+        invalid_at(_SCRIPT.format(loaders="    loader = DataLoader(train_set, batch_size=64, "
                                         "shuffle=True)\n"), "loader = DataLoader"),
-        _invalid(_SCRIPT.format(loaders="    train_loader = DataLoader(train_set, "
+        invalid_at(_SCRIPT.format(loaders="    train_loader = DataLoader(train_set, "
                                         "batch_size=64)\n"), "train_loader = DataLoader"),
-        _invalid(
+        invalid_at(
             _SCRIPT.format(loaders="    sampler = DistributedSampler(train_set)\n"
                                    "    loader = DataLoader(train_set, batch_size=64, "
                                    "sampler=sampler, shuffle=True)\n"),
@@ -1062,7 +1028,7 @@ _DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b", re.IGNORECASE)
 _DEVICE_WORDS = re.compile(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
 
 
-class TransferRepeatedEveryStep(_ScopeRule):
+class TransferRepeatedEveryStep(ScopeRule):
     """The same host tensor is copied to the device on every iteration of a loop.
 
     ## What it does
@@ -1124,12 +1090,12 @@ class TransferRepeatedEveryStep(_ScopeRule):
         _LOOP.format(setup="", body="        weight = torch.tensor([len(x), 1.0]).to(device)\n"),
     ]
     invalid = [
-        _invalid(_LOOP.format(setup="    class_weights = torch.tensor([1.0, 5.0])\n",
+        invalid_at(_LOOP.format(setup="    class_weights = torch.tensor([1.0, 5.0])\n",
                               body="        w = class_weights.to(device)\n"),
                  "class_weights.to(device)"),
-        _invalid(_LOOP.format(setup="    mask = torch.ones(8, 8).tril()\n    m = torch.ones(2)\n",
+        invalid_at(_LOOP.format(setup="    mask = torch.ones(8, 8).tril()\n    m = torch.ones(2)\n",
                               body="        w = m.cuda()\n"), "m.cuda()"),
-        _invalid(_LOOP.format(setup="",
+        invalid_at(_LOOP.format(setup="",
                               body="        w = torch.tensor([1.0, 5.0]).to(device)\n"),
                  "torch.tensor([1.0, 5.0]).to(device)"),
     ]
@@ -1293,7 +1259,7 @@ def _terms(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [expr]
 
 
-class AccumulationWithoutLossScaling(_ScopeRule):
+class AccumulationWithoutLossScaling(ScopeRule):
     """Gradient accumulation sums the gradients of several batches without scaling the loss.
 
     ## What it does
@@ -1367,17 +1333,17 @@ class AccumulationWithoutLossScaling(_ScopeRule):
         "            loss_g.backward()\n            opt_g.step()\n",
     ]
     invalid = [
-        _invalid(_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+        invalid_at(_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
                                backward="loss.backward()"), "loss.backward()",
                  fixed=_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
                                      backward="(loss / accum_steps).backward()")),
-        _invalid(_ACCUM.format(loss="        loss = model(**x).loss\n",
+        invalid_at(_ACCUM.format(loss="        loss = model(**x).loss\n",
                                backward="scaler.scale(loss).backward()"), "scaler.scale",
                  fixed=_ACCUM.format(loss="        loss = model(**x).loss\n",
                                      backward="scaler.scale(loss / accum_steps).backward()")),
-        _invalid(_ACCUM.format(loss="", backward="F.cross_entropy(model(x), y).backward()"),
+        invalid_at(_ACCUM.format(loss="", backward="F.cross_entropy(model(x), y).backward()"),
                  "F.cross_entropy"),
-        _invalid(HEADER + "model = nn.Linear(8, 2)\nopt = torch.optim.AdamW(model.parameters())\n"
+        invalid_at(HEADER + "model = nn.Linear(8, 2)\nopt = torch.optim.AdamW(model.parameters())\n"
                  "loss_fn = nn.MSELoss()\nfor step, (x, y) in enumerate(data):\n"
                  "    loss = loss_fn(model(x), y) + 0.01 * model.weight.norm()\n"
                  "    loss.backward()\n    if step % 8 == 7:\n"

@@ -189,7 +189,39 @@ class GradientAtInit(RuntimeRule):
     severity = Severity.INFO
 
 
+class MemoryExceedsTarget(RuntimeRule):
+    """Training the model would need more device memory than `target-gpu-memory`.
+
+    ## What it does
+    When `target-gpu-memory` is configured (for example `"80GB"`), runs one train-mode forward
+    on the model's input (on `meta` too, where nothing is allocated) and measures every tensor
+    autograd saves for the backward pass. Parameters and buffers, their gradients, AdamW's two
+    state tensors per trainable parameter and those traced activations are added up; when the
+    sum exceeds the target, it reports the parts and the module with the largest activations.
+    `modellint trace TARGET --memory` prints the same breakdown for another optimizer, dtype or
+    batch size.
+
+    ## Why is this bad?
+    The training run will fail with an out-of-memory error on the target device, usually
+    after the data pipeline, the launcher and the first checkpoint have already cost time.
+    The sum is a lower bound: temporary buffers and the allocator come on top.
+
+    ## Example
+        # pyproject.toml: target-gpu-memory = "80GB"
+        [[tool.modellint.runtime.models]]
+        target = "model.py:Transformer"
+        inputs = [{ shape = [64, 4096], dtype = "int64", low = 0, high = 32000 }]
+
+    ## Use instead
+        # a batch that fits (accumulate gradients to keep the effective batch size)
+        inputs = [{ shape = [8, 4096], dtype = "int64", low = 0, high = 32000 }]
+    """
+
+    code = "ML707"
+    name = "memory-exceeds-target"
+
+
 @hookimpl
 def modellint_add_rules():
     return [StateNotInStateDict, ForwardFailed, DeviceMismatch, UnusedParameters,
-            NonFiniteOutput, EvalNondeterministic, GradientAtInit]
+            NonFiniteOutput, EvalNondeterministic, GradientAtInit, MemoryExceedsTarget]
