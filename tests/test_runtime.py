@@ -234,3 +234,194 @@ def test_pytest_plugin_fails_a_test_with_findings(pytester):
     result = pytester.runpytest_subprocess()  # the plugin comes from the pytest11 entry point
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*ML101*self.layers*"])
+
+
+# -- ML707 and `trace --memory` --------------------------------------------------------------
+# memory_wide.Wide: Linear(1024, 4096) -> relu -> Linear(4096, 1024); in a train-mode forward
+# autograd saves the input of fc1 (batch x 1024) and the relu output (batch x 4096, which is
+# also fc2's input); the weights it saves are parameters, not activations
+WIDE_PARAMS = 1024 * 4096 + 4096 + 4096 * 1024 + 1024
+
+
+def wide_activations(batch: int, itemsize: int = 4) -> int:
+    return batch * (1024 + 4096) * itemsize
+
+
+def test_trace_memory_measures_activations_and_optimizer_state():
+    from modellint.runtime.cli import trace
+    from modellint.runtime.specs import parse_target
+
+    request = parse_target("fixtures/runtime/memory_wide.py:Wide").to_request()
+    spec = [{"shape": [2, 1024], "dtype": "float32", "low": 0, "high": 2, "name": None}]
+    result = trace(request, {}, spec, "cpu", memory=True)
+    memory = result["memory"]
+    assert memory["parameters"] == memory["gradients"] == WIDE_PARAMS * 4
+    assert memory["optimizer"] == 2 * WIDE_PARAMS * 4  # AdamW: exp_avg and exp_avg_sq
+    assert memory["activations"] == wide_activations(2)
+    assert dict(map(tuple, memory["activations_by_module"]))["fc1"] == 2 * 1024 * 4
+    # on meta nothing is allocated and the same tensors are measured; batch, dtype and
+    # optimizer change what they should
+    meta = trace(request, {}, spec, "meta", memory=True, batch=64, dtype="bfloat16",
+                 optimizer="sgd")["memory"]
+    assert meta["activations"] == wide_activations(64, itemsize=2)
+    assert meta["parameters"] == meta["optimizer"] == WIDE_PARAMS * 2
+    assert meta["batch"] == 64 and meta["dtype"] == "bfloat16"
+
+
+def test_trace_memory_text_and_target():
+    result = _cli("trace", "fixtures/runtime/memory_wide.py:Wide", "--input", "2,1024",
+                  "--memory", "--target-gpu-memory", "100MB", "--device", "meta")
+    assert result.returncode == 0, result.stderr
+    assert "training memory (batch 2, float32, AdamW)" in result.stdout
+    assert "optimizer state" in result.stdout and "64.0 MiB" in result.stdout
+    assert "exceeds the target 95.4 MiB" in result.stdout
+    bad = _cli("trace", "fixtures/runtime/memory_wide.py:Wide", "--batch", "4")
+    assert bad.returncode == 2 and "--memory" in bad.stderr
+
+
+def test_ml707_memory_over_target_on_cpu_and_meta():
+    import modellint
+
+    wide = import_file(str(FIXTURES / "memory_wide.py")).Wide
+    reports = [modellint.check_model(wide, inputs=[[2, 1024]], target_gpu_memory="100MB",
+                                     device=device) for device in ("cpu", "meta")]
+    for report in reports:
+        assert report.codes() == ["ML707"]
+        finding = report.findings[0]
+        assert finding.line == 5 and finding.path.endswith("memory_wide.py")
+        assert "at batch 2" in finding.message and "AdamW state 64.0 MiB" in finding.message
+        assert "activations 40.0 KiB" in finding.message and "95.4 MiB" in finding.message
+    # it fits in 1 GB; without a target ML707 is not checked
+    assert modellint.check_model(wide, inputs=[[2, 1024]], target_gpu_memory="1GB").ok
+    assert modellint.check_model(wide, inputs=[[2, 1024]]).codes() == []
+
+
+def test_cli_runtime_reads_target_gpu_memory_from_config(tmp_path):
+    (tmp_path / "wide.py").write_text((FIXTURES / "memory_wide.py").read_text())
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.modellint]\ntarget-gpu-memory = \"100MB\"\n"
+        "[tool.modellint.runtime]\ndevice = \"meta\"\n"
+        "[[tool.modellint.runtime.models]]\ntarget = \"wide.py:Wide\"\n"
+        "inputs = [[8, 1024]]\n"
+    )
+    result = _cli("check", "--runtime", "--format", "json", "-q", ".", cwd=tmp_path)
+    found = json.loads(result.stdout)
+    assert [(f["code"], f["line"]) for f in found] == [("ML707", 5)], result.stderr
+    assert "at batch 8" in found[0]["message"]
+    assert result.returncode == 1
+
+
+# -- trace --feature-maps ------------------------------------------------------------------
+def test_trace_feature_maps_writes_one_grid_per_conv(tmp_path):
+    from PIL import Image
+
+    from modellint.runtime.featuremaps import grid_size
+
+    out = tmp_path / "maps"
+    result = _cli("trace", "fixtures/runtime/clean_lenet.py:LeNet", "--feature-maps", str(out))
+    assert result.returncode == 0, result.stderr
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["000_conv1.png", "001_conv2.png"]
+    # conv1: 6 maps of 28x28, 3 per row; conv2: 16 maps of 10x10, 4 per row; 2 px padding
+    assert grid_size(6, 28, 28) == (2 * 30 + 2, 3 * 30 + 2)
+    with Image.open(out / "000_conv1.png") as image:
+        assert image.size == (92, 62)
+    with Image.open(out / "001_conv2.png") as image:
+        assert image.size == (50, 50)
+
+
+def test_trace_feature_maps_of_a_real_image_and_chosen_layers(tmp_path):
+    from PIL import Image
+
+    picture = tmp_path / "cat.png"
+    Image.new("RGB", (40, 50), (200, 120, 40)).save(picture)
+    out = tmp_path / "maps"
+    result = _cli("trace", "fixtures/runtime/clean_lenet.py:LeNet", "--feature-maps", str(out),
+                  "--layers", "conv2", "--image", str(picture), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["inputs"] == "[1, 3, 32, 32]"  # one picture, resized to the model's input
+    assert [Path(f).name for f in data["feature_maps"]] == ["000_conv2.png"]
+    with Image.open(out / "000_conv2.png") as image:
+        assert image.size == (50, 50)
+    none = _cli("trace", "fixtures/runtime/clean_lenet.py:LeNet", "--feature-maps", str(out),
+                "--layers", "nothing*")
+    assert none.returncode == 2 and "nothing*" in none.stderr
+
+
+# -- pytest plugin under pytest-xdist ------------------------------------------------------
+def test_pytest_plugin_under_xdist(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        f"""
+        import sys
+        sys.path.insert(0, {str(FIXTURES)!r})
+        import pytest
+        import torch
+        from plain_list import ListNet
+        from clean_lenet import LeNet
+        from unused_param import Unused
+
+        @pytest.mark.parametrize("seed", range(3))
+        def test_clean(modellint, seed):
+            torch.manual_seed(seed)
+            assert modellint.check(LeNet(), torch.randn(2, 3, 32, 32)).ok
+
+        def test_list(modellint):
+            modellint.check(ListNet, torch.randn(2, 8))
+
+        def test_unused(modellint):
+            modellint.check(Unused)
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines(["*2 workers*"])
+    result.stdout.fnmatch_lines(["*ML101*self.layers*"])
+    result.stdout.fnmatch_lines(["*ML703*aux*"])
+
+
+class _Exploding(torch.nn.Module):
+    """A layer initialised a million times too small, then normalised: the normalisation
+    divides its gradient by its tiny output scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.tiny = torch.nn.Linear(16, 16)
+        with torch.no_grad():
+            self.tiny.weight.mul_(1e-7)
+            self.tiny.bias.zero_()
+        self.norm = torch.nn.LayerNorm(16, eps=1e-12)
+        self.layers = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(),
+                                          torch.nn.Linear(16, 4))
+
+    def forward(self, x):
+        return self.layers(self.norm(self.tiny(x)))
+
+
+class _LayerScaled(torch.nn.Module):
+    """Residual branches scaled by 1e-6 at initialisation (ConvNeXt's layer scale): their
+    gradients are tiny, the stem's is not exploding."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Linear(16, 16)
+        self.branches = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(6))
+        self.gamma = torch.nn.Parameter(torch.full((16,), 1e-6))
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for branch in self.branches:
+            x = x + self.gamma * branch(x)
+        return self.head(x)
+
+
+def test_ml706_exploding_gradients_but_not_layer_scale():
+    import modellint
+
+    torch.manual_seed(0)
+    report = modellint.check_model(_Exploding(), torch.randn(2, 16))
+    assert report.codes() == ["ML706"]
+    assert "`tiny`" in report.findings[0].message and "explodes" in report.findings[0].message
+    assert modellint.check_model(_LayerScaled(), torch.randn(2, 16)).codes() == []

@@ -86,13 +86,20 @@ def _selected(select, ignore) -> set[str]:
 
 def check_model(model_or_factory, *example_inputs, device: str = "cpu", inputs=None,
                 kwargs: dict | None = None, select=None, ignore=None, train: bool = True,
-                **input_kwargs) -> Report:
+                target_gpu_memory: str | int | None = None, **input_kwargs) -> Report:
     """Run the runtime checks on a model (an `nn.Module`, or a class/function that builds one,
     which also enables ML505 and records the lines that built each sub-module).
 
     `example_inputs` (and keyword `input_kwargs`) are fed to `forward`; without them, `inputs`
     (shapes or specs as in `[[tool.modellint.runtime.models]]`) or an inferred input is used.
+    `target_gpu_memory` (`"80GB"` or bytes) enables ML707.
     """
+    memory_target = None
+    if target_gpu_memory is not None:
+        from modellint.runtime.memory import parse_size
+
+        memory_target = (parse_size(target_gpu_memory) if isinstance(target_gpu_memory, str)
+                         else int(target_gpu_memory))
     enabled = _selected(select, ignore)
     given = None
     if example_inputs or input_kwargs:
@@ -102,11 +109,13 @@ def check_model(model_or_factory, *example_inputs, device: str = "cpu", inputs=N
         if device != "meta":
             model_or_factory.to(device)
         check = ModelCheck(instance=model_or_factory, given=given, specs=specs, device=device,
-                           enabled=enabled, label=type(model_or_factory).__name__, train=train)
+                           enabled=enabled, label=type(model_or_factory).__name__, train=train,
+                           memory_target=memory_target)
     else:
         label = getattr(model_or_factory, "__name__", repr(model_or_factory))
         check = ModelCheck(factory=model_or_factory, kwargs=kwargs or {}, given=given,
-                           specs=specs, device=device, enabled=enabled, label=label, train=train)
+                           specs=specs, device=device, enabled=enabled, label=label, train=train,
+                           memory_target=memory_target)
     outcome = check.run()
     findings = [_finding(r.code, r.message, r.file, r.line) for r in outcome.findings]
     return Report(findings=findings, trace=[r.to_json() for r in outcome.rows],

@@ -129,7 +129,13 @@ _INIT_OPS = frozenset({"normal_", "uniform_", "fill_", "zero_", "exponential_", 
 
 class SkipMetaInit(TorchFunctionMode):
     """Initialisation writes into meta tensors are no-ops: skipping them saves the import of
-    torch's Python reference ops (seconds) while building on `meta`."""
+    torch's Python reference ops (seconds) while building on `meta`. With `parameters=True`
+    initialisation of any `nn.Parameter` is skipped too: for a twin whose parameters
+    `load_state_dict(strict=True)` overwrites anyway."""
+
+    def __init__(self, parameters: bool = False) -> None:
+        super().__init__()
+        self.parameters = parameters
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -139,20 +145,22 @@ class SkipMetaInit(TorchFunctionMode):
         ):
             target = args[0] if args else kwargs.get(
                 "tensor", kwargs.get("self", kwargs.get("input")))
-            if isinstance(target, torch.Tensor) and target.is_meta:
+            if isinstance(target, torch.Tensor) and (
+                target.is_meta or (self.parameters and isinstance(target, nn.Parameter))
+            ):
                 return target
         return func(*args, **kwargs)
 
 
 def build(factory, kwargs: dict[str, Any], device: str, recorder: CreationRecorder | None,
-          seed: int = 0) -> nn.Module:
+          seed: int = 0, skip_parameter_init: bool = False) -> nn.Module:
     torch.manual_seed(seed)
     with contextlib.ExitStack() as stack:
         if recorder is not None:
             stack.enter_context(recorder)
         stack.enter_context(torch.device(device))
-        if device == "meta":
-            stack.enter_context(SkipMetaInit())
+        if device == "meta" or skip_parameter_init:
+            stack.enter_context(SkipMetaInit(parameters=skip_parameter_init))
         model = factory(**kwargs)
     if not isinstance(model, nn.Module):
         raise TypeError(f"it returned a {type(model).__name__}, not an nn.Module")

@@ -1,6 +1,7 @@
 """`modellint trace TARGET --input 1,3,224,224 [--device D] [--depth N] [--format text|json]`:
 one row per module call (path, type, input and output shapes, parameters, device, dtype) and
-totals."""
+totals; `--memory` adds the training memory (parameters, gradients, optimizer state, traced
+activations), `--feature-maps DIR` writes the output channels of chosen layers as PNG grids."""
 
 from __future__ import annotations
 
@@ -26,6 +27,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--depth", type=int, default=None, help="deepest row level to show")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--kwargs", default=None, help="constructor arguments as JSON")
+    parser.add_argument("--memory", action="store_true",
+                        help="print the memory of a training step (traced activations)")
+    parser.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adamw",
+                        help="optimizer whose state --memory counts (default adamw)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                        help="count floating tensors as this dtype (default: the model's)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="batch size for --memory (replaces the inputs' first dimension)")
+    parser.add_argument("--target-gpu-memory", default=None, metavar="SIZE",
+                        help="compare --memory with this size, e.g. 80GB")
+    parser.add_argument("--feature-maps", default=None, metavar="DIR",
+                        help="write each matching layer's output channels as a PNG grid")
+    parser.add_argument("--layers", default=None, metavar="GLOB",
+                        help="module paths for --feature-maps (default: every Conv2d)")
+    parser.add_argument("--image", default=None, metavar="FILE",
+                        help="feed this picture (resized and normalised) instead of noise")
     return parser
 
 
@@ -37,11 +54,12 @@ def trace_main(argv: list[str]) -> int:
         if not isinstance(kwargs, dict):
             raise SpecError("--kwargs must be a JSON object")
         job = parse_target(args.target)
+        options = _options(args)
     except (SpecError, json.JSONDecodeError) as exc:
         print(f"modellint: error: {exc}", file=sys.stderr)
         return 2
     try:
-        result = trace(job.to_request(), kwargs, specs, args.device)
+        result = trace(job.to_request(), kwargs, specs, args.device, **options)
     except TraceError as exc:
         print(f"modellint: error: {exc}", file=sys.stderr)
         return 2
@@ -54,17 +72,48 @@ def trace_main(argv: list[str]) -> int:
         return 2
     rows = [r for r in result["rows"] if args.depth is None or r["depth"] <= args.depth]
     if args.format == "json":
+        result.pop("memory_text", None)
         print(json.dumps({**result, "rows": rows}, indent=1))
     else:
         print(render(rows, result))
+        if result.get("memory"):
+            print(result["memory_text"])
+        if result.get("feature_maps") is not None:
+            print(f"{len(result['feature_maps'])} feature-map grid(s) written to "
+                  f"{args.feature_maps}")
     return 0
+
+
+def _options(args) -> dict:
+    if args.batch is not None and args.batch < 1:
+        raise SpecError("--batch must be a positive number")
+    if not args.memory and (args.batch is not None or args.dtype or args.target_gpu_memory):
+        raise SpecError("--batch, --dtype and --target-gpu-memory go with --memory")
+    if args.feature_maps is None and (args.layers or args.image):
+        raise SpecError("--layers and --image go with --feature-maps DIR")
+    target = None
+    if args.target_gpu_memory:
+        from modellint.runtime.memory import parse_size
+
+        try:
+            target = parse_size(args.target_gpu_memory)
+        except ValueError as exc:
+            raise SpecError(f"--target-gpu-memory: {exc}") from None
+    if args.feature_maps is not None and args.device == "meta":
+        raise SpecError("--feature-maps needs real tensors; use --device cpu or cuda")
+    return {"memory": args.memory, "optimizer": args.optimizer, "dtype": args.dtype,
+            "batch": args.batch, "target": target, "feature_maps": args.feature_maps,
+            "layers": args.layers, "image": args.image}
 
 
 class TraceError(Exception):
     pass
 
 
-def trace(request: dict, kwargs: dict, specs, device: str) -> dict:
+def trace(request: dict, kwargs: dict, specs, device: str, *, memory: bool = False,
+          optimizer: str = "adamw", dtype: str | None = None, batch: int | None = None,
+          target: int | None = None, feature_maps: str | None = None,
+          layers: str | None = None, image: str | None = None) -> dict:
     import torch
 
     from modellint.runtime import inputs as inputs_mod
@@ -90,11 +139,27 @@ def trace(request: dict, kwargs: dict, specs, device: str) -> dict:
         candidates = inference.candidates
     error = None
     for candidate in candidates:
+        if image is not None:
+            candidate = _image_spec(candidate)
         args, kw = inputs_mod.make_all(candidate, device)
+        if image is not None:
+            from modellint.runtime.featuremaps import FeatureMapError, load_image
+
+            try:
+                args = (load_image(image, candidate[0]["shape"], device), *args[1:])
+            except FeatureMapError as exc:
+                raise TraceError(str(exc)) from None
         tracer = Tracer(model)
+        maps = None
         try:
             with tracer, torch.no_grad():
-                model(*args, **kw)
+                if feature_maps is not None:
+                    from modellint.runtime.featuremaps import FeatureMaps
+
+                    with FeatureMaps(model, layers) as maps:
+                        model(*args, **kw)
+                else:
+                    model(*args, **kw)
         except Exception as exc:  # noqa: BLE001
             path = tracer.innermost()
             where = f" in `{path}` ({describe(model.get_submodule(path))})" if path else ""
@@ -105,7 +170,7 @@ def trace(request: dict, kwargs: dict, specs, device: str) -> dict:
         params = sum(p.numel() for p in model.parameters())
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         size = sum(p.numel() * p.element_size() for p in model.parameters())
-        return {
+        result = {
             "target": request["label"],
             "inputs": inputs_mod.spec_text(candidate),
             "rows": [row.to_json() for row in tracer.rows],
@@ -113,9 +178,57 @@ def trace(request: dict, kwargs: dict, specs, device: str) -> dict:
             "trainable_params": trainable,
             "param_bytes": size,
             "device": device,
-            "seconds": time.perf_counter() - start,
         }
+        if maps is not None:
+            if not maps.matched:
+                raise TraceError(f"no module matches --layers {layers!r}")
+            result["feature_maps"] = maps.write(feature_maps)
+        if memory:
+            result.update(_memory(model, candidate, device, optimizer, dtype, batch, target))
+        result["seconds"] = time.perf_counter() - start
+        return result
     raise TraceError(f"no inferred input fits ({error}); pass --input SHAPE")
+
+
+def _image_spec(candidate):
+    first = dict(candidate[0])
+    first["shape"] = [1, *list(first["shape"])[1:]]
+    return [first, *candidate[1:]]
+
+
+def _memory(model, candidate, device, optimizer, dtype, batch, target) -> dict:
+    """A train-mode forward with gradients, its saved tensors measured."""
+    import torch
+
+    from modellint.runtime import inputs as inputs_mod
+    from modellint.runtime.engine import first_line
+    from modellint.runtime.memory import ActivationMeter, estimate
+    from modellint.runtime.tracer import Tracer
+
+    if batch is not None:
+        candidate = [{**spec, "shape": [batch, *list(spec["shape"])[1:]]} if spec["shape"]
+                     else spec for spec in candidate]
+    shape = candidate[0]["shape"] if candidate and candidate[0]["shape"] else []
+    used_batch = batch if batch is not None else (shape[0] if shape else None)
+    args, kw = inputs_mod.make_all(candidate, device)
+    tracer = Tracer(model, rows=False)
+    meter = ActivationMeter(model, tracer.innermost)
+    model.train()
+    try:
+        with tracer, meter, torch.enable_grad():
+            output = model(*args, **kw)
+    except Exception as exc:  # noqa: BLE001
+        raise TraceError(f"the train-mode forward for --memory failed: {first_line(exc)}"
+                         ) from None
+    finally:
+        model.eval()
+    del output
+    found = estimate(model, meter, optimizer=optimizer, dtype=dtype, batch=used_batch)
+    out = {"memory": found.to_json(), "memory_text": found.render(target)}
+    if target is not None:
+        out["memory"]["target"] = target
+        out["memory"]["exceeds_target"] = found.total > target
+    return out
 
 
 def _shapes(shapes) -> str:

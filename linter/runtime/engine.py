@@ -34,7 +34,7 @@ _BASE_ATTRS = frozenset(vars(nn.Module()).keys()) | {"training"}
 _OOM = re.compile(r"out of memory|can't allocate memory|CUDA error: out of memory", re.I)
 _NO_ATTR = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 RUNTIME_CODES = ("ML101", "ML102", "ML103", "ML104", "ML106", "ML107", "ML108", "ML505",
-                 "ML701", "ML702", "ML703", "ML704", "ML705", "ML706")
+                 "ML701", "ML702", "ML703", "ML704", "ML705", "ML706", "ML707")
 
 
 @dataclass
@@ -105,6 +105,7 @@ class ModelCheck:
         label: str = "",
         where: Callable[[str, str], None] | None = None,
         train: bool = True,
+        memory_target: int | None = None,
     ) -> None:
         self.factory = factory
         self.instance = instance
@@ -118,6 +119,9 @@ class ModelCheck:
         self._where = where
         self.numeric = device != "meta"
         self.train = train
+        # ML707: bytes of device memory a training step must fit in (None: not checked)
+        self.memory_target = memory_target if "ML707" in self.enabled else None
+        self.meter = None
         self.outcome = Outcome()
         self.lines: dict[str, tuple[str, int]] = {}
         self.model: nn.Module | None = None
@@ -208,11 +212,27 @@ class ModelCheck:
         if not self.numeric:
             self.outcome.notes.append(
                 "numeric checks (ML505, ML703-ML706) were skipped on the meta device")
-            self._second_forward(args, kwargs)
+            if self.first_tracer.unregistered:  # ML101 or ML107: a second call tells which
+                self._second_forward(args, kwargs)
+            if self.memory_target is not None and self.train:
+                self.check_memory_on_meta(args, kwargs)
             return self.outcome
+        twin_run = None
+        if self._state_check_applies() and not self.first_tracer.unregistered:
+            # the reloaded twin's forward first: when it agrees with the first forward
+            # everywhere, the model is both deterministic in eval mode (ML705) and described
+            # by its state_dict (ML505), and the second forward is not needed
+            twin_run = self._twin_forward(args, kwargs)
+            if twin_run is not None:
+                _, tracer, output = twin_run
+                if tracer.first_difference is None and _outputs_match(self.first_output,
+                                                                     output):
+                    if self.train:
+                        self.check_training(args, kwargs)
+                    return self.outcome
         reference = self._second_forward(args, kwargs)
-        if reference is not None and "ML505" in self.enabled and self.factory is not None:
-            self.check_state_dict(args, kwargs, reference)
+        if reference is not None and self._state_check_applies():
+            self.check_state_dict(args, kwargs, reference, twin_run)
         if self.train:
             self.check_training(args, kwargs)
         return self.outcome
@@ -231,6 +251,7 @@ class ModelCheck:
                 pass
         else:
             try:
+                target = inspect.unwrap(target)  # a decorated builder: its own definition
                 loc = (inspect.getsourcefile(target), inspect.getsourcelines(target)[1])
             except (OSError, TypeError):
                 loc = None
@@ -418,6 +439,7 @@ class ModelCheck:
                     self._forward_failed(*failures[0])
                     return None
                 continue
+            self.used_specs = specs
             if specs is not None:
                 self.inferred_input = inputs_mod.spec_text(specs)
                 if self.inferred:
@@ -563,12 +585,23 @@ class ModelCheck:
                             f"forward and never trained; build it in `__init__`", loc)
 
     # -- ML505 ------------------------------------------------------------------------------
-    def check_state_dict(self, args, kwargs, reference) -> None:
-        if self._found("ML101", "ML102", "ML103", "ML107"):
-            return  # unregistered state already explains it
+    def _state_check_applies(self) -> bool:
+        return ("ML505" in self.enabled and self.factory is not None
+                and not self._found("ML101", "ML102", "ML103", "ML107"))
+
+    def _twin_forward(self, args, kwargs):
+        """A fresh instance loaded with this one's state_dict, run on the same input:
+        (twin, its tracer, output), or None when it could not be built, loaded or run."""
+        self._twin_tried = True
         self.where("build")
         try:
-            twin = build(self.factory, self.kwargs, self.device, None, seed=1)
+            # its parameters are overwritten by the load: their initialisation is skipped
+            # (unless the constructor itself needs initialised values)
+            try:
+                twin = build(self.factory, self.kwargs, self.device, None, seed=1,
+                             skip_parameter_init=True)
+            except Exception:  # noqa: BLE001
+                twin = build(self.factory, self.kwargs, self.device, None, seed=1)
             twin.load_state_dict(self.model.state_dict(), strict=True)
         except KeyboardInterrupt:
             raise
@@ -576,16 +609,27 @@ class ModelCheck:
             self.report("ML505", f"a fresh `{self.label}` cannot load this one's "
                         f"`state_dict()` ({first_line(exc)}): the saved state does not "
                         f"describe the model", None)
-            return
+            return None
         twin.eval()
         tracer = Tracer(twin, rows=False, fingerprints=True)
+        tracer.reference = self.first_tracer.fingerprints
         saved, self.model = self.model, twin
         try:
             output = self._forward(tracer, args, kwargs, grad=False)
         except Exception:  # noqa: BLE001 - a failure here is reported by other checks
-            return
+            return None
         finally:
             self.model = saved
+        return twin, tracer, output
+
+    def check_state_dict(self, args, kwargs, reference, twin_run=None) -> None:
+        if twin_run is None:
+            if getattr(self, "_twin_tried", False):
+                return
+            twin_run = self._twin_forward(args, kwargs)
+            if twin_run is None:
+                return
+        twin, tracer, output = twin_run
         if _outputs_match(reference, output):
             return
         differing = _differing_attribute(self.model, twin)
@@ -619,8 +663,11 @@ class ModelCheck:
         # NaN/Inf were looked for in the eval pass; look again only if none was found there
         tracer = Tracer(model, rows=False, numeric=not self._found("ML704"),
                         where=lambda p: self.where("forward", p))
+        meter = self._meter(tracer)
         try:
-            output = self._forward(tracer, args, kwargs, grad=True)
+            with meter:
+                output = self._forward(tracer, args, kwargs, grad=True)
+            self.check_memory(meter)
             self.where("backward")
             outputs = [t for t in tensors_in(output)
                        if t.is_floating_point() and t.requires_grad]
@@ -639,6 +686,63 @@ class ModelCheck:
             self._after_forward(tracer, "a train-mode forward")
         self._check_unused(tracer)
         self._check_gradients(tracer)
+
+    # -- ML707 ------------------------------------------------------------------------------
+    def _meter(self, tracer: Tracer):
+        import contextlib
+
+        if self.memory_target is None:
+            return contextlib.nullcontext()
+        from modellint.runtime.memory import ActivationMeter
+
+        return ActivationMeter(self.model, tracer.innermost)
+
+    def check_memory_on_meta(self, args, kwargs) -> None:
+        """On meta the train pass is skipped; one train-mode forward with gradients (nothing
+        is allocated) measures the activations."""
+        model = self.model
+        model.train()
+        tracer = Tracer(model, rows=False, where=lambda p: self.where("forward", p))
+        meter = self._meter(tracer)
+        try:
+            with meter:
+                output = self._forward(tracer, args, kwargs, grad=True)
+            del output
+        except Exception:  # noqa: BLE001 - the eval forwards reported what fails
+            return
+        finally:
+            model.eval()
+        self.check_memory(meter)
+
+    def check_memory(self, meter) -> None:
+        if self.memory_target is None or meter is None or not hasattr(meter, "saved"):
+            return
+        from modellint.runtime.memory import estimate, size_text
+
+        found = estimate(self.model, meter, optimizer="adamw", batch=self._batch())
+        if found.total <= self.memory_target:
+            return
+        batch = f" at batch {found.batch}" if found.batch is not None else ""
+        top = [(p, b) for p, b in found.by_module if p and b > 0][:1]
+        largest = (f"; the largest activations are `{top[0][0]}`'s ({size_text(top[0][1])})"
+                   if top else "")
+        self.report("ML707", f"training `{self.label or self.name}`{batch} (input "
+                    f"{self.outcome.inputs}) needs about {size_text(found.total)} "
+                    f"({found.parts_text()}, the activations traced), more than "
+                    f"target-gpu-memory {size_text(self.memory_target)}{largest}; lower the "
+                    f"batch size, train in bfloat16, checkpoint activations or shard the "
+                    f"optimizer state", self.root_location)
+
+    def _batch(self) -> int | None:
+        """The batch size of the traced input (its first input's first dimension)."""
+        for spec in getattr(self, "used_specs", None) or []:
+            if spec.get("shape"):
+                return int(spec["shape"][0])
+        if self.given is not None:
+            for tensor in tensors_in(self.given):
+                if tensor.dim():
+                    return int(tensor.shape[0])
+        return None
 
     def _check_unused(self, tracer: Tracer) -> None:
         model = self.model
@@ -704,18 +808,26 @@ class ModelCheck:
             module = model.get_submodule(path) if path else model
             loc, note = self.report_location(path)
             more = f" (and {len(zero) - 1} more modules)" if len(zero) > 1 else ""
-            self.report("ML706", f"the gradient of `{path}` ({describe(module)}) is exactly "
+            self.report("ML706", f"the gradient of `{path or self.name}` ({describe(module)}) is exactly "
                         f"zero at initialisation{more}: nothing reaches it from the output; "
                         f"check its initialisation and activations{note}", loc)
         if len(finite) >= 3:
             median = finite[len(finite) // 2]
+            # the module nearest the output (last to run) sets the scale gradients start
+            # from; a median alone is fooled by layers scaled down on purpose at
+            # initialisation (ConvNeXt's layer scale of 1e-6, zero-initialised residual ends)
+            first = getattr(self, "first_tracer", None)
+            order = {row.path: row.index for row in first.rows} if first is not None else {}
+            ran = [(order[p], n) for p, n in norms if p in order and n > 0 and math.isfinite(n)]
+            reference = max(median, max(ran)[1] if ran else 0.0)
             path, worst = max(norms, key=lambda pn: pn[1] if math.isfinite(pn[1]) else 0.0)
-            if worst > 1e4 * median and worst > 1.0:
+            if worst > 1e4 * reference and worst > 1.0:
                 module = model.get_submodule(path) if path else model
                 loc, note = self.report_location(path)
-                self.report("ML706", f"the gradient norm of `{path}` ({describe(module)}) is "
-                            f"{worst:.3g}, {worst / median:.0f}× the median {median:.3g} over "
-                            f"modules at initialisation: it explodes; check its "
+                self.report("ML706", f"the gradient norm of `{path or self.name}` "
+                            f"({describe(module)}) is "
+                            f"{worst:.3g} at initialisation, {worst / reference:.0f}× the "
+                            f"norm near the output ({reference:.3g}): it explodes; check its "
                             f"initialisation and scale{note}", loc)
 
     def _config_hint(self) -> str:

@@ -82,9 +82,15 @@ def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, 
     jobs = _jobs(list(paths), config, displays)
     runtime_codes = sorted(code for code in enabled if "runtime" in registry.rules[code].passes
                            or code in ("ML101", "ML102", "ML103", "ML104", "ML106", "ML107",
-                                       "ML108"))
+                                       "ML108", "ML707"))
+    memory_target = None
+    if getattr(config, "target_gpu_memory", None):
+        from modellint.runtime.memory import parse_size
+
+        memory_target = parse_size(config.target_gpu_memory)
     results = run_jobs(jobs, device, timeout, runtime_codes,
-                       progress=sys.stderr.isatty() and not getattr(args, "quiet", False))
+                       progress=sys.stderr.isatty() and not getattr(args, "quiet", False),
+                       memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
     for job, result in results:
@@ -108,7 +114,8 @@ def _check_device(device: str) -> None:
 
 
 def run_jobs(jobs: list[ModelJob], device: str, timeout: float, codes: list[str],
-             progress: bool = False) -> list[tuple[ModelJob, dict[str, Any]]]:
+             progress: bool = False,
+             memory_target: int | None = None) -> list[tuple[ModelJob, dict[str, Any]]]:
     from modellint.runtime.isolate import Worker
 
     worker = Worker()
@@ -118,7 +125,7 @@ def run_jobs(jobs: list[ModelJob], device: str, timeout: float, codes: list[str]
             _progress(progress, index, len(jobs), job.label, None)
             start = time.monotonic()
             request = {**job.to_request(), "device": device, "enabled": codes,
-                       "discovered": not job.configured}
+                       "discovered": not job.configured, "memory_target": memory_target}
             try:
                 result = worker.run(request, timeout)
             except RuntimeError as exc:

@@ -222,14 +222,16 @@ class Tracer:
             row.output_shapes = shapes_of(output)
             row.done = True
         if self.numeric and self.non_finite is None:
-            for tensor in tensors_in(output):
-                if tensor.is_floating_point() or tensor.is_complex():
-                    if not bool(torch.isfinite(tensor).all()):
-                        nan = bool(torch.isnan(tensor).any())
-                        self.non_finite = (path, "NaN" if nan else "Inf")
-                        break
+            with torch.no_grad():  # no autograd graph (or saved tensors) for the check
+                for tensor in tensors_in(output):
+                    if tensor.is_floating_point() or tensor.is_complex():
+                        if not bool(torch.isfinite(tensor).all()):
+                            nan = bool(torch.isnan(tensor).any())
+                            self.non_finite = (path, "NaN" if nan else "Inf")
+                            break
         if self.fingerprinting:
-            self._fingerprint("out", path, output)
+            with torch.no_grad():
+                self._fingerprint("out", path, output)
 
     def _fingerprint(self, kind: str, path: str, value: Any) -> None:
         values = []

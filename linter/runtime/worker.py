@@ -60,6 +60,7 @@ def handle(request: dict, where: Where) -> dict:
         factory=factory, kwargs=request.get("kwargs") or {}, specs=request.get("inputs"),
         device=request["device"], enabled=set(request["enabled"]), user_roots=roots,
         label=request["label"], where=where, train=True,
+        memory_target=request.get("memory_target"),
     )
     outcome = check.run()
     where("done")
