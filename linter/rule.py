@@ -151,14 +151,15 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
 
 
 def _visitor_names(cls: type) -> tuple[str, ...]:
-    names = []
-    for name in dir(cls):
-        if not (name.startswith("visit_") or name.startswith("leave_")):
-            continue
-        attr = getattr(cls, name)
-        if callable(attr) and not getattr(attr, "_is_no_op", False):
-            names.append(name)
-    return tuple(names)
+    # only the rule's own classes: LibCST's base defines a no-op stub for every node type
+    names = set()
+    for klass in cls.__mro__:
+        if klass is StaticRule:
+            break
+        for name, attr in vars(klass).items():
+            if name.startswith(("visit_", "leave_")) and callable(attr):
+                names.add(name)
+    return tuple(sorted(names))
 
 
 class RuntimeRule(Rule):
