@@ -183,9 +183,23 @@ def run(
     if jobs == 1 or len(tasks) < 4:
         return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
     _OPTIONS = opts
-    work = [(display, str(path), disabled) for display, path, disabled in tasks]
-    chunksize = max(1, min(32, len(work) // (jobs * 8)))
+    # largest files first, in small chunks, so that no worker is left with a big file at the
+    # end while the others idle; results go back into the order of `tasks`
+    order = sorted(range(len(tasks)), key=lambda i: -_size(tasks[i][1]))
+    work = [(tasks[i][0], str(tasks[i][1]), tasks[i][2]) for i in order]
+    chunksize = max(1, min(8, len(work) // (jobs * 16)))
     # fork shares the loaded plugins with the workers; spawn would re-import them
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with context.Pool(jobs) as pool:
-        return list(pool.imap(_worker, work, chunksize=chunksize))
+        results = list(pool.imap(_worker, work, chunksize=chunksize))
+    outcomes: list[FileOutcome] = [None] * len(tasks)  # type: ignore[list-item]
+    for index, outcome in zip(order, results, strict=True):
+        outcomes[index] = outcome
+    return outcomes
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
