@@ -117,7 +117,8 @@ def test_isolation_each_failure_is_one_finding_and_the_run_goes_on():
     text = {case: messages[case][0]["message"] for case in cases[:-2]}
     assert "planted failure" in text["raises.py:Raises"]
     assert "timeout" in text["hangs.py:Hangs"] and "`spin`" in text["hangs.py:Hangs"]
-    assert messages["hangs.py:Hangs"][0]["line"] == 6
+    # the line the watchdog saw: the loop statement or its body
+    assert messages["hangs.py:Hangs"][0]["line"] in (6, 7)
     assert "sys.exit(3)" in text["exits.py:Exits"]
     assert "exit status 7" in text["os_exits.py:Quits"]
     assert "SIGSEGV" in text["crashes.py:Crashes"] and "`crash`" in text["crashes.py:Crashes"]
