@@ -461,3 +461,30 @@ class ScopeRule(StaticRule):
             self.report(node, message, **kwargs)
         finally:
             stack.pop()
+
+
+def mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Site]]]:
+    """(names put in eval mode, names put in train mode) -> their call sites; `train(mode)`
+    with a computed mode counts as both."""
+    evals: dict[str, list[Site]] = {}
+    trains: dict[str, list[Site]] = {}
+    for site, receiver in scope.method_calls("eval"):
+        name = dotted_name(receiver)
+        if name and not site.node.args:
+            evals.setdefault(name, []).append(site)
+    for site, receiver in scope.method_calls("train"):
+        name = dotted_name(receiver)
+        if not name:
+            continue
+        args = site.node.args
+        if not args:
+            trains.setdefault(name, []).append(site)
+        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "False":
+            evals.setdefault(name, []).append(site)
+        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "True":
+            trains.setdefault(name, []).append(site)
+        else:
+            # train(mode): unknown, counts as both
+            evals.setdefault(name, []).append(site)
+            trains.setdefault(name, []).append(site)
+    return evals, trains

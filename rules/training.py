@@ -23,6 +23,7 @@ from modellint.rules._loops import (
     invalid_at,
     last_segment,
     line_of,
+    mode_calls,
     names_in,
     optimizer_steps,
     scheduler_class,
@@ -717,32 +718,6 @@ class ParamGroupOverlap(StaticRule):
 
 # -- ML306 ------------------------------------------------------------------------------------
 
-def _mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Site]]]:
-    """(names put in eval mode, names put in train mode) -> their call sites."""
-    evals: dict[str, list[Site]] = {}
-    trains: dict[str, list[Site]] = {}
-    for site, receiver in scope.method_calls("eval"):
-        name = dotted_name(receiver)
-        if name and not site.node.args:
-            evals.setdefault(name, []).append(site)
-    for site, receiver in scope.method_calls("train"):
-        name = dotted_name(receiver)
-        if not name:
-            continue
-        args = site.node.args
-        if not args:
-            trains.setdefault(name, []).append(site)
-        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "False":
-            evals.setdefault(name, []).append(site)
-        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "True":
-            trains.setdefault(name, []).append(site)
-        else:
-            # train(mode): unknown, counts as both
-            evals.setdefault(name, []).append(site)
-            trains.setdefault(name, []).append(site)
-    return evals, trains
-
-
 class EvalWithoutEvalMode(ScopeRule):
     """A model is run for evaluation under `no_grad` while still in training mode.
 
@@ -827,7 +802,7 @@ class EvalWithoutEvalMode(ScopeRule):
         if context.in_module_class:
             return
         decorated = function_without_grad(context, scope.root)
-        evals, trains = _mode_calls(scope)
+        evals, trains = mode_calls(scope)
         trains_here = None
         reported: set[str] = set()
         for site in scope.calls:
@@ -932,7 +907,7 @@ class EvalWithoutNoGrad(ScopeRule):
         context = self.context
         if function_without_grad(context, scope.root):
             return
-        evals, trains = _mode_calls(scope)
+        evals, trains = mode_calls(scope)
         if not evals:
             return
         for site in scope.calls:

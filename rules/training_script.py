@@ -25,6 +25,7 @@ from modellint.rules._loops import (
     function_without_grad,
     invalid_at,
     last_segment,
+    mode_calls,
     optimizer_steps,
     under_no_grad,
 )
@@ -656,26 +657,6 @@ def _comprehension_fors(node: cst.CSTNode):
 # -- ML312 --------------------------------------------------------------------------------------
 
 
-def _mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Site]]]:
-    """(names put in eval mode, names that may be put back in train mode) -> call sites."""
-    evals: dict[str, list[Site]] = {}
-    trains: dict[str, list[Site]] = {}
-    for site, receiver in scope.method_calls("eval"):
-        name = dotted_name(receiver)
-        if name and not site.node.args:
-            evals.setdefault(name, []).append(site)
-    for site, receiver in scope.method_calls("train"):
-        name = dotted_name(receiver)
-        if not name:
-            continue
-        args = site.node.args
-        if args and _literal(args[0].value) == "False":
-            evals.setdefault(name, []).append(site)
-        else:
-            trains.setdefault(name, []).append(site)
-    return evals, trains
-
-
 def _related(a: str, b: str) -> bool:
     """`model` and `model.module` share their mode (one contains the other)."""
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
@@ -785,7 +766,7 @@ class EvalNeverReset(ScopeRule):
         context = self.context
         if function_without_grad(context, scope.root):
             return
-        evals, trains = _mode_calls(scope)
+        evals, trains = mode_calls(scope)
         if not evals:
             return
         backwards = [site for site, _ in backward_calls(context, scope)]
