@@ -5,8 +5,11 @@
 2. The full runtime check (registration, two eval forwards, state-dict reload, train forward +
    backward) against one plain forward+backward on ResNet34 (goal: at most 4x).
 3. The ~70B-parameter fixture built and traced on `meta` (goal: under 10 s, under 2 GB peak).
+4. The isolation of `check --runtime`: the worker's start-up and the wall time per model of
+   `run_jobs` over many small models (LeNet), each checked in a fresh process.
 
     python bench/runtime_bench.py [--repeat 3] [--size 224] [--threads 1] [--clock cpu|wall]
+                                  [--only 1,2,3,4] [--models 20]
 
 By default torch runs one thread and times are this process's CPU time (best of the
 repeats, the contenders interleaved): on a shared machine wall-clock ratios swing 2x with the
@@ -72,10 +75,47 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    parser.add_argument("--only", default="1,2,3,4", help="which benchmarks, e.g. 4")
+    parser.add_argument("--models", type=int, default=20, help="models for benchmark 4")
     args = parser.parse_args()
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    only = {part.strip() for part in args.only.split(",")}
+    if only & {"1", "2"}:
+        code = trace_and_check(args, only)
+        if code:
+            return code
+    if "3" in only and meta_check():
+        return 1
+    if "4" in only:
+        workers(args.models, args.repeat)
+    return 0
 
+
+def workers(count: int, repeat: int) -> None:
+    """Wall time of `run_jobs` (what `check --runtime` spends around the checks themselves):
+    one model to see the start-up, then `count` models to see the cost of each."""
+    from modellint.runtime.pass_ import run_jobs
+    from modellint.runtime.specs import ModelJob
+
+    lenet = os.path.join(ROOT, "fixtures", "runtime", "clean_lenet.py")
+    job = ModelJob(label="clean_lenet.py:LeNet", file=lenet, name="LeNet")
+    codes = ["ML002", "ML701", "ML703"]
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        results = run_jobs([job] * n, "cpu", 60.0, codes)
+        took = time.perf_counter() - start
+        assert all("findings" in result for _, result in results), results
+        return took
+
+    one = min(run(1) for _ in range(repeat))
+    many = min(run(count) for _ in range(repeat))
+    print(f"4. runtime workers: 1 model {one:.2f} s wall (start-up included), {count} models "
+          f"{many:.2f} s: {(many - one) / (count - 1) * 1000:.0f} ms wall per further model")
+
+
+def trace_and_check(args, only: set[str]) -> int:
     import torch
     import torchvision
 
@@ -97,7 +137,9 @@ def main() -> int:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
           f"{args.clock} time, best of {args.repeat}, ResNet34 input {shape}")
     torchinfo = _torchinfo()
-    if torchinfo is not None:
+    if "1" not in only:
+        pass
+    elif torchinfo is not None:
         def summary():
             torchinfo.summary(model, input_size=tuple(shape), verbose=0, device="cpu")
         t_trace, t_info = interleaved(trace, summary, args.repeat)
@@ -123,12 +165,16 @@ def main() -> int:
         model(x).sum().backward()
         model.eval()
 
-    t_full, t_plain = interleaved(full, plain_fwd_bwd, args.repeat)
-    t_plain_build = best(plain, args.repeat)
-    print(f"2. full runtime check {t_full:.3f} s vs plain forward+backward {t_plain:.3f} s: "
-          f"ratio {t_full / t_plain:.2f} (goal <= 4); with model construction in both: "
-          f"{t_full / t_plain_build:.2f}")
+    if "2" in only:
+        t_full, t_plain = interleaved(full, plain_fwd_bwd, args.repeat)
+        t_plain_build = best(plain, args.repeat)
+        print(f"2. full runtime check {t_full:.3f} s vs plain forward+backward {t_plain:.3f} "
+              f"s: ratio {t_full / t_plain:.2f} (goal <= 4); with model construction in both: "
+              f"{t_full / t_plain_build:.2f}")
+    return 0
 
+
+def meta_check() -> int:
     code = (
         "import time, resource, sys\n"
         f"sys.path.insert(0, {os.path.join(ROOT, 'fixtures', 'runtime', 'big')!r})\n"
