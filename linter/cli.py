@@ -21,7 +21,14 @@ from modellint.config import (
     matches,
     validate_codes,
 )
-from modellint.plugins import PluginError, Registry, load_registry
+from modellint.plugins import (
+    ALLOW_CONFIG_PLUGINS_FLAG,
+    PluginError,
+    Registry,
+    config_plugins_allowed,
+    config_plugins_refused,
+    load_registry,
+)
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -60,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", help="a pyproject.toml or modellint.toml to use")
     check.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
                        help="load a plugin module (repeatable)")
+    check.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                       help="load the plugins the config names (runs the repository's code)")
     check.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -74,11 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
+    rules.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
     rules.add_argument("--format", choices=("text", "json"), default="text")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("code")
     rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
+    rule.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
     return parser
 
 
@@ -135,13 +146,18 @@ def _config_for(args) -> Config:
     return load_config(find_pyproject(Path(paths[0])))
 
 
-def _registry(config: Config, cli_plugins: list[str]) -> Registry:
-    return load_registry([*config.plugins, *cli_plugins])
+def _registry(config: Config, args) -> Registry:
+    config_plugins = config.plugins
+    if config_plugins and not config_plugins_allowed(args.allow_config_plugins):
+        print(f"modellint: {config_plugins_refused(config_plugins, config.where())}",
+              file=sys.stderr)
+        config_plugins = []
+    return load_registry(args.plugins, config_plugins=config_plugins, config_root=config.root)
 
 
 def _cmd_rules(args) -> int:
     config = _config_for(args)
-    registry = _registry(config, args.plugins)
+    registry = _registry(config, args)
     rows = []
     for code in sorted(registry.rules):
         rule = registry.rules[code]
@@ -177,7 +193,7 @@ def _cmd_rules(args) -> int:
 
 def _cmd_rule(args) -> int:
     config = _config_for(args)
-    registry = _registry(config, args.plugins)
+    registry = _registry(config, args)
     code = args.code.upper()
     rule = registry.rules.get(code)
     if rule is None:
@@ -239,7 +255,7 @@ def _cmd_check(args) -> int:
         if not os.path.lexists(path):
             raise UsageError(f"path does not exist: {path}")
     config = _config_for(args)
-    registry = _registry(config, args.plugins)
+    registry = _registry(config, args)
     # validate before merging, so that a bad code is blamed on the file or the command line
     # it came from
     validate_codes(

@@ -1,13 +1,22 @@
-"""The plugin manager: built-in plugins, entry points, `-p MODULE` and `plugins = [...]`."""
+"""The plugin manager: built-in plugins, entry points, `-p MODULE` and `plugins = [...]`.
+
+Trust: built-in and installed (entry-point) plugins are the user's own environment and always
+load; `-p MODULE` is the user's own command line and imports MODULE from the Python path (as
+`pytest -p` does; the current folder is never added to it). `plugins = [...]` in the linted
+repository's config names code of the repository itself, so it loads only when whoever runs
+modellint opts in (`--allow-config-plugins` or `MODELLINT_ALLOW_CONFIG_PLUGINS=1`).
+"""
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pluggy
@@ -33,6 +42,8 @@ BUILTIN_PLUGINS = (
     "modellint.report.builtin",
 )
 ENTRY_POINT_GROUP = "modellint"
+ALLOW_CONFIG_PLUGINS_FLAG = "--allow-config-plugins"
+ALLOW_CONFIG_PLUGINS_ENV = "MODELLINT_ALLOW_CONFIG_PLUGINS"
 _CODE = re.compile(r"^[A-Z]{1,8}\d{1,4}$")
 
 
@@ -51,16 +62,46 @@ class Registry:
     versions: dict[str, str] = field(default_factory=dict)
 
 
+def config_plugins_allowed(flag: bool, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the person running modellint opted in to the config's `plugins = [...]`."""
+    return flag or environ.get(ALLOW_CONFIG_PLUGINS_ENV, "").strip().lower() in (
+        "1", "true", "yes", "on")
+
+
+def config_plugins_refused(names: Iterable[str], source: object) -> str:
+    """The warning for config plugins that were not loaded because nobody opted in."""
+    names = list(names)
+    listed = ", ".join(repr(name) for name in names)
+    return (
+        f"warning: not loading {'plugin' if len(names) == 1 else 'plugins'} {listed} named in "
+        f"{source} (that would run its code); if you trust it, pass "
+        f"{ALLOW_CONFIG_PLUGINS_FLAG} or set {ALLOW_CONFIG_PLUGINS_ENV}=1"
+    )
+
+
 def _import(module_name: str, label: str):
     try:
         return importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any failure of plugin code is the plugin's
+        hint = ""
+        if (isinstance(exc, ModuleNotFoundError) and exc.name == module_name
+                and Path(f"{module_name}.py").is_file()):
+            hint = (" (plugins are imported from the Python path, which does not include the "
+                    f"current folder: PYTHONPATH=. modellint -p {module_name} ... loads it)")
         raise PluginError(
-            f"plugin {label!r} failed to load: {type(exc).__name__}: {exc}"
+            f"plugin {label!r} failed to load: {type(exc).__name__}: {exc}{hint}"
         ) from None
 
 
-def load_registry(extra_plugins: Iterable[str] = (), *, entry_points: bool = True) -> Registry:
+def load_registry(
+    extra_plugins: Iterable[str] = (),
+    *,
+    config_plugins: Iterable[str] = (),
+    config_root: Path | None = None,
+    entry_points: bool = True,
+) -> Registry:
+    """Built-in, installed (entry points), the config's opted-in `config_plugins` (importable
+    from `config_root`, the folder of the config that names them) and `-p` plugins."""
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     registry = Registry(manager)
@@ -79,10 +120,12 @@ def load_registry(extra_plugins: Iterable[str] = (), *, entry_points: bool = Tru
             manager.register(plugin, name=ep.name)
             if ep.dist is not None:
                 registry.versions[ep.name] = f"{ep.dist.name}=={ep.dist.version}"
-    if extra_plugins and "" not in sys.path and "." not in sys.path:
-        # `-p local_module` works from the project directory, as with pytest
-        sys.path.insert(0, "")
-    for name in extra_plugins:
+    config_plugins = list(config_plugins)
+    if config_plugins and config_root is not None and str(config_root) not in sys.path:
+        # opted in: the project's own plugin modules live beside its config; last, so that
+        # they never shadow what modellint itself imports
+        sys.path.append(str(config_root))
+    for name in [*config_plugins, *extra_plugins]:
         if manager.has_plugin(name):
             continue
         manager.register(_import(name, name), name=name)
