@@ -29,6 +29,7 @@ from modellint.plugins import (
     config_plugins_refused,
     load_registry,
 )
+from modellint.report import printable
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_rule(args)
         return _cmd_check(args)
     except (UsageError, ConfigError, PluginError) as exc:
-        print(f"modellint: error: {exc}", file=sys.stderr)
+        print(f"modellint: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("modellint: interrupted", file=sys.stderr)
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         print(
-            f"modellint: internal error: {type(exc).__name__}: {exc}"
+            f"modellint: internal error: {type(exc).__name__}: {printable(str(exc))}"
             + ("" if debug else " (rerun with --debug for the traceback)"),
             file=sys.stderr,
         )
@@ -228,11 +229,15 @@ def render_rule_doc(rule) -> str:
 def _cache(config: Config, rules):
     from modellint.static.cache import Cache, default_dir, settings_key
 
-    cache = Cache(
-        default_dir(config.root),
-        settings_key(modellint.__version__, rules, config.rule_options()),
-    )
-    return cache if cache.prepare() else None
+    directory = default_dir(config.root)
+    if directory is None:
+        return None
+    cache = Cache(directory, settings_key(modellint.__version__, rules, config.rule_options()))
+    if cache.prepare():
+        return cache
+    if cache.problem:
+        print(f"modellint: {cache.problem}; the run goes on without it", file=sys.stderr)
+    return None
 
 
 def _use_color(choice: str, stream) -> bool:
@@ -304,7 +309,8 @@ def _cmd_check(args) -> int:
     findings.sort(key=lambda f: f.sort_key())
     for outcome in outcomes:
         for message in outcome.messages:
-            print(f"modellint: {message}", file=sys.stderr)
+            # messages name files and quote what went wrong in them: shown, never acted on
+            print(f"modellint: {printable(message)}", file=sys.stderr)
         if args.debug:
             for text in outcome.tracebacks:
                 print(text, file=sys.stderr)

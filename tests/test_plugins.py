@@ -106,6 +106,8 @@ def modellint_add_rules():
 
 
 def test_dash_p_loads_a_local_module(modellint, tmp_path):
+    # `python -m modellint` (this fixture) has the current folder on the path by Python's own
+    # rule; the `modellint` command does not (tests/test_trust.py)
     write(tmp_path, "localrules.py", LOCAL_PLUGIN)
     write(tmp_path, "code.py", "def f():\n    global x\n    x = 1\n")
     result = modellint("-p", "localrules", "code.py", "--format", "json")
@@ -125,9 +127,12 @@ def test_a_plugin_that_fails_to_import_is_exit_2_naming_it(modellint, tmp_path):
         assert result.rc == 2, result
         assert repr(args[1]) in result.err and "failed to load" in result.err
         assert "Traceback" not in result.err
+    # a plugin named by the config is imported (and can fail) only when the user opts in
     write(tmp_path, "pyproject.toml", '[tool.modellint]\nplugins = ["brokenplugin"]\n')
-    result = modellint("code.py")
-    assert result.rc == 2 and "'brokenplugin'" in result.err
+    skipped = modellint("code.py")
+    assert skipped.rc == 0 and "not loading plugin 'brokenplugin'" in skipped.err, skipped
+    result = modellint("code.py", "--allow-config-plugins")
+    assert result.rc == 2 and "'brokenplugin'" in result.err and "failed to load" in result.err
 
 
 def test_a_plugin_registering_an_existing_code_is_exit_2_naming_it(modellint, tmp_path):

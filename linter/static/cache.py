@@ -5,18 +5,29 @@ version, the enabled rules, their options and the source of every module that de
 (so editing or upgrading a plugin re-lints); the file key hashes the file's path and bytes and
 the codes disabled for it. Entries are JSON (never pickle), validated on read, and written to a
 temporary file then renamed, so two concurrent runs never see half an entry.
+
+The linted repository may hold a cache folder of its own making, so nothing in one is trusted:
+each entry carries an HMAC with a per-user key kept outside the repository (created 0600 in
+`$XDG_CACHE_HOME/modellint` or `~/.cache/modellint`), so a planted entry is never believed; a
+cache folder that is a link, or an existing folder without modellint's CACHEDIR.TAG, is refused;
+pruning removes only files named like modellint's entries, inside folders named like its
+settings keys, never through a link; and in CI (`CI` or `GITHUB_ACTIONS` set) the cache inside
+the checkout is not used at all unless MODELLINT_CACHE_DIR names one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
-import shutil
+import re
+import secrets
+import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +35,15 @@ from modellint.finding import Finding, Fix, Severity
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
-FORMAT = 1
+FORMAT = 2
 MAX_AGE_SECONDS = 7 * 24 * 3600
+KEY_FILE_NAME = "key"
+KEY_BYTES = 32
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
+# what modellint names its own: settings folders, entries and the temporary files of
+# _write_atomically; pruning never removes anything else
+_SETTINGS_NAME = re.compile(r"[0-9a-f]{32}")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.json|\.tmp-[A-Za-z0-9_]+")
 _CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
     "# This file is a cache directory tag created by modellint.\n"
@@ -38,9 +56,54 @@ _FINDING_KEYS = {
 }
 
 
-def default_dir(root: Path) -> Path:
-    env = os.environ.get(ENV_VAR)
-    return Path(env) if env else root / CACHE_DIR_NAME
+def in_ci(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get("GITHUB_ACTIONS") == "true" or environ.get("CI", "").strip().lower() not in (
+        "", "0", "false", "no", "off")
+
+
+def default_dir(root: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """MODELLINT_CACHE_DIR, else `.modellint_cache` in the project; None (no cache) in CI, where
+    the checkout is the untrusted input and a cache found in it must not decide results."""
+    env = environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return None if in_ci(environ) else root / CACHE_DIR_NAME
+
+
+def key_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where this user's cache key lives: outside any repository modellint reads."""
+    base = environ.get("XDG_CACHE_HOME", "")
+    # the XDG spec: a relative path is invalid and ignored
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "modellint"
+
+
+def secret_key(directory: Path) -> bytes:
+    """This user's key for cache entries, made on first use. OSError when it cannot be made or
+    read, ValueError when the file is not one modellint can trust."""
+    path = directory / KEY_FILE_NAME
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not os.path.lexists(path):
+        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=directory)  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(KEY_BYTES))
+            try:
+                os.link(temp, path)  # never replaces a key that another run made meanwhile
+            except FileExistsError:
+                pass
+            except OSError:
+                os.replace(temp, path)  # no hard links here: losing a race costs a re-lint
+        finally:
+            try:
+                os.unlink(temp)
+            except FileNotFoundError:
+                pass
+    data, info = _read_regular(path, KEY_BYTES + 1)
+    if len(data) != KEY_BYTES:
+        raise ValueError(f"{path} is not a modellint key ({len(data)} bytes)")
+    if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o077):
+        raise ValueError(f"{path} is not private to this user (owner or mode)")
+    return data
 
 
 def settings_key(version: str, rules: Iterable[type], options: dict[str, Any]) -> str:
@@ -62,24 +125,37 @@ def settings_key(version: str, rules: Iterable[type], options: dict[str, Any]) -
 
 
 class Cache:
-    def __init__(self, directory: Path, settings: str) -> None:
+    def __init__(self, directory: Path, settings: str, key_directory: Path | None = None) -> None:
         self.root = directory
+        self.settings = settings
         self.directory = directory / settings
+        self.key_directory = key_directory
+        self.secret = b""
+        # why the cache is off, when the user should hear it (not for a read-only disk)
+        self.problem: str | None = None
 
     def prepare(self) -> bool:
-        """Create the folders; False (cache off for this run) when that is not possible."""
+        """Check the folders are modellint's own, create them and load the key; False (cache
+        off for this run) when that is not possible."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            tag = self.root / "CACHEDIR.TAG"
-            if not tag.exists():
-                _write_atomically(tag, _CACHEDIR_TAG.encode())
-            ignore = self.root / ".gitignore"
-            if not ignore.exists():
-                _write_atomically(ignore, b"# created by modellint\n*\n")
-            os.utime(self.directory)
+            self.secret = secret_key(self.key_directory or key_dir())
+        except ValueError as exc:
+            self.problem = f"not using the cache: {exc}"
+            return False
+        except (OSError, RuntimeError):  # RuntimeError: no home folder to keep the key in
+            return False
+        try:
+            self.problem = _claim(self.root)
+            if self.problem is None:
+                self.directory.mkdir(exist_ok=True)
+                if not _is_real_dir(self.directory):
+                    self.problem = (f"not using the cache: {self.directory} is a link or not a "
+                                    "folder")
+                else:
+                    os.utime(self.directory)
         except OSError:
             return False
-        return True
+        return self.problem is None
 
     @staticmethod
     def file_key(display: str, data: bytes, disabled: frozenset[str]) -> str:
@@ -88,12 +164,25 @@ class Cache:
         digest.update(b"\0" + ",".join(sorted(disabled)).encode())
         return digest.hexdigest()
 
+    def _mac(self, key: str, payload: bytes) -> str:
+        # the settings and file keys are signed too: an entry cannot be moved to another file
+        # or to other settings
+        message = f"{self.settings}/{key}\0".encode() + payload
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+
     def get(self, key: str) -> list[Finding] | None:
         try:
-            raw = (self.directory / f"{key}.json").read_bytes()
-            return [_finding(item) for item in _entries(json.loads(raw))]
+            raw, _ = _read_regular(self.directory / f"{key}.json", MAX_ENTRY_BYTES)
+            data = json.loads(raw)
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError("unknown cache format")
+            payload, mac = data["payload"], data["mac"]
+            if not (isinstance(payload, str) and isinstance(mac, str)
+                    and hmac.compare_digest(mac, self._mac(key, payload.encode()))):
+                raise ValueError("not an entry of this user's modellint")
+            return [_finding(item) for item in _entries(json.loads(payload))]
         except (OSError, ValueError, KeyError, TypeError):
-            return None  # missing or corrupt: lint again, never trust it
+            return None  # missing, corrupt or forged: lint again, never trust it
 
     def put(self, key: str, findings: list[Finding]) -> None:
         entries = []
@@ -105,35 +194,91 @@ class Cache:
                 None if f.fix is None else {"description": f.fix.description, "safe": f.fix.safe}
             )
             entries.append(item)
+        payload = json.dumps(entries)
+        entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
         try:
-            _write_atomically(
-                self.directory / f"{key}.json",
-                json.dumps({"format": FORMAT, "findings": entries}).encode(),
-            )
+            _write_atomically(self.directory / f"{key}.json", json.dumps(entry).encode())
         except OSError:
             pass  # a read-only or full disk only costs speed
 
     def prune(self) -> None:
-        """Remove the results of settings unused for a week."""
+        """Remove the results of settings unused for a week: only modellint's own entries, in
+        folders named like its settings keys, never through a link."""
         now = time.time()
         try:
-            siblings = list(self.root.iterdir())
+            with os.scandir(self.root) as listing:
+                siblings = list(listing)
         except OSError:
             return
         for entry in siblings:
-            if entry == self.directory or not entry.is_dir():
+            if entry.name == self.settings or not _SETTINGS_NAME.fullmatch(entry.name):
                 continue
             try:
-                if now - entry.stat().st_mtime > MAX_AGE_SECONDS:
-                    shutil.rmtree(entry, ignore_errors=True)
+                if (entry.is_dir(follow_symlinks=False)
+                        and now - entry.stat(follow_symlinks=False).st_mtime > MAX_AGE_SECONDS):
+                    _remove_entries(Path(entry.path))
             except OSError:
                 continue
 
 
-def _entries(data: Any) -> list[dict[str, Any]]:
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError("unknown cache format")
-    findings = data["findings"]
+def _claim(root: Path) -> str | None:
+    """None when `root` is modellint's cache folder (made so if it is new or empty), else why
+    it is not used: a link, not a folder, or a folder of someone else's."""
+    if not os.path.lexists(root):
+        root.mkdir(parents=True, exist_ok=True)
+    if not _is_real_dir(root):
+        return f"not using the cache folder {root}: it is a link or not a folder"
+    tag = root / "CACHEDIR.TAG"
+    try:
+        ours = _read_regular(tag, len(_CACHEDIR_TAG) + 1)[0] == _CACHEDIR_TAG.encode()
+    except OSError:
+        ours = False
+    if not ours:
+        with os.scandir(root) as listing:
+            if any(listing):
+                return (f"not using the cache folder {root}: it is not empty and has no "
+                        "CACHEDIR.TAG written by modellint (remove it, or point "
+                        f"{ENV_VAR} to a folder of modellint's own)")
+        _write_atomically(tag, _CACHEDIR_TAG.encode())
+    ignore = root / ".gitignore"
+    if not os.path.lexists(ignore):
+        _write_atomically(ignore, b"# created by modellint\n*\n")
+    return None
+
+
+def _is_real_dir(path: Path) -> bool:
+    return stat.S_ISDIR(os.lstat(path).st_mode)
+
+
+def _remove_entries(folder: Path) -> None:
+    """Delete modellint's entries in `folder` (regular files named like them), then the folder
+    if nothing else is left in it."""
+    with os.scandir(folder) as listing:
+        for child in listing:
+            if _ENTRY_NAME.fullmatch(child.name) and child.is_file(follow_symlinks=False):
+                os.unlink(child.path)
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass  # something that is not modellint's is in it: leave it
+
+
+def _read_regular(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
+    """Up to `limit` bytes of a regular file, never through a link (a planted FIFO or device
+    must not hang the run); OSError otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit), info
+    finally:
+        os.close(fd)
+
+
+def _entries(findings: Any) -> list[dict[str, Any]]:
     if not isinstance(findings, list):
         raise ValueError("bad cache entry")
     for item in findings:
