@@ -12,7 +12,7 @@ import pytest
 
 from modellint.finding import Finding, Severity
 from modellint.plugins import load_registry
-from modellint.report import Summary
+from modellint.report import Summary, printable
 from modellint.report.github import GithubReporter, escape_data, escape_property
 
 BAD = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(x):\n        return x\n"
@@ -96,7 +96,9 @@ def test_escaping_keeps_every_message_and_name_on_one_command():
         assert kind == "error"
         assert set(props) == {"file", "line", "endLine", "col", "endColumn", "title"}
         assert props["file"] == name
-        assert data == f"{name}:5:9: ML105 {hostile}"
+        # the message is for people: its line breaks are shown as `\n`, not made
+        assert data == printable(f"{name}:5:9: ML105 {hostile}")
+        assert "\n" not in data and "\r" not in data
 
 
 def test_most_severe_first_then_capped_per_kind_with_closing_notice():
@@ -185,6 +187,6 @@ def test_hostile_file_names_through_the_cli(tmp_path):
     for name in HOSTILE_NAMES:
         kind, props, data = by_file[name]
         assert kind == "error" and props["title"] == "modellint (ML105)"
-        assert props["line"] == "5" and data.startswith(f"{name}:5:")
+        assert props["line"] == "5" and data.startswith(f"{printable(name)}:5:")
     assert by_file["sub/broken.py"][1]["title"] == "modellint (ML000)"
     assert "method-missing-self" in Path(tmp_path / "summary.md").read_text()

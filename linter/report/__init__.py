@@ -3,10 +3,35 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from modellint.finding import Finding
+
+# What a terminal or log viewer would act on rather than show: C0 and C1 control characters
+# (ESC starts ANSI sequences, \x9b is a one-byte CSI, \n and \r start a new line), the Unicode
+# line and paragraph separators, the bidirectional overrides of "Trojan Source", and lone
+# surrogates (the undecodable bytes of a file name), which no UTF-8 stream can write.
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if "\udc80" <= char <= "\udcff":  # a byte of a file name that was not UTF-8
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return char.encode("unicode_escape").decode("ascii")
+
+
+def printable(text: str) -> str:
+    """`text` from the linted repository (a path, a source line, a message quoting either) as
+    human-readable output shows it: each control character as its Python escape (`\\x1b`,
+    `\\n`), so that nothing in it can colour, move or clear the terminal or start a line of
+    its own. Machine-readable formats (JSON, SARIF) keep the text exact instead."""
+    return _UNPRINTABLE.sub(_escape, text)
 
 
 @dataclass

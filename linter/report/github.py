@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from modellint.finding import Finding, Severity
-from modellint.report import Reporter, Summary
+from modellint.report import Reporter, Summary, printable
 
 KIND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 # annotations GitHub shows per kind and step; more are dropped without a word
@@ -26,8 +26,11 @@ SUMMARY_ROWS = 50
 
 
 def escape_data(text: str) -> str:
-    """The message part of a workflow command (as `@actions/core` escapes it)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The message part of a workflow command (as `@actions/core` escapes it). Line breaks
+    travel as `%0D`/`%0A`, which the runner turns back into the exact text; every other control
+    character (ESC, which the log viewer would act on) is shown as its escape instead."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(text)
 
 
 def escape_property(text: str) -> str:
@@ -119,7 +122,9 @@ class GithubReporter(Reporter):
             properties["endColumn"] = max(finding.end_column, finding.column)
         properties["title"] = f"modellint ({finding.code})"
         target = f" (from {finding.target})" if finding.target else ""
-        message = (
+        # the message is read by people: a line break in it is shown, not made, unlike in the
+        # `file` property, where it must stay exact for GitHub to find the file
+        message = printable(
             f"{path}:{finding.line}:{finding.column}: {finding.code} {finding.message}{target}"
         )
         return workflow_command(KIND[finding.severity], properties, message)
@@ -131,12 +136,12 @@ def _plural(count: int, word: str) -> str:
 
 def _cell(text: str) -> str:
     """Text kept inside one Markdown table cell: one line, `|` escaped (also within code)."""
-    return " ".join(text.splitlines()).replace("|", "\\|")
+    return printable(text).replace("|", "\\|")
 
 
 def _plain(text: str) -> str:
     """A file name shown as plain Markdown text: no character of it formats or links."""
-    text = " ".join(text.splitlines())
+    text = printable(text)
     for char in "\\`*_[]<>|#!~":
         text = text.replace(char, "\\" + char)
     return text
@@ -148,7 +153,8 @@ def _link(path: str, line: int, environ: Mapping[str, str]) -> str:
     if not (repository and sha) or path.startswith("/") or path.startswith("../"):
         return label
     server = environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
-    url = f"{server}/{repository}/blob/{sha}/{urllib.parse.quote(path)}#L{line}"
+    quoted = urllib.parse.quote(path, errors="surrogateescape")  # a file name's raw bytes
+    url = f"{server}/{repository}/blob/{sha}/{quoted}#L{line}"
     return f"[{label}]({url})"
 
 

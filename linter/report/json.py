@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 from modellint.finding import Finding
 from modellint.report import Reporter, Summary
 
+# a file name's undecodable bytes (surrogateescape); no UTF-8 stream can write them raw
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 class JsonReporter(Reporter):
     def report(self, findings: list[Finding], summary: Summary) -> None:
-        json.dump([f.to_json() for f in findings], self.stream, indent=2, ensure_ascii=False)
-        self.stream.write("\n")
+        text = json.dumps([f.to_json() for f in findings], indent=2, ensure_ascii=False)
+        # surrogates occur only inside strings, where `\udcff` is their exact JSON escape
+        self.stream.write(_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")

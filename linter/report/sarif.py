@@ -59,7 +59,8 @@ def artifact_location(path: str, root: Path) -> dict[str, str]:
         relative = absolute.relative_to(root).as_posix()
     except ValueError:
         return {"uri": absolute.as_uri()}
-    return {"uri": urllib.parse.quote(relative), "uriBaseId": SRCROOT}
+    # a file name's undecodable bytes travel as themselves (%FF), like `as_uri` sends them
+    return {"uri": urllib.parse.quote(relative, errors="surrogateescape"), "uriBaseId": SRCROOT}
 
 
 def _tags(rule: Any, code: str) -> list[str]:
@@ -202,13 +203,17 @@ def findings_from_sarif(document: dict[str, Any]) -> list[Finding]:
     for run in document.get("runs", []):
         rules = run["tool"]["driver"].get("rules", [])
         bases = {
-            key: urllib.parse.unquote(urllib.parse.urlparse(value["uri"]).path)
+            key: urllib.parse.unquote(
+                urllib.parse.urlparse(value["uri"]).path, errors="surrogateescape"
+            )
             for key, value in run.get("originalUriBaseIds", {}).items()
         }
         for result in run.get("results", []):
             location = result["locations"][0]["physicalLocation"]
             artifact, region = location["artifactLocation"], location["region"]
-            uri = urllib.parse.unquote(urllib.parse.urlparse(artifact["uri"]).path)
+            uri = urllib.parse.unquote(
+                urllib.parse.urlparse(artifact["uri"]).path, errors="surrogateescape"
+            )
             base = bases.get(artifact.get("uriBaseId", ""))
             path = os.path.join(base, uri) if base else uri
             rule = rules[result["ruleIndex"]] if "ruleIndex" in result else {}

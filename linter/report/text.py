@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from modellint.finding import Finding
-from modellint.report import Reporter, Summary
+from modellint.report import Reporter, Summary, printable
 
 _COLORS = {
     "path": "\033[1m",
@@ -39,10 +39,13 @@ class ConciseReporter(Reporter):
 
     def headline(self, finding: Finding, summary: Summary) -> str:
         style = {"error": "code", "warning": "warning", "info": "info"}[finding.severity.value]
-        location = _paint(f"{finding.path}:{finding.line}:{finding.column}:", "path", summary.color)
-        code = _paint(finding.code, style, summary.color)
-        target = f" (from {finding.target})" if finding.target else ""
-        return f"{location} {code} {_fix_marker(finding, summary)}{finding.message}{target}"
+        location = _paint(
+            f"{printable(finding.path)}:{finding.line}:{finding.column}:", "path", summary.color
+        )
+        code = _paint(printable(finding.code), style, summary.color)
+        target = f" (from {printable(finding.target)})" if finding.target else ""
+        message = printable(finding.message)
+        return f"{location} {code} {_fix_marker(finding, summary)}{message}{target}"
 
     def report(self, findings: list[Finding], summary: Summary) -> None:
         write = self.stream.write
@@ -64,16 +67,20 @@ class ConciseReporter(Reporter):
             width = max(finding.end_column - finding.column, 1)
         else:
             width = max(len(line) - start, 1)
+        # columns count characters of the source; an escaped one takes more room on screen
+        marked = line[start:start + width]
+        start += len(printable(line[:start])) - len(line[:start])
+        width += len(printable(marked)) - len(marked)
         carets = _paint("^" * width, "caret", summary.color)
         return (
-            f"{pad} |\n{gutter} | {line}\n{pad} | {' ' * start}{carets}\n\n"
+            f"{pad} |\n{gutter} | {printable(line)}\n{pad} | {' ' * start}{carets}\n\n"
         )
 
     def statistics(self, findings: list[Finding], summary: Summary) -> str:
         counts = Counter((f.code, f.name) for f in findings)
         fixable = Counter(f.code for f in findings if _fix_marker(f, summary))
         lines = [
-            f"{count:>5}\t{code}\t{'[*] ' if fixable[code] else ''}{name}"
+            f"{count:>5}\t{printable(code)}\t{'[*] ' if fixable[code] else ''}{printable(name)}"
             for (code, name), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         ]
         return "\n".join(lines) + ("\n" if lines else "")
