@@ -297,6 +297,9 @@ def _cmd_check(args) -> int:
         diff=args.diff,
         jobs=args.jobs,
         cache=None if args.no_cache or args.fix or args.diff else _cache(config, static_rules),
+        # the project and each folder named (a named file's own folder): what links lead to
+        # beyond them is not the linted tree's to change
+        tree=(config.root, *(Path(p) if os.path.isdir(p) else Path(p).parent for p in paths)),
     )
     outcomes = run(tasks, opts)
     if opts.cache is not None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import ast
 import difflib
 import os
+import stat
 import tempfile
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import libcst as cst
 
 from modellint.finding import Finding
+from modellint.report import printable
 
 
 class _Replace(cst.CSTTransformer):
@@ -34,10 +36,11 @@ def applicable(finding: Finding, unsafe: bool) -> bool:
 
 
 def apply_fixes(
-    module: cst.Module, findings: Iterable[Finding], unsafe: bool
+    module: cst.Module, findings: Iterable[Finding], unsafe: bool, source: str | None = None
 ) -> tuple[str, int]:
     """(new source, number of findings fixed). Fixes whose nodes overlap an earlier fix are
-    left for the next round."""
+    left for the next round. With `source`, the text `module` was parsed from, what the fixes
+    do not touch stays byte for byte as it was (see `_lost_tail`)."""
     replacements: dict[int, cst.CSTNode] = {}
     owners: list[tuple[Finding, list[int]]] = []
     for finding in findings:
@@ -51,10 +54,20 @@ def apply_fixes(
         owners.append((finding, keys))
     if not replacements:
         return module.code, 0
+    tail = "" if source is None else _lost_tail(module, source)
     transformer = _Replace(replacements)
     new_module = module.visit(transformer)
     fixed = sum(1 for _, keys in owners if all(k in transformer.applied for k in keys))
-    return new_module.code, fixed
+    return new_module.code + tail, fixed
+
+
+def _lost_tail(module: cst.Module, source: str) -> str:
+    """What LibCST's rendering of `module` leaves off the end of `source`: it takes only `\n`
+    for a final line break, so a file ending in a lone `\r` would lose it."""
+    rendered = module.code
+    if not source.startswith(rendered):
+        raise ValueError("LibCST does not reproduce this file byte for byte")
+    return source[len(rendered):]
 
 
 def check_parses(source: str) -> str | None:
@@ -73,31 +86,57 @@ def unified_diff(path: str, old: str, new: str) -> str:
     return "".join(
         difflib.unified_diff(
             old.splitlines(keepends=True), new.splitlines(keepends=True),
-            fromfile=f"a/{path}", tofile=f"b/{path}",
+            fromfile=_diff_name("a/", path), tofile=_diff_name("b/", path),
         )
     )
+
+
+def _diff_name(prefix: str, path: str) -> str:
+    """A file name in a diff header, quoted as git quotes it when a control character (which
+    would end the header line early or act on the terminal), a quote or a backslash is in it."""
+    quoted = printable(path.replace("\\", "\\\\").replace('"', '\\"'))
+    return prefix + path if quoted == path else f'"{prefix}{quoted}"'
 
 
 class WriteError(Exception):
     pass
 
 
-def write_atomically(path: Path, data: bytes, expected_old: bytes) -> None:
-    """Replace `path` with `data` unless it changed since it was read as `expected_old`;
-    keeps the file's mode; the target is never left half-written."""
+def _inside(path: str, folders: Sequence[Path]) -> bool:
+    return any(
+        os.path.commonpath([path, real]) == real
+        for real in (os.path.realpath(folder) for folder in folders)
+    )
+
+
+def write_atomically(
+    path: Path, data: bytes, expected_old: bytes, tree: Sequence[Path] = ()
+) -> None:
+    """Replace `path` with `data` by a rename, so that the file is never left half-written,
+    keeping its owner, group and mode. Compare-and-swap: just before the rename the file must
+    still hold `expected_old`, or it is left as it is. Refused, with a message, for a file
+    whose real path (its links followed) lies outside the folders of `tree` (the folder it is
+    named in when empty), and for a file with hard links, which a rename would split."""
+    real = os.path.realpath(path)
+    if not _inside(real, tree or (Path(os.path.abspath(path)).parent,)):
+        raise WriteError(f"{path} leads to {real}, outside the folders being linted; not fixed")
     try:
-        current = path.read_bytes()
+        before = os.stat(real)
     except OSError as exc:
-        raise WriteError(f"cannot re-read {path}: {exc.strerror}") from None
-    if current != expected_old:
-        raise WriteError(f"{path} changed while it was being linted; not fixed")
-    mode = path.stat().st_mode
+        raise WriteError(f"cannot read {path}: {exc.strerror}; not fixed") from None
+    if not stat.S_ISREG(before.st_mode):
+        raise WriteError(f"{path} is not a regular file; not fixed")
+    if before.st_nlink > 1:
+        raise WriteError(
+            f"{path} has {before.st_nlink} hard links, which replacing it would split; not fixed"
+        )
     # the mode bits count too: root may write anything, but a read-only file stays read-only
-    if not os.access(path, os.W_OK) or not mode & 0o222:
+    if not os.access(real, os.W_OK) or not before.st_mode & 0o222:
         raise WriteError(f"{path} is not writable; not fixed")
-    directory = path.resolve().parent
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".modellint", dir=directory)
+        fd, temp = tempfile.mkstemp(
+            prefix=f".{os.path.basename(real)}.", suffix=".modellint", dir=os.path.dirname(real)
+        )
     except OSError as exc:
         raise WriteError(f"cannot write beside {path}: {exc.strerror}; not fixed") from None
     try:
@@ -105,11 +144,35 @@ def write_atomically(path: Path, data: bytes, expected_old: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, mode & 0o7777)
-        os.replace(temp, path.resolve())
-    except OSError as exc:
+            created = os.fstat(handle.fileno())
+            if (created.st_uid, created.st_gid) != (before.st_uid, before.st_gid):
+                try:
+                    os.fchown(handle.fileno(), before.st_uid, before.st_gid)
+                except OSError as exc:
+                    raise WriteError(
+                        f"cannot keep the owner and group of {path} ({exc.strerror}); not fixed"
+                    ) from None
+            # after the chown, which clears the set-user-ID and set-group-ID bits
+            os.fchmod(handle.fileno(), stat.S_IMODE(before.st_mode))
+        _verify_unchanged(path, real, before, expected_old)
+        os.replace(temp, real)
+    except BaseException as exc:
         try:
             os.unlink(temp)
         except OSError:
             pass
-        raise WriteError(f"cannot write {path}: {exc.strerror}; not fixed") from None
+        if isinstance(exc, OSError):
+            raise WriteError(f"cannot write {path}: {exc.strerror}; not fixed") from None
+        raise
+
+
+def _verify_unchanged(path: Path, real: str, before: os.stat_result, expected: bytes) -> None:
+    """The compare of compare-and-swap: the same file, with the same bytes, as when read."""
+    try:
+        with open(real, "rb") as handle:
+            now = os.fstat(handle.fileno())
+            current = handle.read()
+    except OSError as exc:
+        raise WriteError(f"cannot re-read {path}: {exc.strerror}; not fixed") from None
+    if current != expected or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+        raise WriteError(f"{path} changed while it was being linted; not fixed")

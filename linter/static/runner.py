@@ -40,6 +40,8 @@ class StaticOptions:
     diff: bool = False
     jobs: int = 1
     cache: Cache | None = None
+    # the folders being linted: --fix writes no file whose real path leaves them
+    tree: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -69,11 +71,11 @@ def _read_error(display: str, exc: OSError) -> Finding:
     return _file_finding(SYNTAX_ERROR, display, f"cannot read file: {reason}")
 
 
-def _fix(module, findings, unsafe: bool) -> tuple[str, int]:
+def _fix(module, findings, unsafe: bool, source: str) -> tuple[str, int]:
     try:
-        return apply_fixes(module, findings, unsafe)
+        return apply_fixes(module, findings, unsafe, source)
     except RecursionError:
-        return call_deeply(apply_fixes, module, findings, unsafe)
+        return call_deeply(apply_fixes, module, findings, unsafe, source)
 
 
 def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions) -> FileOutcome:
@@ -113,7 +115,9 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             if result.module is None:
                 break
             try:
-                new_text, fixed = _fix(result.module, result.findings, opts.unsafe_fixes)
+                new_text, fixed = _fix(
+                    result.module, result.findings, opts.unsafe_fixes, result.source
+                )
             except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
                 outcome.tracebacks.append("".join(traceback.format_exception(exc)))
                 outcome.messages.append(
@@ -148,7 +152,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 outcome.fixed = 0
             else:
                 try:
-                    write_atomically(path, text.encode(result.encoding), original)
+                    write_atomically(path, text.encode(result.encoding), original, opts.tree)
                 except WriteError as exc:
                     outcome.messages.append(str(exc))
                     outcome.fixed = 0
