@@ -155,3 +155,13 @@ def test_printable():
     assert printable("bad\udcff.py") == "bad\\xff.py"
     # ordinary text, including non-ASCII letters and emoji sequences, is left alone
     assert printable("ünïcødé ✓ 中文 👩\u200d💻 `x` | 100%") == "ünïcødé ✓ 中文 👩\u200d💻 `x` | 100%"
+
+
+def test_diff_headers_quote_an_unprintable_name(hostile_tree):
+    proc = run(hostile_tree, "--diff")
+    assert proc.returncode == 1
+    out = proc.stdout.decode("utf-8")
+    # a name with a line break would end the header early: quoted as git quotes it
+    assert '--- "a/x\\nforged.py:1:1: ML999 fake finding\\nz.py"\n' in out
+    assert '+++ "b/evil\\x1b[2J\\x1b[1;1H.py"\n' in out
+    assert not any(line.startswith("forged.py") for line in out.splitlines())
