@@ -664,28 +664,59 @@ class ModelCheck:
         tracer = Tracer(model, rows=False, numeric=not self._found("ML704"),
                         where=lambda p: self.where("forward", p))
         meter = self._meter(tracer)
+        stand_in = None
         try:
             with meter:
                 output = self._forward(tracer, args, kwargs, grad=True)
             self.check_memory(meter)
-            self.where("backward")
             outputs = [t for t in tensors_in(output)
                        if t.is_floating_point() and t.requires_grad]
             if not outputs:
-                return
-            loss = sum(t.float().sum() for t in outputs)
-            loss.backward()
+                del output
+                stand_in = self._called_outputs(args, kwargs)
+                if stand_in is None:
+                    return
+                outputs = stand_in.outputs
+            self.where("backward")
+            with torch.enable_grad():  # whatever grad mode the model's code left set
+                loss = sum(t.float().sum() for t in outputs)
+                loss.backward()
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001
-            self._forward_failed(exc, tracer, None)
+            if stand_in is not None:
+                self.outcome.notes.append(
+                    f"`{self.label or self.name}`'s forward returns no tensor and a backward "
+                    f"from the outputs of the modules it calls failed ({first_line(exc)}): "
+                    f"unused parameters (ML703) were not looked for")
+            else:
+                self._forward_failed(exc, tracer, None)
             return
         finally:
             model.eval()
         if not any(f.code == "ML704" for f in self.outcome.findings):
             self._after_forward(tracer, "a train-mode forward")
+        if stand_in is not None:
+            # gradients of intermediate outputs say nothing of their scale at the output:
+            # only the unused parameters are looked for
+            self.outcome.notes.append(
+                f"`{self.label or self.name}`'s forward returns no tensor: unused parameters "
+                f"(ML703) were found from the outputs of the modules it calls, and gradient "
+                f"scales (ML706) were not checked")
+            self._check_unused(stand_in)
+            return
         self._check_unused(tracer)
         self._check_gradients(tracer)
+
+    def _called_outputs(self, args, kwargs) -> Tracer | None:
+        """A train-mode forward of a model whose forward returns no tensor (it stores or
+        logs its result), keeping the outputs of the modules it calls: the backward of their
+        sum reaches every parameter a called module uses. None when there are none."""
+        self.model.zero_grad(set_to_none=True)
+        tracer = Tracer(self.model, rows=False, keep_outputs=True,
+                        where=lambda p: self.where("forward", p))
+        self._forward(tracer, args, kwargs, grad=True)
+        return tracer if tracer.outputs else None
 
     # -- ML707 ------------------------------------------------------------------------------
     def _meter(self, tracer: Tracer):

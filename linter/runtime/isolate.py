@@ -1,6 +1,7 @@
-"""Worker subprocesses with a per-model timeout: a model that raises, hangs, exits, crashes or
-runs out of memory becomes one result describing what happened, and the next model gets a
-fresh worker."""
+"""The runtime worker, seen from modellint: a server process (see `worker.py`) that checks each
+model in a fresh child process with a per-model timeout. A model that raises, hangs, exits,
+crashes or runs out of memory becomes one result describing what happened, and the next model
+starts from a clean interpreter."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ import tempfile
 import time
 from typing import Any
 
-from modellint.runtime.worker import WHERE_SIZE, read_where
+from modellint.runtime.worker import KILL_GRACE, WHERE_SIZE
 
 START_TIMEOUT = 120.0
+# seconds the server may take beyond a model's own timeout (forking, ending leftovers) before
+# it is taken for stuck
+SERVER_MARGIN = 30.0
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
@@ -26,8 +30,10 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="modellint-")
         self.where_path = os.path.join(self._tmp.name, "where")
+        # the server's own output (its start-up); the models' output comes back capped
         self.stderr_path = os.path.join(self._tmp.name, "stderr")
         self._buffer = b""
+        self._child: int | None = None  # the process group of the model being checked
 
     def start(self) -> None:
         with open(self.where_path, "wb") as handle:
@@ -37,13 +43,16 @@ class Worker:
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         env = dict(os.environ)
         env.setdefault("PYTHONFAULTHANDLER", "1")
-        code = ("import sys; sys.path.insert(0, ''); from modellint.runtime.worker import main; "
+        # the working directory goes on sys.path in each model's child, not here: the
+        # server imports only torch and modellint
+        code = ("import sys; sys.path = [p for p in sys.path if p]; "
+                "from modellint.runtime.worker import main; "
                 "main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, str(request_r), str(result_w), self.where_path],
             pass_fds=(request_r, result_w), stdin=subprocess.DEVNULL,
             stdout=self._stderr, stderr=self._stderr, env=env, cwd=os.getcwd(),
-            start_new_session=False,
+            start_new_session=True,  # Ctrl-C is modellint's to handle; it ends the server
         )
         os.close(request_r)
         os.close(result_w)
@@ -75,10 +84,6 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None
-        with open(self.where_path, "r+b") as handle:
-            handle.write(b"\0" * WHERE_SIZE)
-        self._stderr.flush()
-        offset = os.path.getsize(self.stderr_path)
         payload = json.dumps({**request, "timeout": timeout}) + "\n"
         try:
             os.write(self._request_w, payload.encode())
@@ -86,36 +91,22 @@ class Worker:
             self.stop()
             self.start()
             os.write(self._request_w, payload.encode())
-        result = self._read(timeout + 3.0)
+        self._child = None
+        while True:
+            result = self._read(timeout + KILL_GRACE + SERVER_MARGIN)
+            if not (isinstance(result, dict) and "child" in result):
+                break
+            self._child = result["child"]
         if isinstance(result, dict):
+            self._child = None
+            if "failure" in result:
+                result["site"] = _site(result.pop("trace", ""))
             return result
-        phase, module = read_where(self.where_path)
-        if result == "timeout":
-            self.stop()
-            return {"failure": "timeout", "phase": phase, "module": module,
-                    "site": self._site(offset), "timeout": timeout}
-        returncode = self.proc.wait(timeout=10)
-        site = self._site(offset)
-        self.proc = None
-        return {"failure": "died", "phase": phase, "module": module, "site": site,
-                "returncode": returncode}
-
-    def _site(self, offset: int) -> list | None:
-        """The innermost user frame faulthandler printed (most recent call first)."""
-        from modellint.runtime.sources import UserCode
-
-        try:
-            with open(self.stderr_path, "rb") as handle:
-                handle.seek(offset)
-                text = handle.read().decode("utf-8", "replace")
-        except OSError:
-            return None
-        user = UserCode()
-        for line in text.splitlines():
-            match = _FRAME.match(line)
-            if match and user(match.group("file")):
-                return [match.group("file"), int(match.group("line")), match.group("func")]
-        return None
+        # the server itself stopped answering or ended: not the model's doing
+        tail = self._stderr_tail()[-500:]
+        self.stop()
+        what = "stopped answering" if result == "timeout" else "ended"
+        return {"internal": f"the runtime worker {what}" + (f": {tail}" if tail else "")}
 
     def _stderr_tail(self) -> str:
         try:
@@ -125,8 +116,16 @@ class Worker:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        # the model's process group first: it is in a session of its own, which ending the
+        # server's does not reach
+        for group in (self._child, self.proc.pid if self.proc is not None else None):
+            if group is not None:
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self._child = None
+        if self.proc is not None:
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -142,7 +141,7 @@ class Worker:
                 setattr(self, fd, None)
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None and self._child is None:
             try:
                 os.close(self._request_w)  # EOF: the worker ends its loop
                 self._request_w = None
@@ -155,6 +154,18 @@ class Worker:
         except AttributeError:
             pass
         self._tmp.cleanup()
+
+
+def _site(trace: str) -> list | None:
+    """The innermost user frame of faulthandler's dump (most recent call first)."""
+    from modellint.runtime.sources import UserCode
+
+    user = UserCode()
+    for line in trace.splitlines():
+        match = _FRAME.match(line)
+        if match and user(match.group("file")):
+            return [match.group("file"), int(match.group("line")), match.group("func")]
+    return None
 
 
 def describe_failure(result: dict[str, Any]) -> str:

@@ -96,6 +96,7 @@ class Tracer:
         numeric: bool = False,
         fingerprints: bool = False,
         where=None,
+        keep_outputs: bool = False,
     ) -> None:
         self.model = model
         self.paths: dict[int, str] = {}
@@ -119,6 +120,10 @@ class Tracer:
         # module objects called inside the model that it does not register (kept alive so
         # their ids stay unique): id -> (module, parent path, call site)
         self.unregistered: dict[int, tuple[nn.Module, str, tuple[str, int, str] | None]] = {}
+        # floating outputs needing a gradient of each registered module called (kept on
+        # request: they stand in for a model output when forward returns none)
+        self.keep_outputs = keep_outputs
+        self.outputs: list[torch.Tensor] = []
         self.user_code = None
         self.failed_stack: list[str] = []
         self._handles: list[Any] = []
@@ -221,6 +226,9 @@ class Tracer:
         if row is not None:
             row.output_shapes = shapes_of(output)
             row.done = True
+        if self.keep_outputs:
+            self.outputs.extend(t for t in tensors_in(output)
+                                if t.is_floating_point() and t.requires_grad)
         if self.numeric and self.non_finite is None:
             with torch.no_grad():  # no autograd graph (or saved tensors) for the check
                 for tensor in tensors_in(output):

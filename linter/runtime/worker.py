@@ -1,6 +1,11 @@
-"""The worker subprocess: reads model requests (one JSON line each) from a pipe, checks each
-model, writes one JSON line back. It tells the parent where it is (phase and module path)
-through a small shared file, so a hang or crash can still be located."""
+"""The worker: a server process that imports torch once, then forks a fresh child for each
+model request (one JSON line each, from a pipe) and writes one JSON line back.
+
+Each child starts from the server's clean state, in a session (process group) of its own, so
+nothing one model does to its interpreter (grad mode, default dtype, `sys.modules`, the
+working directory, threads) reaches the next, and every process it started ends with it. The
+child tells the server where it is (phase and module path) through a small shared file, so a
+hang or crash can still be located; its printed output is kept bounded (head and tail)."""
 
 from __future__ import annotations
 
@@ -8,17 +13,25 @@ import faulthandler
 import json
 import mmap
 import os
+import select
+import signal
 import sys
+import time
 import traceback
+from typing import Any
 
 WHERE_SIZE = 512
 
 
 class Where:
     def __init__(self, path: str) -> None:
+        self.path = path
         self._file = open(path, "r+b")  # noqa: SIM115 - lives as long as the worker
         self._map = mmap.mmap(self._file.fileno(), WHERE_SIZE)
         self.label = ""
+
+    def clear(self) -> None:
+        self._map[:WHERE_SIZE] = b"\0" * WHERE_SIZE
 
     def __call__(self, phase: str, module: str = "") -> None:
         data = f"{phase}\t{module}\t{self.label}".encode("utf-8", "replace")[: WHERE_SIZE - 1]
@@ -76,35 +89,288 @@ def _is_module_class(factory) -> bool:
         inspect.isabstract(factory))
 
 
+# seconds a child gets after its timeout for faulthandler's stack dump, before it is killed
+KILL_GRACE = 2.0
+# bytes of a model's printed output kept from its beginning, and as many from its end
+OUTPUT_KEEP = 64 * 1024
+RESULT_LIMIT = 64 << 20
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class Capture:
+    """The first and last `keep` bytes of a stream, and how many bytes it had in all."""
+
+    def __init__(self, keep: int = OUTPUT_KEEP) -> None:
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.keep:
+                del self.tail[: len(self.tail) - self.keep]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        middle = b""
+        if self.dropped:
+            from modellint.runtime.memory import size_text
+
+            middle = f"\n[... {size_text(self.dropped)} of output dropped ...]\n".encode()
+        return bytes(self.head + middle + self.tail).decode("utf-8", "replace")
+
+
+def _prctl(option: int, value: int) -> None:
+    """Linux's prctl, best effort: elsewhere (or without libc) nothing happens."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _child_main(request: dict, where: Where, result_w: int, trace_w: int) -> None:
+    """In the forked child: check the model, write the response to `result_w`."""
+    trace = os.fdopen(trace_w, "w", encoding="utf-8")
+    # faulthandler's stack dumps (timeout, crash) go to their own pipe: the model's printing
+    # can neither push them out of the kept output nor forge them
+    faulthandler.enable(file=trace, all_threads=False)
+    timeout = request.get("timeout")
+    if timeout:
+        faulthandler.dump_traceback_later(timeout, exit=False, file=trace)
+    try:
+        response = handle(request, where)
+    except BaseException as exc:  # noqa: BLE001 - an engine failure is ML001, not a crash
+        response = {"internal": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()}
+    faulthandler.cancel_dump_traceback_later()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    data = (json.dumps(response) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(result_w, view):]
+
+
+def _fork_child(request: dict, where: Where, server_fds: tuple[int, ...]):
+    """Fork the child for one request: (pid, result, output and trace read ends)."""
+    pipes = [os.pipe() for _ in range(3)]  # result, output (stdout+stderr), trace
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.setsid()  # its own session and process group: ended as one when done
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # and with the server
+            for fd in (*server_fds, *(r for r, _ in pipes)):
+                os.close(fd)
+            (_, result_w), (_, output_w), (_, trace_w) = pipes
+            os.dup2(output_w, 1)
+            os.dup2(output_w, 2)
+            os.close(output_w)
+            sys.path.insert(0, "")  # configured `package.module:name` targets
+            _child_main(request, where, result_w, trace_w)
+        except BaseException:  # noqa: BLE001 - the child must never return into the server
+            code = 70
+        finally:
+            os._exit(code)
+    for _, write_end in pipes:
+        os.close(write_end)
+    return pid, [r for r, _ in pipes]
+
+
+def _exit_status(pid: int, block: bool) -> int | None:
+    """The child's exit status once it has exited, leaving it a zombie (so its process group
+    id cannot be reused) where the platform allows; None while it runs."""
+    if hasattr(os, "waitid"):
+        flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+        found = os.waitid(os.P_PID, pid, flags)
+        if found is None:
+            return None
+        return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
+    done, status = os.waitpid(pid, 0 if block else os.WNOHANG)
+    return os.waitstatus_to_exitcode(status) if done else None
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _children() -> list[int]:
+    """This process's live children (Linux); orphans of a model come here (subreaper)."""
+    found = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children") as handle:
+                found.extend(int(pid) for pid in handle.read().split())
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def _end_leftovers(pgid: int, patience: float = 2.0) -> None:
+    """End what the model's child left: its process group, and processes that left the group
+    (`setsid`) and were orphaned to this server; reap them all."""
+    deadline = time.monotonic() + patience
+    while True:
+        _kill_group(pgid)
+        while True:
+            try:
+                done, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                done = 0
+            if not done:
+                break
+        left = _children()
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(pgid, 0)
+            group_alive = True
+        except (ProcessLookupError, PermissionError):
+            group_alive = False
+        if (not left and not group_alive) or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+
+
+def _read_ready(ready: list[int], sinks: dict) -> None:
+    """Read what is there on each ready pipe into its sink; a pipe at its end is closed."""
+    for fd in ready:
+        if fd not in sinks:
+            continue  # the pidfd
+        chunk = os.read(fd, 1 << 16)
+        if chunk:
+            sinks[fd](chunk)
+        else:
+            del sinks[fd]
+            os.close(fd)
+
+
+def serve(request: dict, where: Where, server_fds: tuple[int, ...], announce=None) -> dict:
+    """Check one model in a fresh child; its response, or what happened to it. `announce`
+    is told the child's process id (its process group) as soon as it runs."""
+    where.clear()
+    pid, (result_r, output_r, trace_r) = _fork_child(request, where, server_fds)
+    if announce is not None:
+        announce(pid)
+    timeout = request.get("timeout")
+    deadline = time.monotonic() + timeout + KILL_GRACE if timeout else None
+    result, output, trace = bytearray(), Capture(), Capture()
+
+    def keep_result(chunk: bytes) -> None:
+        if len(result) < RESULT_LIMIT:
+            result.extend(chunk)
+
+    sinks = {result_r: keep_result, output_r: output.add, trace_r: trace.add}
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    status = None
+    timed_out = False
+    while status is None:
+        status = _exit_status(pid, block=False)
+        if status is not None:
+            break
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            timed_out = True
+            _kill_group(pid)
+            status = _exit_status(pid, block=True)
+            break
+        wait = 1.0 if pidfd is not None else 0.05
+        if deadline is not None:
+            wait = min(wait, deadline - now)
+        watched = [*sinks, pidfd] if pidfd is not None else list(sinks)
+        ready, _, _ = select.select(watched, [], [], wait)
+        _read_ready(ready, sinks)
+    if pidfd is not None:
+        os.close(pidfd)
+    # the exited child still holds its process group id as a zombie: end the group before
+    # reaping it, then whatever left the group; the pipes they held then close
+    _kill_group(pid)
+    os.waitpid(pid, 0)
+    _end_leftovers(pid)
+    drain_until = time.monotonic() + 1.0
+    while sinks and time.monotonic() < drain_until:
+        ready, _, _ = select.select(list(sinks), [], [], 0.1)
+        _read_ready(ready, sinks)
+    for fd in sinks:
+        os.close(fd)
+    response: dict[str, Any] | None = None
+    if not timed_out and status == 0 and result.endswith(b"\n"):
+        try:
+            response = json.loads(bytes(result).splitlines()[-1])
+        except ValueError:
+            response = None
+    if response is None:
+        phase, module = read_where(where.path)
+        response = {"failure": "timeout" if timed_out else "died", "phase": phase,
+                    "module": module, "trace": trace.text(), "timeout": timeout,
+                    "returncode": status}
+    response["output"] = output.text()
+    if output.dropped:
+        from modellint.runtime.memory import size_text
+
+        response.setdefault("notes", []).append(
+            f"`{request['label']}` printed {size_text(output.total)} of output; modellint kept "
+            f"the first and last {size_text(output.keep)} of it")
+    return response
+
+
 def main(request_fd: int, result_fd: int, where_path: str) -> None:
-    # user code printing must not reach the protocol: stdout goes to stderr
+    # nothing this process prints may reach the protocol: stdout goes to stderr
     os.dup2(2, 1)
     faulthandler.enable(file=sys.stderr, all_threads=False)
     where = Where(where_path)
     requests = os.fdopen(request_fd, "r", encoding="utf-8")
     results = os.fdopen(result_fd, "w", encoding="utf-8")
-    import torch  # noqa: F401 - import once, before the first timeout starts
+    # imported once, before any model's code: each child starts with them loaded
+    import torch  # noqa: F401
 
-    results.write(json.dumps({"ready": True}) + "\n")
-    results.flush()
+    import modellint.runtime.engine  # noqa: F401
+    import modellint.runtime.memory  # noqa: F401
+
+    # processes a model starts and orphans (even in a session of their own) come to this
+    # server, which ends them when the model is done
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+    def send(message: dict) -> None:
+        results.write(json.dumps(message) + "\n")
+        results.flush()
+
+    send({"ready": True})
     for line in requests:
         request = json.loads(line)
-        timeout = request.get("timeout")
-        if timeout:
-            faulthandler.dump_traceback_later(timeout, exit=False, file=sys.stderr)
-        try:
-            response = handle(request, where)
-        except KeyboardInterrupt:
-            return
-        except BaseException as exc:  # noqa: BLE001 - an engine failure is ML001, not a crash
-            response = {"internal": f"{type(exc).__name__}: {exc}",
-                        "traceback": traceback.format_exc()}
-        finally:
-            faulthandler.cancel_dump_traceback_later()
-        sys.stderr.write("\n--modellint-request-done--\n")
-        sys.stderr.flush()
-        results.write(json.dumps(response) + "\n")
-        results.flush()
+        send(serve(request, where, (request_fd, result_fd),
+                   announce=lambda pid: send({"child": pid})))
 
 
 if __name__ == "__main__":
