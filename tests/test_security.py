@@ -23,8 +23,9 @@ class Net(nn.Module):
 """
 
 
-def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run(command: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    env.update(extra)
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -136,14 +137,15 @@ def test_a_poisoned_cache_is_ignored_and_never_runs(tmp_path):
     (tmp_path / "net.py").write_text(GOOD)
     (tmp_path / "other.py").write_text(GOOD.replace("Net", "Other"))
     command = [sys.executable, "-m", "modellint", "check", ".", "--format", "json"]
-    first = run(command, tmp_path)
+    not_ci = {"CI": "", "GITHUB_ACTIONS": ""}  # in CI the checkout's cache is off
+    first = run(command, tmp_path, **not_ci)
     assert first.returncode == 1, first.stderr
     entries = sorted(tmp_path.rglob(".modellint_cache/**/*.json"))
     assert len(entries) == 2, sorted(tmp_path.rglob("*"))
     # a pickle that would run a command, and JSON of the wrong shape
     entries[0].write_bytes(pickle.dumps(_Payload(str(marker))))
     entries[1].write_text(json.dumps({"format": 1, "findings": [{"code": ["ML105"]}]}))
-    second = run(command, tmp_path)
+    second = run(command, tmp_path, **not_ci)
     assert second.returncode == 1, second.stderr
     assert "Traceback" not in second.stderr
     assert not marker.exists()
