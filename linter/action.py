@@ -11,7 +11,9 @@ visible, so that `runtime: true` can import the project's own dependencies) and 
 modellint there: from the action's checkout, or `modellint==VERSION` from the registry.
 `run` checks `src` with `args`, reports with `--format github`, writes SARIF to `sarif-file`
 when asked (the annotations are then read back from it, so the checks run once), and exits
-with modellint's exit code.
+with modellint's exit code. The checked repository is untrusted: the action adds no opt-in of
+its own (no `--allow-config-plugins`; `--runtime` only for `runtime: true`), and in CI
+modellint does not use a cache inside the checkout.
 """
 
 from __future__ import annotations

@@ -159,6 +159,19 @@ def test_dash_p_imports_from_the_python_path_never_the_current_folder(repo, tmp_
     assert (tmp_path / "MARKER").read_text() == "evil.py ran"
 
 
+def test_neither_the_action_nor_the_hook_opts_in():
+    import yaml
+
+    from modellint.action import check_command
+
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    action = (ROOT / "action.yml").read_text()
+    for text in (hook["entry"], " ".join(hook.get("args", [])), action,
+                 " ".join(check_command({}, "python"))):
+        assert "--allow-config-plugins" not in text
+        assert "MODELLINT_ALLOW_CONFIG_PLUGINS" not in text
+
+
 def test_the_action_does_not_load_config_plugins(repo, tmp_path):
     """action.yml's run step (`python -I -m modellint.action run`) with the default args."""
     env = github_env(repo, args="check --select ML105,ML000", src=".")
