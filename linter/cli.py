@@ -150,7 +150,7 @@ def _config_for(args) -> Config:
 def _registry(config: Config, args) -> Registry:
     config_plugins = config.plugins
     if config_plugins and not config_plugins_allowed(args.allow_config_plugins):
-        print(f"modellint: {config_plugins_refused(config_plugins, config.where())}",
+        print(f"modellint: {printable(config_plugins_refused(config_plugins, config.where()))}",
               file=sys.stderr)
         config_plugins = []
     return load_registry(args.plugins, config_plugins=config_plugins, config_root=config.root)
@@ -236,7 +236,8 @@ def _cache(config: Config, rules):
     if cache.prepare():
         return cache
     if cache.problem:
-        print(f"modellint: {cache.problem}; the run goes on without it", file=sys.stderr)
+        print(f"modellint: {printable(cache.problem)}; the run goes on without it",
+              file=sys.stderr)
     return None
 
 
