@@ -13,6 +13,7 @@ import modellint
 from modellint.config import (
     Config,
     ConfigError,
+    check_timeout,
     enabled_codes,
     file_ignores,
     find_pyproject,
@@ -48,6 +49,14 @@ def _codes(value: str) -> list[str]:
     return [part.strip().upper() for part in value.split(",") if part.strip()]
 
 
+def _seconds(value: str) -> float:
+    try:
+        return check_timeout(float(value), "the value")
+    except (ValueError, ConfigError) as exc:
+        raise argparse.ArgumentTypeError(str(exc) if isinstance(exc, ConfigError) else
+                                         f"not a number: {value!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="modellint",
@@ -80,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
     check.add_argument("--runtime", action="store_true", help="also build and trace the models")
     check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
-    check.add_argument("--timeout", type=float, help="seconds per model (runtime pass)")
+    check.add_argument("--timeout", type=_seconds, help="seconds per model (runtime pass)")
 
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
@@ -285,8 +294,11 @@ def _cmd_check(args) -> int:
         registry.rules[code] for code in sorted(enabled)
         if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
     ]
+    def warn(message: str) -> None:  # a folder the walk cannot search, an unusable .gitignore
+        print(f"modellint: warning: {printable(message)}", file=sys.stderr)
+
     tasks = []
-    for display, path in discover(paths, lambda p: is_excluded(config, p)):
+    for display, path in discover(paths, lambda p: is_excluded(config, p), warn):
         ignored = file_ignores(config, path)
         disabled = frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
         tasks.append((display, path, disabled))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 import sys
@@ -24,6 +25,9 @@ KNOWN_KEYS = frozenset(
 RUNTIME_KEYS = frozenset({"device", "timeout", "models"})
 MODEL_KEYS = frozenset({"target", "kwargs", "inputs"})
 DEFAULT_TORCH_VERSION = (2, 6)
+# seconds per model: a day is more than any model needs, and far below the values that overflow
+# the workers' timers (1e10 s raises OverflowError in faulthandler)
+MAX_TIMEOUT = 24 * 60 * 60
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 
 
@@ -62,39 +66,52 @@ def _resolve(path: Path) -> Path:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above `start` that has a [tool.modellint] table."""
+    """The nearest pyproject.toml at or above `start` that has a [tool.modellint] table.
+
+    One that cannot be read as TOML is an error, not skipped: it may hold the settings (an
+    `ignore` silently dropped would change the results)."""
     start = _resolve(start)
-    directory = start if start.is_dir() else start.parent
+    directory = start if os.path.isdir(start) else start.parent
     for candidate in (directory, *directory.parents):
         path = candidate / "pyproject.toml"
-        if path.is_file():
-            try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue
-            if "modellint" in data.get("tool", {}):
-                return path
+        if os.path.isfile(path) and "modellint" in _tool_table(_read_toml(path), path):
+            return path
     return None
 
 
-def load_config(path: Path | None) -> Config:
-    if path is None:
-        return Config()
+def _read_toml(path: Path) -> dict[str, Any]:
+    from modellint.static.discover import read_file_bytes
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_file_bytes(path).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text") from None
-    table = data.get("tool", {}).get("modellint")
+
+
+def _tool_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, got {tool!r}")
+    return tool
+
+
+def load_config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    data = _read_toml(path)
+    table = _tool_table(data, path).get("modellint")
     if table is None:
         if path.name == "pyproject.toml":
             table = {}
         else:
             # a standalone modellint.toml may hold the settings at top level
             table = data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: `tool.modellint` must be a table, got {table!r}")
     return parse_table(table, path)
 
 
@@ -104,22 +121,42 @@ def _string_list(value: Any, key: str, path: Path | None) -> list[str]:
     return list(value)
 
 
+def _code_list(value: Any, key: str, path: Path | None) -> list[str]:
+    codes = _string_list(value, key, path)
+    # "" is a prefix of every code: `ignore = [""]` would silence every rule
+    if any(not code.strip() for code in codes):
+        raise ConfigError(f"{path}: `{key}` has an empty rule code")
+    return codes
+
+
+def check_timeout(value: Any, where: str) -> float:
+    """A per-model timeout in seconds: a number in (0, MAX_TIMEOUT]; not a bool, inf or nan."""
+    if (
+        isinstance(value, bool) or not isinstance(value, (int, float))
+        or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT
+    ):
+        raise ConfigError(
+            f"{where} must be a number of seconds above 0 and at most {MAX_TIMEOUT}, got {value!r}"
+        )
+    return float(value)
+
+
 def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     config = Config(root=path.parent.resolve() if path else Path.cwd(), source=path)
     for key in table:
         if key not in KNOWN_KEYS:
             raise ConfigError(f"{path}: unknown key `{key}` in [tool.modellint]")
     if "select" in table:
-        config.select = _string_list(table["select"], "select", path)
-    config.extend_select = _string_list(table.get("extend-select", []), "extend-select", path)
-    config.ignore = _string_list(table.get("ignore", []), "ignore", path)
+        config.select = _code_list(table["select"], "select", path)
+    config.extend_select = _code_list(table.get("extend-select", []), "extend-select", path)
+    config.ignore = _code_list(table.get("ignore", []), "ignore", path)
     config.exclude = _string_list(table.get("exclude", []), "exclude", path)
     config.plugins = _string_list(table.get("plugins", []), "plugins", path)
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
     config.per_file_ignores = {
-        glob: _string_list(codes, f"per-file-ignores.{glob}", path) for glob, codes in pfi.items()
+        glob: _code_list(codes, f"per-file-ignores.{glob}", path) for glob, codes in pfi.items()
     }
     if "target-torch-version" in table:
         value = table["target-torch-version"]
@@ -142,15 +179,16 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     for key in runtime:
         if key not in RUNTIME_KEYS:
             raise ConfigError(f"{path}: unknown key `runtime.{key}` in [tool.modellint.runtime]")
-    if "timeout" in runtime and (
-        not isinstance(runtime["timeout"], (int, float)) or runtime["timeout"] <= 0
-    ):
-        raise ConfigError(f"{path}: `runtime.timeout` must be a positive number of seconds")
+    if "timeout" in runtime:
+        check_timeout(runtime["timeout"], f"{path}: `runtime.timeout`")
     if "device" in runtime and not isinstance(runtime["device"], str):
         raise ConfigError(f"{path}: `runtime.device` must be a string such as \"cpu\"")
-    for index, model in enumerate(runtime.get("models", [])):
-        if not isinstance(model, dict) or "target" not in model:
-            raise ConfigError(f"{path}: `runtime.models[{index}]` needs a `target`")
+    models = runtime.get("models", [])
+    if not isinstance(models, list):
+        raise ConfigError(f"{path}: `runtime.models` must be an array of tables ([[...]])")
+    for index, model in enumerate(models):
+        if not isinstance(model, dict) or not isinstance(model.get("target"), str):
+            raise ConfigError(f"{path}: `runtime.models[{index}]` needs a `target` string")
         for key in model:
             if key not in MODEL_KEYS:
                 raise ConfigError(f"{path}: unknown key `runtime.models[{index}].{key}`")
@@ -175,6 +213,8 @@ def validate_codes(config: Config, known: set[str], cli: dict[str, list[str]]) -
         sources[f"--{key}"] = (values, "the command line")
     for key, (values, where) in sources.items():
         for selector in values:
+            if not selector.strip():  # a prefix of every code
+                raise ConfigError(f"{where}: empty rule code in `{key}`")
             if selector != "ALL" and not any(code.startswith(selector) for code in known):
                 raise ConfigError(f"{where}: unknown rule code `{selector}` in `{key}`")
 

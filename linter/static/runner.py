@@ -21,6 +21,7 @@ from modellint.fix import (
 )
 from modellint.rule import StaticRule
 from modellint.static.cache import Cache
+from modellint.static.discover import read_file_bytes
 from modellint.static.engine import (
     INTERNAL_ERROR,
     SYNTAX_ERROR,
@@ -93,7 +94,9 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
 def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions) -> FileOutcome:
     outcome = FileOutcome(path=display)
     try:
-        original = path.read_bytes()
+        # a FIFO or device named on the command line, or a file past the size limit, is one
+        # "cannot read file" finding rather than a hang
+        original = read_file_bytes(path)
     except OSError as exc:
         if SYNTAX_ERROR[0] not in disabled:
             outcome.findings.append(_read_error(display, exc))
