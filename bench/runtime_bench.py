@@ -88,31 +88,44 @@ def main() -> int:
     if "3" in only and meta_check():
         return 1
     if "4" in only:
-        workers(args.models, args.repeat)
+        workers(args.models, args.repeat, args.threads)
     return 0
 
 
-def workers(count: int, repeat: int) -> None:
-    """Wall time of `run_jobs` (what `check --runtime` spends around the checks themselves):
-    one model to see the start-up, then `count` models to see the cost of each."""
+def workers(count: int, repeat: int, threads: int) -> None:
+    """What `check --runtime` spends around the checks themselves: `run_jobs` over one model
+    (the start-up shows) and over `count` models (the cost of each further one), as wall
+    time and as the CPU time of the worker processes (steadier on a shared machine)."""
+    import resource
+
     from modellint.runtime.pass_ import run_jobs
     from modellint.runtime.specs import ModelJob
 
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # the workers' torch threads
     lenet = os.path.join(ROOT, "fixtures", "runtime", "clean_lenet.py")
     job = ModelJob(label="clean_lenet.py:LeNet", file=lenet, name="LeNet")
     codes = ["ML002", "ML701", "ML703"]
 
-    def run(n: int) -> float:
-        start = time.perf_counter()
-        results = run_jobs([job] * n, "cpu", 60.0, codes)
-        took = time.perf_counter() - start
-        assert all("findings" in result for _, result in results), results
-        return took
+    def workers_cpu() -> float:
+        # the worker processes count here once they have ended and been waited for
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
 
-    one = min(run(1) for _ in range(repeat))
-    many = min(run(count) for _ in range(repeat))
-    print(f"4. runtime workers: 1 model {one:.2f} s wall (start-up included), {count} models "
-          f"{many:.2f} s: {(many - one) / (count - 1) * 1000:.0f} ms wall per further model")
+    def run(n: int) -> tuple[float, float]:
+        start, cpu = time.perf_counter(), workers_cpu()
+        results = run_jobs([job] * n, "cpu", 60.0, codes)
+        took, cpu = time.perf_counter() - start, workers_cpu() - cpu
+        assert all("findings" in result for _, result in results), results
+        return took, cpu
+
+    one = [run(1) for _ in range(repeat)]
+    many = [run(count) for _ in range(repeat)]
+    wall1, cpu1 = min(w for w, _ in one), min(c for _, c in one)
+    wall, cpu = min(w for w, _ in many), min(c for _, c in many)
+    print(f"4. runtime workers, {threads} thread(s): 1 model {wall1:.2f} s wall, {cpu1:.2f} s "
+          f"CPU (start-up included); {count} models {wall:.2f} s wall, {cpu:.2f} s CPU: "
+          f"{(wall - wall1) / (count - 1) * 1000:.0f} ms wall, "
+          f"{(cpu - cpu1) / (count - 1) * 1000:.0f} ms CPU per further model")
 
 
 def trace_and_check(args, only: set[str]) -> int:
