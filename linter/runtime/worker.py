@@ -317,7 +317,10 @@ def serve(request: dict, where: Where, server_fds: tuple[int, ...], announce=Non
     # the exited child still holds its process group id as a zombie: end the group before
     # reaping it, then whatever left the group; the pipes they held then close
     _kill_group(pid)
-    os.waitpid(pid, 0)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass  # reaped already where the platform has no waitid
     _end_leftovers(pid)
     drain_until = time.monotonic() + 1.0
     while sinks and time.monotonic() < drain_until:
@@ -336,13 +339,16 @@ def serve(request: dict, where: Where, server_fds: tuple[int, ...], announce=Non
         response = {"failure": "timeout" if timed_out else "died", "phase": phase,
                     "module": module, "trace": trace.text(), "timeout": timeout,
                     "returncode": status}
-    response["output"] = output.text()
+    if "findings" not in response:
+        # what it printed last may tell why it failed (kept for a failure only, so that a
+        # run over many models holds little)
+        response["output"] = output.text()
     if output.dropped:
         from modellint.runtime.memory import size_text
 
         response.setdefault("notes", []).append(
-            f"`{request['label']}` printed {size_text(output.total)} of output; modellint kept "
-            f"the first and last {size_text(output.keep)} of it")
+            f"`{request['label']}` printed {size_text(output.total)} of output while it was "
+            f"checked; only its first and last {size_text(output.keep)} were read")
     return response
 
 
