@@ -94,6 +94,7 @@ def _is_module_class(factory) -> bool:
 KILL_GRACE = 2.0
 # bytes of a model's printed output kept from its beginning, and as many from its end
 OUTPUT_KEEP = 64 * 1024
+# bytes of the child's response read at most (a process it forked could write there too)
 RESULT_LIMIT = 64 << 20
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
