@@ -349,7 +349,7 @@ def serve(request: dict, where: Where, server_fds: tuple[int, ...], announce=Non
 
         response.setdefault("notes", []).append(
             f"`{request['label']}` printed {size_text(output.total)} of output while it was "
-            f"checked; only its first and last {size_text(output.keep)} were read")
+            f"checked; all but its first and last {size_text(output.keep)} was dropped")
     return response
 
 
