@@ -91,6 +91,15 @@ def test_messages_on_stderr_are_escaped_too(tmp_path):
     assert "evil\\x1b[2J\\x1b[1;1H.py" in proc.stderr.decode()
 
 
+def test_runtime_trace_errors_are_escaped(tmp_path):
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "modellint", "trace", f"{ESC_NAME}:Net"],
+                          cwd=tmp_path, env=environ, capture_output=True, timeout=120)
+    assert proc.returncode == 2
+    assert b"\x1b" not in proc.stderr
+    assert "evil\\x1b[2J\\x1b[1;1H.py" in proc.stderr.decode()
+
+
 def test_carets_stay_under_the_flagged_code_after_an_escaped_character():
     finding = Finding(
         code="ML105", name="method-missing-self", message="msg", severity=Severity.ERROR,

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 
+from modellint.report import printable
 from modellint.runtime.specs import SpecError, parse_cli_input, parse_target
 
 
@@ -56,18 +57,19 @@ def trace_main(argv: list[str]) -> int:
         job = parse_target(args.target)
         options = _options(args)
     except (SpecError, json.JSONDecodeError) as exc:
-        print(f"modellint: error: {exc}", file=sys.stderr)
+        print(f"modellint: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     try:
         result = trace(job.to_request(), kwargs, specs, args.device, **options)
     except TraceError as exc:
-        print(f"modellint: error: {exc}", file=sys.stderr)
+        print(f"modellint: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("modellint: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - never a traceback
-        print(f"modellint: error: tracing {args.target} failed: {type(exc).__name__}: {exc}",
+        print(f"modellint: error: tracing {printable(args.target)} failed: "
+              f"{type(exc).__name__}: {printable(str(exc))}",
               file=sys.stderr)
         return 2
     rows = [r for r in result["rows"] if args.depth is None or r["depth"] <= args.depth]

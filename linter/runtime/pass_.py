@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from modellint.finding import Finding
+from modellint.report import printable
 from modellint.runtime.specs import (
     DEFAULT_TIMEOUT,
     ModelJob,
@@ -55,6 +56,7 @@ def _jobs(paths: list[str], config, displays: dict[str, str]) -> list[ModelJob]:
 def _progress(enabled: bool, index: int, total: int, label: str, seconds: float | None) -> None:
     if not enabled:
         return
+    label = printable(label)
     if seconds is None:
         sys.stderr.write(f"\rmodellint: runtime [{index}/{total}] {label} ...\033[K")
     else:
@@ -100,7 +102,7 @@ def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, 
             if finding is not None and finding.code in enabled:
                 new.append(finding)
     for note in sorted(notes):
-        print(f"modellint: {note}", file=sys.stderr)
+        print(f"modellint: {printable(note)}", file=sys.stderr)
     return merge(findings, new)
 
 
