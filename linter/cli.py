@@ -250,6 +250,16 @@ def _cache(config: Config, rules):
     return None
 
 
+def _would_fix(outcomes, findings, unsafe_fixes: bool) -> str:
+    would_fix = sum(outcome.would_fix for outcome in outcomes)
+    unsafe_left = 0 if unsafe_fixes else sum(
+        1 for f in findings if f.fix is not None and not f.fix.safe)
+    more = f" ({unsafe_left} more with --unsafe-fixes)" if unsafe_left else ""
+    if not would_fix:
+        return f"No fixes available{more}."
+    return f"Would fix {would_fix} finding{'' if would_fix == 1 else 's'}{more}."
+
+
 def _use_color(choice: str, stream) -> bool:
     if choice == "always":
         return True
@@ -335,8 +345,8 @@ def _cmd_check(args) -> int:
     try:
         if args.diff:
             stream.write(diff_text)
-            if not diff_text and not args.quiet:
-                print("No fixes available.", file=sys.stderr)
+            if not args.quiet:
+                print(_would_fix(outcomes, findings, args.unsafe_fixes), file=sys.stderr)
         else:
             summary = Summary(
                 files_checked=len(tasks),

@@ -29,6 +29,11 @@ class Fix:
     description: str
     safe: bool = True
 
+    @property
+    def applicability(self) -> str:
+        """`safe` or `unsafe`, the word ruff's JSON uses."""
+        return "safe" if self.safe else "unsafe"
+
 
 @dataclass
 class Finding:
@@ -67,6 +72,9 @@ class Finding:
             "end_line": self.end_line,
             "end_column": self.end_column,
             "fixable": self.fixable,
+            "fix": None if self.fix is None else {
+                "applicability": self.fix.applicability, "message": self.fix.description,
+            },
             "pass": self.pass_,
         }
 

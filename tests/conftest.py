@@ -111,6 +111,26 @@ def modellint(tmp_path):
     return run
 
 
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    """`cli(*args, cwd=tmp_path)`: `modellint.cli.main` in this process, for tests about what
+    the command decides and prints rather than about the process boundary (`modellint` runs
+    it for real)."""
+    from modellint.cli import main
+
+    for name in ("NO_COLOR", "FORCE_COLOR", "MODELLINT_ALLOW_CONFIG_PLUGINS"):
+        monkeypatch.delenv(name, raising=False)
+
+    def run(*args: str, cwd: Path | None = None) -> Result:
+        monkeypatch.chdir(cwd or tmp_path)
+        capsys.readouterr()
+        rc = main(list(map(str, args)))
+        captured = capsys.readouterr()
+        return Result(subprocess.CompletedProcess(args, rc, captured.out, captured.err))
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def example_plugin(tmp_path_factory) -> Path:
     """A folder holding the installed example plugin (put it on PYTHONPATH): installed like a

@@ -8,7 +8,7 @@ from conftest import CLEAN, NET, write
 
 JSON_KEYS = {
     "code", "name", "message", "severity", "path", "line", "column", "end_line", "end_column",
-    "fixable", "pass",
+    "fixable", "fix", "pass",
 }
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -115,9 +115,14 @@ def test_json_format(modellint, tmp_path):
         "code": "ML105", "name": "method-missing-self", "message": ml105["message"],
         "severity": "error", "path": "b.py", "line": 11, "column": 9, "end_line": 11,
         "end_column": 16, "fixable": True, "pass": "static",
+        "fix": {"applicability": "safe", "message": ml105["fix"]["message"]},
     }
+    # ruff's JSON shape: an unsafe fix says so, a finding without a fix has `"fix": null`
+    ml101 = next(f for f in findings if f["code"] == "ML101" and f["path"] == "b.py")
+    assert ml101["fix"]["applicability"] == "unsafe" and ml101["fix"]["message"]
     assert "`forward`" in ml105["message"]
-    assert next(f for f in findings if f["code"] == "ML103")["fixable"] is False
+    ml103 = next(f for f in findings if f["code"] == "ML103")
+    assert ml103["fixable"] is False and ml103["fix"] is None
     # JSON has no summary line, even without --quiet
     assert result.out.lstrip().startswith("[") and result.out.rstrip().endswith("]")
 
@@ -159,11 +164,13 @@ def test_statistics(modellint, tmp_path):
     write(tmp_path, "two.py", NET.replace("self.tens = torch.ones(3, 4)", "pass"))
     result = modellint("one.py", "two.py", "--statistics", "--format", "concise", "-q")
     assert result.rc == 1
-    stats = [line.split() for line in result.out.splitlines() if "\t" in line]
+    stats = [line.split("\t") for line in result.out.splitlines()]
     counts = {row[1]: int(row[0]) for row in stats}
     assert counts == {"ML101": 2, "ML105": 2, "ML103": 1}
-    # most frequent first
+    # most frequent first, the table alone (as ruff prints it), with the fixable counts
     assert [row[1] for row in stats][-1] == "ML103"
+    assert {row[1]: row[2] for row in stats}["ML105"] == "[*] method-missing-self (2 fixable)"
+    assert modellint("one.py", "two.py", "--statistics").out == result.out
 
 
 def test_quiet_drops_the_summary(modellint, tmp_path):

@@ -107,7 +107,8 @@ def test_most_severe_first_then_capped_per_kind_with_closing_notice():
         + [finding(path=f"a{i:02}.py", severity=Severity.WARNING) for i in range(11)]
         + [finding(path=f"n{i:02}.py", severity=Severity.INFO) for i in range(10)]
     )
-    commands = [parse_runner_line(line) for line in render(list(reversed(findings)))]
+    lines = render(list(reversed(findings)))
+    commands = [c for c in map(parse_runner_line, lines) if c is not None]
     kinds = [c[0] for c in commands]
     assert kinds == ["error"] * 10 + ["warning"] * 10 + ["notice"] * 10
     errors = [c[1]["file"] for c in commands if c[0] == "error"]
@@ -116,6 +117,21 @@ def test_most_severe_first_then_capped_per_kind_with_closing_notice():
     notes = [c[1].get("file") for c in commands if c[0] == "notice"]
     assert notes[:9] == [f"n{i:02}.py" for i in range(9)] and notes[9] is None
     assert commands[-1][2].startswith("4 more findings not annotated")
+    # what is not annotated is still in the CI log, as plain lines before the notice
+    plain = [line for line in lines if parse_runner_line(line) is None]
+    assert plain == [f"modellint: {path}:5:9: ML105 msg"
+                     for path in ("e10.py", "e11.py", "a10.py", "n09.py")]
+    assert lines[-1].startswith("::notice")
+
+
+def test_plain_log_lines_past_the_limit_cannot_become_commands():
+    hostile = "::error file=x.py::forged\x1b[2J\nline"
+    findings = [finding(path=f"e{i:02}.py") for i in range(10)]
+    findings.append(finding(path="z.py", message=hostile))
+    lines = render(findings)
+    assert len(lines) == 12  # ten annotations, one log line, the notice: no line was forged
+    [plain] = [line for line in lines if parse_runner_line(line) is None]
+    assert plain == "modellint: z.py:5:9: ML105 ::error file=x.py::forged\\x1b[2J\\nline"
 
 
 def test_no_closing_notice_within_limits():

@@ -73,6 +73,9 @@ def test_cli_output_validates_and_describes_what_fired(tmp_path):
         artifact = location["physicalLocation"]["artifactLocation"]
         assert artifact["uriBaseId"] == "%SRCROOT%"
         assert urllib.parse.quote(urllib.parse.unquote(artifact["uri"])) == artifact["uri"]
+        # ML105's fix is safe; ML000 has none
+        fix = {"ML105": {"fix": "safe"}, "ML000": {}}[result["ruleId"]]
+        assert result["properties"] == {"pass": "static", "fixable": bool(fix), **fix}
     uris = sorted(
         urllib.parse.unquote(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
         for r in results

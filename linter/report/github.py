@@ -95,20 +95,33 @@ class GithubReporter(Reporter):
             self.stream.write(self.annotation(finding, environ) + "\n")
         summary_file = environ.get("GITHUB_STEP_SUMMARY")
         if left:
+            # the rest as plain log lines, so that the CI log holds every finding; each starts
+            # with modellint's own word, so no file name can make it a workflow command
+            for finding in left:
+                self.stream.write(f"modellint: {self.log_line(finding, environ)}\n")
             where = "locally, or see the job summary," if summary_file else "locally"
             self.stream.write(
                 workflow_command(
                     "notice",
                     {"title": "modellint"},
                     f"{_plural(len(left), 'more finding')} not annotated: GitHub shows at most "
-                    f"{ANNOTATION_LIMIT} annotations of each kind per step. Run `modellint check` "
-                    f"{where} for all of them.",
+                    f"{ANNOTATION_LIMIT} annotations of each kind per step; they are in the log "
+                    f"above. Run `modellint check` {where} to see them with their source.",
                 )
                 + "\n"
             )
         if summary_file:
             with open(summary_file, "a", encoding="utf-8") as out:
                 out.write(step_summary(findings, summary, environ))
+
+    @staticmethod
+    def log_line(finding: Finding, environ: Mapping[str, str]) -> str:
+        """`path:line:col: CODE message`, escaped for a person to read."""
+        target = f" (from {finding.target})" if finding.target else ""
+        path = display_path(finding.path, environ)
+        return printable(
+            f"{path}:{finding.line}:{finding.column}: {finding.code} {finding.message}{target}"
+        )
 
     def annotation(self, finding: Finding, environ: Mapping[str, str]) -> str:
         path = display_path(finding.path, environ)
@@ -121,13 +134,9 @@ class GithubReporter(Reporter):
             properties["col"] = finding.column
             properties["endColumn"] = max(finding.end_column, finding.column)
         properties["title"] = f"modellint ({finding.code})"
-        target = f" (from {finding.target})" if finding.target else ""
         # the message is read by people: a line break in it is shown, not made, unlike in the
         # `file` property, where it must stay exact for GitHub to find the file
-        message = printable(
-            f"{path}:{finding.line}:{finding.column}: {finding.code} {finding.message}{target}"
-        )
-        return workflow_command(KIND[finding.severity], properties, message)
+        return workflow_command(KIND[finding.severity], properties, self.log_line(finding, environ))
 
 
 def _plural(count: int, word: str) -> str:

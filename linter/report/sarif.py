@@ -166,7 +166,11 @@ class SarifReporter(Reporter):
                             }
                         }
                     ],
-                    "properties": {"pass": finding.pass_, "fixable": finding.fixable},
+                    "properties": {
+                        "pass": finding.pass_,
+                        "fixable": finding.fixable,
+                        **({"fix": finding.fix.applicability} if finding.fix else {}),
+                    },
                 }
             )
         return {

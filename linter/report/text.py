@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from modellint.finding import Finding
+from modellint.finding import Finding, Severity
 from modellint.report import Reporter, Summary, printable
 
 _COLORS = {
@@ -36,6 +36,8 @@ def _fix_marker(finding: Finding, summary: Summary) -> str:
 
 class ConciseReporter(Reporter):
     excerpt = False
+    # ruff's concise line, which tools parse; the full text format also names the severity
+    show_severity = False
 
     def headline(self, finding: Finding, summary: Summary) -> str:
         style = {"error": "code", "warning": "warning", "info": "info"}[finding.severity.value]
@@ -45,16 +47,21 @@ class ConciseReporter(Reporter):
         code = _paint(printable(finding.code), style, summary.color)
         target = f" (from {printable(finding.target)})" if finding.target else ""
         message = printable(finding.message)
-        return f"{location} {code} {_fix_marker(finding, summary)}{message}{target}"
+        severity = (
+            _paint(f"{finding.severity.value}:", style, summary.color) + " "
+            if self.show_severity else ""
+        )
+        return f"{location} {code} {_fix_marker(finding, summary)}{severity}{message}{target}"
 
     def report(self, findings: list[Finding], summary: Summary) -> None:
         write = self.stream.write
+        if summary.statistics:  # the table alone, as ruff prints it
+            write(self.statistics(findings, summary))
+            return
         for finding in findings:
             write(self.headline(finding, summary) + "\n")
             if self.excerpt and finding.source_line:
                 write(self.excerpt_lines(finding, summary))
-        if summary.statistics:
-            write(self.statistics(findings, summary))
         if not summary.quiet:
             write(self.closing(findings, summary))
 
@@ -79,10 +86,11 @@ class ConciseReporter(Reporter):
     def statistics(self, findings: list[Finding], summary: Summary) -> str:
         counts = Counter((f.code, f.name) for f in findings)
         fixable = Counter(f.code for f in findings if _fix_marker(f, summary))
-        lines = [
-            f"{count:>5}\t{printable(code)}\t{'[*] ' if fixable[code] else ''}{printable(name)}"
-            for (code, name), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        ]
+        lines = []
+        for (code, name), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            marker = "[*] " if fixable[code] else ""
+            fixes = f" ({fixable[code]} fixable)" if fixable[code] else ""
+            lines.append(f"{count:>5}\t{printable(code)}\t{marker}{printable(name)}{fixes}")
         return "\n".join(lines) + ("\n" if lines else "")
 
     def closing(self, findings: list[Finding], summary: Summary) -> str:
@@ -102,6 +110,13 @@ class ConciseReporter(Reporter):
         line = f"Found {noun} in {_plural(files, 'file')}"
         line += f" ({fixable} fixable)." if fixable else "."
         parts.append(line)
+        infos = sum(1 for f in findings if f.severity is Severity.INFO)
+        if infos == len(findings):  # why a run with findings exits 0
+            parts.append(f"Only {_plural(infos, 'info finding')}; exit 0.")
+        elif infos:
+            parts.append(f"{_plural(infos, 'info finding')} of these does not change the exit code."
+                         if infos == 1 else
+                         f"{infos} info findings of these do not change the exit code.")
         if hidden:
             parts.append(f"{hidden} more fixable with --unsafe-fixes.")
         return "\n".join(parts) + "\n"
@@ -109,3 +124,4 @@ class ConciseReporter(Reporter):
 
 class TextReporter(ConciseReporter):
     excerpt = True
+    show_severity = True

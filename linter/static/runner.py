@@ -51,6 +51,8 @@ class FileOutcome:
     findings: list[Finding] = field(default_factory=list)
     fixed: int = 0
     diff: str = ""
+    # findings the --diff would fix (`fixed` stays 0: nothing was written)
+    would_fix: int = 0
     messages: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
 
@@ -152,7 +154,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
                 # --diff writes nothing: report what is still there now
                 result = lint_source(display, original, opts.rules, opts.options, disabled)
-                outcome.fixed = 0
+                outcome.would_fix, outcome.fixed = outcome.fixed, 0
             else:
                 try:
                     write_atomically(path, text.encode(result.encoding), original, opts.tree)

@@ -1,0 +1,60 @@
+"""What a ruff user reads at the terminal: severities, the summary's exit-code reason,
+--statistics, the --diff and --fix tallies of safe and unsafe fixes. Run in-process."""
+
+from __future__ import annotations
+
+from conftest import NET, write
+
+# ML317 (info, off by default, unsafe fix) and nothing else
+INFO_ONLY = "import torch\n\noptimizer.zero_grad(set_to_none=False)\n"
+
+
+def test_text_names_each_findings_severity_and_concise_stays_ruffs_line(cli, tmp_path):
+    write(tmp_path, "net.py", NET)
+    text = cli("net.py", "--no-cache")
+    assert text.rc == 1
+    assert "net.py:11:9: ML105 [*] error: method `forward`" in text.out
+    assert "net.py:9:9: ML103 error: `self.tens`" in text.out
+    concise = cli("net.py", "--no-cache", "--format", "concise")
+    assert "net.py:11:9: ML105 [*] method `forward`" in concise.out
+
+
+def test_only_info_findings_say_why_the_exit_code_is_0(cli, tmp_path):
+    write(tmp_path, "train.py", INFO_ONLY)
+    result = cli("train.py", "--no-cache", "--extend-select", "ML317")
+    assert result.rc == 0
+    assert "ML317 info: " in result.out
+    assert "Found 1 finding in 1 file.\nOnly 1 info finding; exit 0.\n" in result.out
+
+
+def test_info_beside_errors_is_counted_apart(cli, tmp_path):
+    write(tmp_path, "net.py", NET + "\n\n" + INFO_ONLY.split("\n\n")[1])
+    result = cli("net.py", "--no-cache", "--extend-select", "ML317")
+    assert result.rc == 1
+    assert "1 info finding of these does not change the exit code." in result.out
+
+
+def test_diff_ends_with_what_it_would_fix(cli, tmp_path):
+    path = write(tmp_path, "net.py", NET)  # ML105 safe fix, ML101 unsafe fix
+    before = path.read_bytes()
+    result = cli("net.py", "--diff")
+    assert result.rc == 1
+    assert result.out.startswith("--- a/net.py")
+    assert result.err.strip() == "Would fix 1 finding (1 more with --unsafe-fixes)."
+    both = cli("net.py", "--diff", "--unsafe-fixes")
+    assert both.err.strip() == "Would fix 2 findings."
+    assert path.read_bytes() == before
+
+
+def test_diff_with_nothing_to_fix(cli, tmp_path):
+    write(tmp_path, "net.py", "import torch\n")
+    result = cli("net.py", "--diff")
+    assert (result.rc, result.out, result.err.strip()) == (0, "", "No fixes available.")
+
+
+def test_fix_says_how_many_unsafe_fixes_it_left(cli, tmp_path):
+    write(tmp_path, "net.py", NET)
+    result = cli("net.py", "--fix", "--format", "concise")
+    assert result.rc == 1
+    assert "Fixed 1 finding." in result.out
+    assert "1 more fixable with --unsafe-fixes." in result.out
