@@ -110,13 +110,84 @@ def test_bad_values_name_the_key_and_the_file(modellint, tmp_path):
 
 
 def test_invalid_toml_is_exit_2_naming_the_file(modellint, tmp_path):
-    # an explicit --config that is broken is an error (a broken pyproject.toml found while
-    # searching upwards is skipped, like one without [tool.modellint])
     write(tmp_path, "broken.toml", "[tool.modellint\nselect = [\n")
     write(tmp_path, "net.py", NET)
     result = modellint("net.py", "--config", "broken.toml")
     assert result.rc == 2
     assert "broken.toml" in result.err
+
+
+def test_a_broken_pyproject_found_upwards_is_exit_2_not_skipped(modellint, tmp_path):
+    # skipping it would drop its settings: here an `ignore` that the broken line follows,
+    # and the nearer config would silently give way to the one above it
+    _config(tmp_path, 'select = ["ML1"]\n')
+    config = write(tmp_path / "proj", "pyproject.toml",
+                   '[tool.modellint]\nignore = ["ML105"]\nselect = [\n')
+    write(tmp_path, "proj/net.py", NET)
+    for args in (["proj/net.py"], ["proj"]):
+        result = modellint(*args, "--format", "json")
+        assert result.rc == 2, result
+        assert str(config) in result.err and "not valid TOML" in result.err
+        assert result.out == "" and "Traceback" not in result.err
+    (tmp_path / "proj" / "pyproject.toml").write_bytes(b'[tool.modellint]\nignore = ["\xff"]\n')
+    result = modellint("proj/net.py")
+    assert result.rc == 2 and str(config) in result.err and "UTF-8" in result.err
+
+
+def test_tables_that_are_not_tables_are_errors_not_crashes(modellint, tmp_path):
+    write(tmp_path, "net.py", NET)
+    for body, key in [
+        ("tool = 1\n", "`tool`"),
+        ('tool = "modellint"\n', "`tool`"),
+        ("[tool]\nmodellint = 1\n", "`tool.modellint`"),
+        ('[tool]\nmodellint = ["ML1"]\n', "`tool.modellint`"),
+        ("[tool.modellint]\nruntime = 3\n", "`runtime`"),
+        ("[tool.modellint.runtime]\nmodels = 1\n", "`runtime.models`"),
+        ("[[tool.modellint.runtime.models]]\ntarget = 1\n", "`runtime.models[0]`"),
+    ]:
+        config = write(tmp_path, "pyproject.toml", body)
+        result = modellint("net.py")
+        assert result.rc == 2, (body, result)
+        assert key in result.err and str(config) in result.err, (body, result.err)
+        assert "internal error" not in result.err, (body, result.err)
+
+
+def test_an_empty_rule_code_is_rejected(modellint, tmp_path):
+    # "" is a prefix of every code: `ignore = [""]` silenced every rule
+    write(tmp_path, "net.py", NET)
+    for body, key in [
+        ('ignore = [""]\n', "ignore"),
+        ('ignore = ["ML101", " "]\n', "ignore"),
+        ('select = [""]\n', "select"),
+        ('extend-select = [""]\n', "extend-select"),
+        ('[tool.modellint.per-file-ignores]\n"*.py" = [""]\n', "per-file-ignores.*.py"),
+    ]:
+        config = _config(tmp_path, body)
+        result = modellint("net.py")
+        assert result.rc == 2, (body, result)
+        assert f"`{key}`" in result.err and "empty rule code" in result.err, (body, result.err)
+        assert str(config) in result.err
+    # the command line drops empty items of its comma lists, as before
+    (tmp_path / "pyproject.toml").unlink()
+    assert modellint("net.py", "--ignore", ",", "--format", "json").rc == 1
+
+
+def test_runtime_timeout_must_be_a_finite_number_in_range(modellint, tmp_path):
+    # inf, nan and 1e10 reached every worker's timer (OverflowError, or no timeout at all)
+    write(tmp_path, "net.py", NET)
+    for value in ("inf", "-inf", "nan", "1e10", "86401", "0", "-1", "true", '"10"'):
+        config = _config(tmp_path, f"[tool.modellint.runtime]\ntimeout = {value}\n")
+        result = modellint("net.py")
+        assert result.rc == 2, (value, result)
+        assert "`runtime.timeout`" in result.err and str(config) in result.err, (value, result.err)
+    for value in ("0.5", "30", "86400"):
+        _config(tmp_path, f'select = ["ML105"]\n[tool.modellint.runtime]\ntimeout = {value}\n')
+        assert modellint("net.py", "--format", "json").codes() == [("ML105", 11)], value
+    (tmp_path / "pyproject.toml").unlink()
+    for value in ("inf", "nan", "1e10", "0", "-3", "soon"):
+        result = modellint("net.py", "--timeout", value)
+        assert result.rc == 2, (value, result)
+        assert "--timeout" in result.err and "Traceback" not in result.err, (value, result.err)
 
 
 def test_unknown_rule_code_in_config_names_the_code_and_the_file(modellint, tmp_path):
