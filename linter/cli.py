@@ -97,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--format", choices=("text", "json"), default="text")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
-    rule.add_argument("code")
+    rule.add_argument("code", nargs="?")
+    rule.add_argument("--all", action="store_true", help="every rule")
+    rule.add_argument("--format", choices=("text", "json"), default="text")
     rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
     rule.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
     return parser
@@ -168,19 +170,7 @@ def _registry(config: Config, args) -> Registry:
 def _cmd_rules(args) -> int:
     config = _config_for(args)
     registry = _registry(config, args)
-    rows = []
-    for code in sorted(registry.rules):
-        rule = registry.rules[code]
-        rows.append(
-            {
-                "code": code,
-                "name": rule.name,
-                "pass": "+".join(rule.passes),
-                "default": "on" if rule.default_enabled else "off",
-                "fix": rule.fix or "",
-                "summary": rule.summary(),
-            }
-        )
+    rows = [rule_row(registry.rules[code]) for code in sorted(registry.rules)]
     if args.format == "json":
         import json
 
@@ -201,14 +191,54 @@ def _cmd_rules(args) -> int:
     return EXIT_CLEAN
 
 
+def rule_row(rule) -> dict[str, str]:
+    """A rule's line in `modellint rules` and the README's table."""
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "pass": "+".join(rule.passes),
+        "default": "on" if rule.default_enabled else "off",
+        "fix": rule.fix or "",
+        "summary": rule.summary(),
+    }
+
+
+def rule_metadata(rule) -> dict:
+    """Everything `modellint rule` knows of a rule, for documentation sites and editors."""
+    from modellint.rule import Valid
+
+    return {
+        **rule_row(rule),
+        "passes": list(rule.passes),
+        "severity": rule.severity.value,
+        "default_enabled": bool(rule.default_enabled),
+        "fix": rule.fix or None,
+        "documentation": rule.documentation(),
+        "invalid": [{"code": e.code, "line": e.line} for e in rule.invalid],
+        "valid": [e.code if isinstance(e, Valid) else e for e in rule.valid],
+    }
+
+
 def _cmd_rule(args) -> int:
+    if args.all == bool(args.code):
+        raise UsageError("give one rule code, or --all")
     config = _config_for(args)
     registry = _registry(config, args)
-    code = args.code.upper()
-    rule = registry.rules.get(code)
-    if rule is None:
-        raise UsageError(f"unknown rule code `{args.code}` (see `modellint rules`)")
-    print(render_rule_doc(rule))
+    if args.all:
+        chosen = [registry.rules[code] for code in sorted(registry.rules)]
+    else:
+        rule = registry.rules.get(args.code.upper())
+        if rule is None:
+            raise UsageError(f"unknown rule code `{args.code}` (see `modellint rules`)")
+        chosen = [rule]
+    if args.format == "json":
+        import json
+
+        documents = [{**rule_metadata(rule), "plugin": registry.origins[rule.code]}
+                     for rule in chosen]
+        print(json.dumps(documents if args.all else documents[0], indent=2))
+    else:
+        print("\n".join(render_rule_doc(rule) for rule in chosen))
     return EXIT_CLEAN
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from modellint.testing import registry
@@ -20,6 +22,12 @@ def test_every_rule_is_in_the_rule_table():
         row = re.search(rf"^\| {code} \| (\S+) \|[^|]*\| (on|off) \|", README, re.M)
         assert row and row.group(1) == rule.name, code
         assert row.group(2) == ("on" if rule.default_enabled else "off"), code
+
+
+def test_the_rule_table_is_the_generated_one():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "rules_table.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_quick_start_and_ci_run_the_same_test_command():

@@ -58,3 +58,23 @@ def test_fix_says_how_many_unsafe_fixes_it_left(cli, tmp_path):
     assert result.rc == 1
     assert "Fixed 1 finding." in result.out
     assert "1 more fixable with --unsafe-fixes." in result.out
+
+
+def test_every_rules_metadata_and_docs_as_json(cli):
+    import json
+
+    from modellint.testing import registry
+
+    result = cli("rule", "--all", "--format", "json")
+    assert result.rc == 0
+    documents = json.loads(result.out)
+    assert [d["code"] for d in documents] == sorted(registry().rules)
+    ml105 = next(d for d in documents if d["code"] == "ML105")
+    assert ml105["name"] == "method-missing-self" and ml105["severity"] == "error"
+    assert ml105["fix"] == "safe" and ml105["default_enabled"] is True
+    assert ml105["plugin"] == "modellint.rules.registration"
+    assert "## Why is this bad?" in ml105["documentation"]
+    assert ml105["invalid"] and all(set(e) == {"code", "line"} for e in ml105["invalid"])
+    one = cli("rule", "ml105", "--format", "json")
+    assert json.loads(one.out) == ml105
+    assert cli("rule").rc == 2 and cli("rule", "ML105", "--all").rc == 2
