@@ -180,6 +180,13 @@ def test_a_fifo_or_device_named_on_the_command_line_is_a_clear_finding(modellint
     assert "net.py" not in by_path
 
 
+def test_the_runtime_pass_reads_no_fifo_either(modellint, tmp_path):
+    os.mkfifo(tmp_path / "pipe.py")
+    result = modellint("pipe.py", "--runtime", "--format", "json", "--no-cache")
+    assert result.rc == 1, result
+    assert [f["code"] for f in result.json()] == ["ML000"]
+
+
 def test_a_file_past_the_size_limit_is_one_finding(modellint, tmp_path):
     line = b"x = 1\n"
     (tmp_path / "huge.py").write_bytes(line * (MAX_FILE_BYTES // len(line) + 1))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from modellint.finding import Finding
@@ -19,6 +18,7 @@ from modellint.runtime.specs import (
     configured_jobs,
     display_path,
 )
+from modellint.static.discover import read_file_bytes
 from modellint.static.noqa import file_exemption, line_suppresses
 
 
@@ -39,7 +39,7 @@ def _jobs(paths: list[str], config, displays: dict[str, str]) -> list[ModelJob]:
     found = []
     for real, display in displays.items():
         try:
-            source = Path(real).read_text(encoding="utf-8")
+            source = read_file_bytes(real).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
         if "Module" not in source and "nn." not in source:
@@ -188,12 +188,12 @@ def _class_line(path: str, name: str) -> int:
     import re
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if re.match(rf"\s*(class|def)\s+{re.escape(name)}\b", line):
-                    return number
+        lines = read_file_bytes(path).decode("utf-8", "replace").split("\n")
     except OSError:
-        pass
+        return 1
+    for number, line in enumerate(lines, 1):
+        if re.match(rf"\s*(class|def)\s+{re.escape(name)}\b", line):
+            return number
     return 1
 
 
