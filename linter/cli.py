@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -14,6 +15,7 @@ from modellint.config import (
     Config,
     ConfigError,
     check_timeout,
+    did_you_mean,
     enabled_codes,
     file_ignores,
     find_pyproject,
@@ -42,7 +44,26 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # exit 2 with our prefix, like argparse but no usage dump
-        raise UsageError(message)
+        raise UsageError(message + _suggestion(self, message))
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """The closest valid option or choice to what argparse refused."""
+    choice = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
+    if choice:
+        return did_you_mean(choice.group(2), re.findall(r"'([^']*)'", choice.group(3)))
+    unknown = re.match(r"unrecognized arguments: (.*)$", message)
+    if unknown:
+        # argparse reports them on the top parser: look through every subcommand's options
+        parsers = [parser, *(sub for action in parser._subparsers._group_actions
+                             for sub in action.choices.values())] if parser._subparsers else [parser]
+        options = {o for p in parsers for action in p._actions for o in action.option_strings}
+        for word in unknown.group(1).split():
+            if word.startswith("--"):
+                hint = did_you_mean(word.split("=", 1)[0], options)
+                if hint:
+                    return hint
+    return ""
 
 
 def _codes(value: str) -> list[str]:
@@ -229,7 +250,9 @@ def _cmd_rule(args) -> int:
     else:
         rule = registry.rules.get(args.code.upper())
         if rule is None:
-            raise UsageError(f"unknown rule code `{args.code}` (see `modellint rules`)")
+            raise UsageError(f"unknown rule code `{args.code}`"
+                             f"{did_you_mean(args.code.upper(), registry.rules)} "
+                             "(see `modellint rules`)")
         chosen = [rule]
     if args.format == "json":
         import json
@@ -308,7 +331,9 @@ def _cmd_check(args) -> int:
     paths = args.paths or ["."]
     for path in paths:
         if not os.path.lexists(path):
-            raise UsageError(f"path does not exist: {path}")
+            # `modellint chek`: a mistyped subcommand reads as a path
+            hint = "" if os.sep in path else did_you_mean(path, SUBCOMMANDS)
+            raise UsageError(f"path does not exist: {path}{hint}")
     config = _config_for(args)
     registry = _registry(config, args)
     # validate before merging, so that a bad code is blamed on the file or the command line
@@ -324,7 +349,8 @@ def _cmd_check(args) -> int:
     config.ignore = [*config.ignore, *args.ignore]
     if args.format not in registry.reporters:
         raise UsageError(
-            f"unknown format `{args.format}` (choose from {', '.join(sorted(registry.reporters))})"
+            f"unknown format `{args.format}`{did_you_mean(args.format, registry.reporters)} "
+            f"(choose from {', '.join(sorted(registry.reporters))})"
         )
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")

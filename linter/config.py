@@ -31,6 +31,20 @@ MAX_TIMEOUT = 24 * 60 * 60
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 
 
+def did_you_mean(word: str, choices) -> str:
+    """` (did you mean `x`?)` for the closest of `choices`, or "" when none is close."""
+    import difflib
+
+    def closeness(choice: str) -> tuple[float, int]:
+        # ties (`ML1O5`: ML105 or ML315?) go to the choice with more characters in place
+        in_place = sum(a == b for a, b in zip(word, choice, strict=False))
+        return difflib.SequenceMatcher(None, word, choice).ratio(), in_place
+
+    scored = [(closeness(choice), choice) for choice in sorted(choices)]
+    best = max(scored, default=None)
+    return f" (did you mean `{best[1]}`?)" if best and best[0][0] >= 0.6 else ""
+
+
 class ConfigError(Exception):
     """A configuration problem (exit 2); the message names the key and the file."""
 
@@ -145,7 +159,8 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     config = Config(root=path.parent.resolve() if path else Path.cwd(), source=path)
     for key in table:
         if key not in KNOWN_KEYS:
-            raise ConfigError(f"{path}: unknown key `{key}` in [tool.modellint]")
+            raise ConfigError(f"{path}: unknown key `{key}` in [tool.modellint]"
+                              f"{did_you_mean(key, KNOWN_KEYS)}")
     if "select" in table:
         config.select = _code_list(table["select"], "select", path)
     config.extend_select = _code_list(table.get("extend-select", []), "extend-select", path)
@@ -178,7 +193,8 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
         raise ConfigError(f"{path}: `runtime` must be a table")
     for key in runtime:
         if key not in RUNTIME_KEYS:
-            raise ConfigError(f"{path}: unknown key `runtime.{key}` in [tool.modellint.runtime]")
+            raise ConfigError(f"{path}: unknown key `runtime.{key}` in [tool.modellint.runtime]"
+                              f"{did_you_mean(key, RUNTIME_KEYS)}")
     if "timeout" in runtime:
         check_timeout(runtime["timeout"], f"{path}: `runtime.timeout`")
     if "device" in runtime and not isinstance(runtime["device"], str):
@@ -191,7 +207,8 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
             raise ConfigError(f"{path}: `runtime.models[{index}]` needs a `target` string")
         for key in model:
             if key not in MODEL_KEYS:
-                raise ConfigError(f"{path}: unknown key `runtime.models[{index}].{key}`")
+                raise ConfigError(f"{path}: unknown key `runtime.models[{index}].{key}`"
+                                  f"{did_you_mean(key, MODEL_KEYS)}")
     config.runtime = runtime
     return config
 
@@ -216,7 +233,8 @@ def validate_codes(config: Config, known: set[str], cli: dict[str, list[str]]) -
             if not selector.strip():  # a prefix of every code
                 raise ConfigError(f"{where}: empty rule code in `{key}`")
             if selector != "ALL" and not any(code.startswith(selector) for code in known):
-                raise ConfigError(f"{where}: unknown rule code `{selector}` in `{key}`")
+                raise ConfigError(f"{where}: unknown rule code `{selector}` in `{key}`"
+                                  f"{did_you_mean(selector, known)}")
 
 
 def enabled_codes(config: Config, rules: dict[str, Any]) -> set[str]:

@@ -78,3 +78,33 @@ def test_every_rules_metadata_and_docs_as_json(cli):
     one = cli("rule", "ml105", "--format", "json")
     assert json.loads(one.out) == ml105
     assert cli("rule").rc == 2 and cli("rule", "ML105", "--all").rc == 2
+
+
+def test_mistyped_names_get_the_closest_valid_one(cli, tmp_path):
+    write(tmp_path, "net.py", NET)
+    cases = [
+        (["--selct", "ML1", "net.py"], "unrecognized arguments: --selct (did you mean `--select`?)"),
+        (["net.py", "--color", "nevr"], "(did you mean `never`?)"),
+        (["net.py", "--format", "jsn"], "unknown format `jsn` (did you mean `json`?)"),
+        (["net.py", "--select", "ML1O5"], "unknown rule code `ML1O5` in `--select` "
+                                          "(did you mean `ML105`?)"),
+        (["rule", "ML1O5"], "unknown rule code `ML1O5` (did you mean `ML105`?)"),
+        (["chek", "net.py"], "path does not exist: chek (did you mean `check`?)"),
+    ]
+    for args, expected in cases:
+        result = cli(*args)
+        assert result.rc == 2 and expected in result.err, (args, result)
+    far = cli("net.py", "--format", "xml")
+    assert far.rc == 2 and "did you mean" not in far.err
+
+
+def test_mistyped_config_keys_get_the_closest_valid_one(cli, tmp_path):
+    write(tmp_path, "net.py", NET)
+    config = write(tmp_path, "pyproject.toml", '[tool.modellint]\nselct = ["ML1"]\n')
+    result = cli("net.py")
+    assert result.rc == 2
+    assert "unknown key `selct` in [tool.modellint] (did you mean `select`?)" in result.err
+    config.write_text('[tool.modellint.runtime]\ndevise = "cpu"\n')
+    assert "(did you mean `device`?)" in cli("net.py").err
+    config.write_text('[tool.modellint]\nignore = ["ML1O3"]\n')
+    assert "unknown rule code `ML1O3` in `ignore` (did you mean `ML103`?)" in cli("net.py").err
