@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
     check.add_argument("--no-cache", action="store_true")
     check.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
+    check.add_argument("--show-settings", action="store_true",
+                       help="print the resolved settings and where each came from; lint nothing")
+    check.add_argument("--show-files", action="store_true",
+                       help="print the files that would be linted; lint nothing")
     check.add_argument("--runtime", action="store_true", help="also build and trace the models")
     check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
     check.add_argument("--timeout", type=_seconds, help="seconds per model (runtime pass)")
@@ -303,6 +307,55 @@ def _cache(config: Config, rules):
     return None
 
 
+def _settings_text(config: Config, args, enabled: set[str], static_rules) -> str:
+    """`--show-settings`: one `key = value  # origin` line per setting, TOML-like."""
+    import json
+
+    def origin(key: str, cli_value=None) -> str:
+        from_file = key in config.keys
+        if cli_value:
+            return f"{config.where()} and the command line" if from_file else "the command line"
+        return config.where() if from_file else "default"
+
+    def value(item) -> str:
+        return json.dumps(item, default=str)
+
+    cache = "off (--no-cache)" if args.no_cache else None
+    if cache is None:
+        from modellint.static.cache import default_dir
+
+        directory = default_dir(config.root)
+        cache = "off (CI: set MODELLINT_CACHE_DIR)" if directory is None else str(directory)
+    rows = [
+        ("config-file", config.where() if config.source else "none", "discovered"
+         if config.source and not args.config else ("--config" if args.config else "default")),
+        ("project-root", str(config.root), "the config file's folder" if config.source
+         else "the current folder"),
+        ("select", value(config.select if config.select is not None else "default rules"),
+         origin("select", args.select)),
+        ("extend-select", value(config.extend_select), origin("extend-select",
+                                                              args.extend_select)),
+        ("ignore", value(config.ignore), origin("ignore", args.ignore)),
+        ("exclude", value(config.exclude), origin("exclude")),
+        ("per-file-ignores", value(config.per_file_ignores), origin("per-file-ignores")),
+        ("plugins", value(config.plugins), origin("plugins")),
+        ("target-torch-version", value(".".join(map(str, config.target_torch_version))),
+         origin("target-torch-version")),
+        ("target-gpu-memory", value(config.target_gpu_memory), origin("target-gpu-memory")),
+        ("runtime", value(config.runtime), origin("runtime")),
+        ("enabled-rules", value(sorted(enabled)), "select, extend-select and ignore"),
+        ("static-rules", value(len(static_rules)), "enabled rules with a static check"),
+        ("format", value(args.format), "the command line" if args.format != "text"
+         else "default"),
+        ("jobs", value(args.jobs), "default (CPU count)" if args.jobs == (os.cpu_count() or 1)
+         else "the command line"),
+        ("cache", value(cache), "MODELLINT_CACHE_DIR" if os.environ.get("MODELLINT_CACHE_DIR")
+         else "default"),
+    ]
+    return "\n".join(f"{key} = {printable(text)}  # {printable(source)}"
+                     for key, text, source in rows)
+
+
 def _would_fix(outcomes, findings, unsafe_fixes: bool) -> str:
     would_fix = sum(outcome.would_fix for outcome in outcomes)
     unsafe_left = 0 if unsafe_fixes else sum(
@@ -363,11 +416,18 @@ def _cmd_check(args) -> int:
     def warn(message: str) -> None:  # a folder the walk cannot search, an unusable .gitignore
         print(f"modellint: warning: {printable(message)}", file=sys.stderr)
 
+    if args.show_settings:
+        print(_settings_text(config, args, enabled, static_rules))
+        return EXIT_CLEAN
     tasks = []
     for display, path in discover(paths, lambda p: is_excluded(config, p), warn):
         ignored = file_ignores(config, path)
         disabled = frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
         tasks.append((display, path, disabled))
+    if args.show_files:
+        for display, _, _ in tasks:
+            print(printable(display))
+        return EXIT_CLEAN
     opts = StaticOptions(
         rules=static_rules,
         options=config.rule_options(),

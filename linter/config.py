@@ -63,6 +63,8 @@ class Config:
     # directory of the pyproject.toml the settings came from (patterns are relative to it)
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
+    # the keys `source` set (the rest are defaults), for --show-settings
+    keys: frozenset[str] = frozenset()
 
     def rule_options(self) -> dict[str, Any]:
         return {
@@ -156,7 +158,8 @@ def check_timeout(value: Any, where: str) -> float:
 
 
 def parse_table(table: dict[str, Any], path: Path | None) -> Config:
-    config = Config(root=path.parent.resolve() if path else Path.cwd(), source=path)
+    config = Config(root=path.parent.resolve() if path else Path.cwd(), source=path,
+                    keys=frozenset(table))
     for key in table:
         if key not in KNOWN_KEYS:
             raise ConfigError(f"{path}: unknown key `{key}` in [tool.modellint]"

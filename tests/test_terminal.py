@@ -108,3 +108,25 @@ def test_mistyped_config_keys_get_the_closest_valid_one(cli, tmp_path):
     assert "(did you mean `device`?)" in cli("net.py").err
     config.write_text('[tool.modellint]\nignore = ["ML1O3"]\n')
     assert "unknown rule code `ML1O3` in `ignore` (did you mean `ML103`?)" in cli("net.py").err
+
+
+def test_show_settings_says_where_each_value_came_from(cli, tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.modellint]\nignore = ["ML103"]\nexclude = ["gen/"]\n')
+    write(tmp_path, "net.py", NET)
+    result = cli("net.py", "--show-settings", "--ignore", "ML101")
+    assert result.rc == 0
+    settings = dict(line.split(" = ", 1) for line in result.out.splitlines())
+    config = str(tmp_path / "pyproject.toml")
+    assert settings["ignore"] == f'["ML103", "ML101"]  # {config} and the command line'
+    assert settings["exclude"] == f'["gen/"]  # {config}'
+    assert settings["select"] == '"default rules"  # default'
+    assert '"ML105"' in settings["enabled-rules"] and '"ML103"' not in settings["enabled-rules"]
+    assert not (tmp_path / ".modellint_cache").exists()  # nothing was linted
+
+
+def test_show_files_lists_what_would_be_linted(cli, tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.modellint]\nexclude = ["gen/"]\n')
+    for name in ("a/net.py", "a/stub.pyi", "gen/out.py", "notes.txt"):
+        write(tmp_path, name, NET)
+    result = cli(".", "--show-files")
+    assert (result.rc, result.out) == (0, "a/net.py\na/stub.pyi\n")
