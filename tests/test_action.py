@@ -158,6 +158,7 @@ def test_inputs_map_to_the_command_line(tmp_path):
         requirement({"INPUT_RUNTIME": "maybe", "GITHUB_ACTION_PATH": "."})
 
 
+@pytest.mark.slow
 def test_install_then_run_as_the_action_does(workspace, tmp_path):
     """Both steps of action.yml, for real: install the action's checkout into a fresh virtual
     environment, then run that environment's modellint on the workspace."""

@@ -85,12 +85,14 @@ def _log(base: Path) -> str:
     return log.read_text(errors="replace") if log.exists() else ""
 
 
+@pytest.mark.slow
 def test_passes_on_a_clean_file(try_repo):
     _, first = try_repo
     assert first.returncode == 0, first.stdout + first.stderr
     assert "modellint" in first.stdout and "Passed" in first.stdout
 
 
+@pytest.mark.slow
 def test_fails_and_shows_the_findings(try_repo):
     run, _ = try_repo
     proc = run("bad.py", "clean.py", "README.md")

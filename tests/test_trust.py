@@ -398,6 +398,7 @@ def hostile_hook_run(tmp_path):
     return proc
 
 
+@pytest.mark.slow
 def test_the_pre_commit_hook_on_a_hostile_repository(hostile_hook_run, tmp_path):
     proc = hostile_hook_run
     assert proc.returncode == 1, proc.stdout + proc.stderr
