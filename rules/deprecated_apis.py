@@ -1,5 +1,5 @@
-"""Data for ML905 (deprecated torch APIs), ML906 (torchvision legacy weights) and ML318
-(private torch helpers with public twins).
+"""Data for ML905 (deprecated torch APIs and arguments), ML909 (TorchScript), ML906 (torchvision
+legacy weights) and ML318 (private torch helpers with public twins).
 
 Facts come from PyTorch's documentation, deprecation warnings and release notes. Adding an API
 to ML905 is one entry in `DEPRECATED_APIS`; tests/test_rules_torch_api.py generates a test for
@@ -31,6 +31,11 @@ class DeprecatedApi:
 
 
 _LINALG_REMOVED = (1, 13)  # the 1.9 deprecations removed by pytorch/pytorch#70982 and siblings
+_TORCHAO_QUANTIZE = "torchao.quantization.quantize_"
+_TORCHAO_PT2E = "torchao.quantization.pt2e.quantize_pt2e."
+_TORCHAO_EAGER = "eager mode quantization is `quantize_(model, config)` there"
+_TORCHAO_FX = ("FX graph mode quantization becomes PT2E quantization on an exported graph "
+               "(`torch.export.export`) with a torchao quantizer")
 
 DEPRECATED_APIS: dict[str, DeprecatedApi] = {
     # torch.linalg replaced the old linear algebra functions (1.9 deprecations)
@@ -132,11 +137,103 @@ DEPRECATED_APIS: dict[str, DeprecatedApi] = {
     "functorch.combine_state_for_ensemble": DeprecatedApi(
         "torch.func.stack_module_state", (2, 0),
         note="it returns stacked parameter and buffer dicts for `functional_call`"),
+    "torch.nn.utils.clip_grad_norm": DeprecatedApi(
+        "torch.nn.utils.clip_grad_norm_", (0, 4), fix="rename",
+        note="the deprecated name only forwards its arguments to it"),
+    # torch.ao.quantization: deprecated for torchao (the warning announces removal in 2.10; the
+    # functions are still present in 2.14). torchao's APIs take other arguments: no fix.
+    **{
+        f"{namespace}.{name}": DeprecatedApi(
+            replacement, (2, 9), note=f"torch.ao.quantization moved to torchao; {note}")
+        for namespace in ("torch.ao.quantization", "torch.quantization")
+        for name, replacement, note in (
+            ("quantize", _TORCHAO_QUANTIZE, _TORCHAO_EAGER),
+            ("quantize_dynamic", _TORCHAO_QUANTIZE, _TORCHAO_EAGER),
+            ("quantize_qat", _TORCHAO_QUANTIZE, _TORCHAO_EAGER),
+            ("prepare", _TORCHAO_QUANTIZE, _TORCHAO_EAGER),
+            ("prepare_qat", _TORCHAO_QUANTIZE, _TORCHAO_EAGER),
+            ("convert", _TORCHAO_QUANTIZE, _TORCHAO_EAGER),
+            ("quantize_fx.prepare_fx", _TORCHAO_PT2E + "prepare_pt2e", _TORCHAO_FX),
+            ("quantize_fx.prepare_qat_fx", _TORCHAO_PT2E + "prepare_qat_pt2e", _TORCHAO_FX),
+            ("quantize_fx.convert_fx", _TORCHAO_PT2E + "convert_pt2e", _TORCHAO_FX),
+        )
+    },
     # torchvision 0.16, released with torch 2.1
     "torchvision.transforms.v2.ToTensor": DeprecatedApi(
         "torchvision.transforms.v2.ToImage", (2, 1),
         note="follow it with `v2.ToDtype(torch.float32, scale=True)` (deprecated in torchvision "
         "0.16, which ships with torch 2.1)"),
+}
+
+# ML905, argument level: `size_average=` and `reduce=` of the losses, deprecated in 0.4.1 for
+# `reduction=` (still accepted, with a warning, in 2.14). Callable -> positions of
+# `size_average` and `reduce` among its positional parameters (read from torch's signatures;
+# tests/test_rules_torch_api.py checks them against the installed torch).
+LEGACY_REDUCTION = DeprecatedApi(
+    "reduction=", (0, 4, 1),
+    note="`size_average`/`reduce` map to `reduction=` as (None or True, None or True) -> "
+    "'mean', (False, None or True) -> 'sum', (any, False) -> 'none', and they override "
+    "`reduction=` when given",
+)
+LEGACY_REDUCTION_LOSSES: dict[str, tuple[int, int]] = {
+    "torch.nn.BCELoss": (1, 2),
+    "torch.nn.BCEWithLogitsLoss": (1, 2),
+    "torch.nn.CosineEmbeddingLoss": (1, 2),
+    "torch.nn.CrossEntropyLoss": (1, 3),
+    "torch.nn.HingeEmbeddingLoss": (1, 2),
+    "torch.nn.KLDivLoss": (0, 1),
+    "torch.nn.L1Loss": (0, 1),
+    "torch.nn.MSELoss": (0, 1),
+    "torch.nn.MarginRankingLoss": (1, 2),
+    "torch.nn.MultiLabelMarginLoss": (0, 1),
+    "torch.nn.MultiLabelSoftMarginLoss": (1, 2),
+    "torch.nn.MultiMarginLoss": (3, 4),
+    "torch.nn.NLLLoss": (1, 3),
+    "torch.nn.PoissonNLLLoss": (2, 4),
+    "torch.nn.SmoothL1Loss": (0, 1),
+    "torch.nn.SoftMarginLoss": (0, 1),
+    "torch.nn.TripletMarginLoss": (4, 5),
+    "torch.nn.functional.binary_cross_entropy": (3, 4),
+    "torch.nn.functional.binary_cross_entropy_with_logits": (3, 4),
+    "torch.nn.functional.cosine_embedding_loss": (4, 5),
+    "torch.nn.functional.cross_entropy": (3, 5),
+    "torch.nn.functional.hinge_embedding_loss": (3, 4),
+    "torch.nn.functional.kl_div": (2, 3),
+    "torch.nn.functional.l1_loss": (2, 3),
+    "torch.nn.functional.margin_ranking_loss": (4, 5),
+    "torch.nn.functional.mse_loss": (2, 3),
+    "torch.nn.functional.multi_margin_loss": (5, 6),
+    "torch.nn.functional.multilabel_margin_loss": (2, 3),
+    "torch.nn.functional.multilabel_soft_margin_loss": (3, 4),
+    "torch.nn.functional.nll_loss": (3, 5),
+    "torch.nn.functional.poisson_nll_loss": (4, 6),
+    "torch.nn.functional.smooth_l1_loss": (2, 3),
+    "torch.nn.functional.soft_margin_loss": (2, 3),
+    "torch.nn.functional.triplet_margin_loss": (7, 8),
+}
+
+# ML909 (off by default): TorchScript, deprecated in 2.11 in favour of torch.export (each of
+# these warns "... is deprecated. Please switch to ..."). None has an automatic fix: exporting
+# needs example inputs and gives another kind of program.
+_TORCHSCRIPT = (2, 11)
+TORCHSCRIPT_APIS: dict[str, DeprecatedApi] = {
+    "torch.jit.script": DeprecatedApi(
+        "torch.export.export", _TORCHSCRIPT,
+        note="`torch.compile` where the goal is speed in Python"),
+    "torch.jit.trace": DeprecatedApi(
+        "torch.export.export", _TORCHSCRIPT,
+        note="`torch.compile` where the goal is speed in Python"),
+    "torch.jit.trace_module": DeprecatedApi("torch.export.export", _TORCHSCRIPT),
+    "torch.jit.script_method": DeprecatedApi("torch.compile", _TORCHSCRIPT),
+    "torch.jit.save": DeprecatedApi(
+        "torch.export.save", _TORCHSCRIPT, note="it saves an `ExportedProgram`"),
+    "torch.jit.load": DeprecatedApi(
+        "torch.export.load", _TORCHSCRIPT, note="it loads a file written by `torch.export.save`"),
+    "torch.jit.freeze": DeprecatedApi("torch.compile", _TORCHSCRIPT),
+    "torch.jit.optimize_for_inference": DeprecatedApi("torch.compile", _TORCHSCRIPT),
+    "torch.jit.fork": DeprecatedApi("torch.compile", _TORCHSCRIPT),
+    "torch.jit.wait": DeprecatedApi("torch.compile", _TORCHSCRIPT),
+    "torch.jit.interface": DeprecatedApi("torch.compile", _TORCHSCRIPT),
 }
 
 # ML318: private torch helpers -> (public twin, torch release that made the twin public,

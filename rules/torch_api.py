@@ -1,4 +1,5 @@
-"""Torch API hygiene: deprecated and removed APIs (ML905), torchvision's legacy `pretrained=`
+"""Torch API hygiene: deprecated and removed APIs (ML905; TorchScript is ML909, off by default),
+torchvision's legacy `pretrained=`
 (ML906), checkpoint's `use_reentrant` (ML907), the `require_grad` typo (ML908), redundant
 no-grad blocks (ML316), `zero_grad(set_to_none=False)` (ML317) and private helpers with public
 twins (ML318). The data tables live in `deprecated_apis.py`."""
@@ -14,7 +15,10 @@ from modellint.hookspecs import hookimpl
 from modellint.rule import FileContext, Fix, Invalid, Severity, StaticRule, Valid, dotted_name
 from modellint.rules.deprecated_apis import (
     DEPRECATED_APIS,
+    LEGACY_REDUCTION,
+    LEGACY_REDUCTION_LOSSES,
     PRIVATE_TWINS,
+    TORCHSCRIPT_APIS,
     TORCHVISION_LEGACY_WEIGHTS,
     DeprecatedApi,
 )
@@ -69,6 +73,79 @@ def _parse_arg(text: str) -> cst.Arg:
         return cst.Arg(cst.parse_expression(value), keyword=cst.Name(key),
                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
     return cst.Arg(cst.parse_expression(text))
+
+
+def _when(api: DeprecatedApi, target: tuple[int, ...]) -> tuple[Severity, str] | None:
+    """(severity, "is deprecated since torch X ...") of a table entry on the target torch, or
+    None when the target predates the deprecation."""
+    if api.removed is not None and target >= api.removed:
+        return Severity.ERROR, (f"was removed in torch {version_text(api.removed)} (deprecated "
+                                f"since {version_text(api.deprecated)})")
+    if target >= api.deprecated:
+        when = f"is deprecated since torch {version_text(api.deprecated)}"
+        if api.removed is not None:
+            when += f" and removed in {version_text(api.removed)}"
+        return Severity.WARNING, when
+    return None
+
+
+_LITERAL_FLAGS = {"True": True, "False": False, "None": None}
+
+
+def _legacy_reduction(size_average: cst.BaseExpression | None,
+                      reduce: cst.BaseExpression | None) -> tuple[str, bool]:
+    """The `reduction=` value torch derives from `size_average`/`reduce` (torch.nn._reduction.
+    legacy_get_string: a missing or None flag counts as True), and whether it is exact: it is
+    only when both are absent or literal; otherwise a conditional expression on their truth,
+    which differs from torch's mapping when a variable holds None."""
+    def flag(expr: cst.BaseExpression | None) -> bool | str:
+        if expr is None:
+            return True
+        if isinstance(expr, cst.Name) and expr.value in _LITERAL_FLAGS:
+            value = _LITERAL_FLAGS[expr.value]
+            return True if value is None else value
+        return _code(expr)
+
+    average, reduced = flag(size_average), flag(reduce)
+    if average is True:
+        inner = '"mean"'
+    elif average is False:
+        inner = '"sum"'
+    else:
+        inner = f'"mean" if {average} else "sum"'
+    if reduced is True:
+        value = inner
+    elif reduced is False:
+        value = '"none"'
+    else:
+        value = f'({inner}) if {reduced} else "none"' if " if " in inner else (
+            f'{inner} if {reduced} else "none"')
+    exact = all(isinstance(each, bool) for each in (average, reduced))
+    return value, exact
+
+
+def _reduction_fix(call: cst.Call, legacy: dict[str, cst.Arg]) -> Fix:
+    """Replace `size_average=`/`reduce=` (and a `reduction=` they override) by the
+    `reduction=` they stand for, where the first legacy argument was."""
+    value, exact = _legacy_reduction(
+        legacy["size_average"].value if "size_average" in legacy else None,
+        legacy["reduce"].value if "reduce" in legacy else None,
+    )
+    first = next(arg for arg in call.args if any(arg is each for each in legacy.values()))
+    dropped = [*legacy.values()]
+    existing = _keyword(call, "reduction")
+    if existing is not None:
+        dropped.append(existing)
+    args = []
+    for arg in call.args:
+        if arg is first:
+            args.append(arg.with_changes(keyword=cst.Name("reduction"),
+                                         value=cst.parse_expression(value)))
+        elif not any(arg is each for each in dropped):
+            args.append(arg)
+    if call.args[-1] is not first and any(call.args[-1] is each for each in dropped):
+        args[-1] = args[-1].with_changes(comma=call.args[-1].comma)
+    return Fix(((call, call.with_changes(args=args)),), f"pass `reduction={value}`", safe=exact)
 
 
 # an `if` test that asks which torch is installed: `hasattr(torch, "compiler")`,
@@ -278,11 +355,15 @@ class DeprecatedTorchApi(_ApiTableRule):
 
     ## What it does
     Finds uses and imports of torch APIs that PyTorch deprecated or removed (`torch.solve`,
-    `torch.cuda.amp.autocast`, `functorch.vmap`, `nn.utils.weight_norm` ...), judged against
-    the target torch version (`target-torch-version`): an API removed in that version is an
-    error, one only deprecated is a warning. A rename is fixed safely; where the arguments
-    change (`torch.amp.autocast("cuda")`), the fix is unsafe, and where the results change there
-    is none. The APIs are one table, `modellint/rules/deprecated_apis.py`.
+    `torch.cuda.amp.autocast`, `functorch.vmap`, `nn.utils.weight_norm`,
+    `nn.utils.clip_grad_norm`, `torch.ao.quantization.quantize_dynamic` ...) and the legacy
+    `size_average=`/`reduce=` arguments of the losses, judged against the target torch version
+    (`target-torch-version`): an API removed in that version is an error, one only deprecated
+    is a warning, one deprecated later is not reported. A rename is fixed safely; where the
+    arguments change (`torch.amp.autocast("cuda")`), the fix is unsafe, and where the results
+    change there is none. `size_average`/`reduce` become the `reduction=` they stand for: a safe
+    fix for literal values, an unsafe one (a conditional expression) otherwise. The APIs are
+    one table, `modellint/rules/deprecated_apis.py`.
 
     ## Why is this bad?
     Removed APIs raise at run time on the target torch; deprecated ones warn on every call and
@@ -293,20 +374,23 @@ class DeprecatedTorchApi(_ApiTableRule):
         with torch.cuda.amp.autocast():
             loss = model(x)
         X, _ = torch.solve(B, A)
+        criterion = nn.MSELoss(size_average=False)
 
     ## Use instead
         with torch.amp.autocast("cuda"):
             loss = model(x)
         X = torch.linalg.solve(A, B)
+        criterion = nn.MSELoss(reduction="sum")
     """
 
     code = "ML905"
     name = "deprecated-torch-api"
     severity = Severity.WARNING
     fix = "safe"
-    triggers = tuple(sorted(
+    table: ClassVar[dict[str, DeprecatedApi]] = DEPRECATED_APIS
+    triggers = (*sorted(
         {f"{sep}{key.rsplit('.', 1)[1]}" for key in DEPRECATED_APIS for sep in (".", " ")}
-    ))
+    ), "size_average", "reduce=", "Loss(", "_loss(", "cross_entropy(", "_with_logits(", "kl_div(")
     valid: ClassVar = [
         "import torch\n\nX = torch.linalg.solve(A, B)\n",
         "import torch\n\nwith torch.amp.autocast('cuda'):\n    pass\n",
@@ -339,30 +423,129 @@ class DeprecatedTorchApi(_ApiTableRule):
                 "def forward(ctx, x):\n    return x\n"),
         Invalid("import torch\nimport torch.nn as nn\n\nup = nn.UpsamplingBilinear2d(scale_factor=2)\n",
                 line=4),
+        Invalid("import torch\n\ntorch.nn.utils.clip_grad_norm(model.parameters(), 1.0)\n", line=3,
+                fixed="import torch\n\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"),
+        Invalid("import torch.nn as nn\n\ncriterion = nn.MSELoss(size_average=False)\n", line=3,
+                fixed='import torch.nn as nn\n\ncriterion = nn.MSELoss(reduction="sum")\n'),
+        Invalid("import torch.nn.functional as F\n\n"
+                "loss = F.nll_loss(out, y, size_average=False, reduce=False)\n", line=3,
+                fixed='import torch.nn.functional as F\n\nloss = F.nll_loss(out, y, reduction="none")\n'),
+        Invalid("import torch\n\nq = torch.quantization.quantize_dynamic(model, {torch.nn.Linear})\n",
+                line=3, options={"target_torch_version": (2, 11)}),
     ]
 
     def describe(self, spelled: str, qualified: str) -> tuple[Severity, str] | None:
-        api = DEPRECATED_APIS.get(qualified)
+        api = self.table.get(qualified)
         if api is None:
             return None
-        target = target_version(self.context)
-        if api.removed is not None and target >= api.removed:
-            severity = Severity.ERROR
-            when = (f"was removed in torch {version_text(api.removed)} (deprecated since "
-                    f"{version_text(api.deprecated)})")
-        elif target >= api.deprecated:
-            severity = Severity.WARNING
-            when = f"is deprecated since torch {version_text(api.deprecated)}"
-            if api.removed is not None:
-                when += f" and removed in {version_text(api.removed)}"
-        else:
+        described = _when(api, target_version(self.context))
+        if described is None:
             return None
+        severity, when = described
         note = f"; {api.note}" if api.note else ""
         return severity, f"`{spelled}` {when}: use `{api.replacement}` instead{note}"
 
     def fix_kind(self, qualified: str) -> tuple[str | None, str, str]:
-        api: DeprecatedApi = DEPRECATED_APIS[qualified]
+        api: DeprecatedApi = self.table[qualified]
         return api.fix, api.replacement, api.add_arg
+
+    # -- `size_average=` / `reduce=` ------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        qualified = self.context.call_name(node)
+        positions = LEGACY_REDUCTION_LOSSES.get(canonical(qualified)) if qualified else None
+        if positions is not None:
+            self._check_legacy_reduction(node, positions)
+
+    def _check_legacy_reduction(self, call: cst.Call, positions: tuple[int, int]) -> None:
+        positional = _positional(call)
+        legacy = {
+            name: arg for name, arg in (
+                ("size_average", _keyword(call, "size_average")),
+                ("reduce", _keyword(call, "reduce")),
+            ) if arg is not None
+        }
+        given_positionally = len(positional) > min(positions)
+        if not legacy and not given_positionally:
+            return
+        described = _when(LEGACY_REDUCTION, target_version(self.context))
+        if described is None:
+            return
+        severity, when = described
+        name = dotted_name(call.func) or "the loss"
+        fix = None
+        if legacy and not given_positionally and _plain_args(call):
+            fix = _reduction_fix(call, legacy)
+        spelled = " and ".join(f"`{key}=`" for key in legacy) or "`size_average`/`reduce`"
+        self.report(
+            call,
+            f"{spelled} of `{name}` {when}: pass `reduction=` instead; {LEGACY_REDUCTION.note}",
+            severity=severity,
+            fix=fix,
+        )
+
+
+class DeprecatedTorchScript(DeprecatedTorchApi):
+    """TorchScript (`torch.jit.script`, `torch.jit.trace` ...), deprecated in torch 2.11.
+
+    ## What it does
+    Finds uses and imports of the TorchScript entry points that torch 2.11 deprecated in favour
+    of `torch.export` (`torch.jit.script`, `trace`, `trace_module`, `script_method`, `save`,
+    `load`, `freeze`, `optimize_for_inference`, `fork`, `wait`, `interface`) when the target
+    torch is 2.11 or later. Markers that only tell TorchScript what to skip
+    (`torch.jit.is_scripting`, `torch.jit.unused`, `torch.jit.ignore`) are not reported.
+    Off by default and reported at severity info: TorchScript still works, libraries keep it
+    for older torch, and moving to `torch.export` is a migration, not a rename, so there is no
+    automatic fix.
+
+    ## Why is this bad?
+    TorchScript is no longer developed: each of these warns on every call, does not support
+    Python 3.14, and new operators and Python features will not reach it. `torch.export`
+    captures a graph for deployment (`torch.export.save`/`load`), and `torch.compile` speeds
+    up a model that stays in Python.
+
+    ## Example
+        scripted = torch.jit.script(model)
+        torch.jit.save(scripted, "model.pt")
+
+    ## Use instead
+        exported = torch.export.export(model, (example,))
+        torch.export.save(exported, "model.pt2")
+    """
+
+    code = "ML909"
+    name = "deprecated-torchscript"
+    severity = Severity.INFO
+    default_enabled = False
+    fix = None
+    table: ClassVar[dict[str, DeprecatedApi]] = TORCHSCRIPT_APIS
+    triggers = ("jit",)
+    valid: ClassVar = [
+        "import torch\n\nexported = torch.export.export(model, (x,))\n",
+        "import torch\n\nif torch.jit.is_scripting():\n    pass\n",
+        "import torch\n\n@torch.jit.unused\ndef f(x):\n    return x\n",
+        # deprecated after the target version
+        Valid("import torch\n\nscripted = torch.jit.script(model)\n",
+              {"target_torch_version": (2, 10)}),
+        # compatibility shim
+        "import torch\n\nif not hasattr(torch, 'export'):\n    m = torch.jit.trace(model, x)\n",
+    ]
+    invalid: ClassVar = [
+        Invalid("import torch\n\nscripted = torch.jit.script(model)\n", line=3,
+                options={"target_torch_version": (2, 11)}),
+        Invalid("import torch\n\n@torch.jit.script\ndef f(x):\n    return x\n", line=3,
+                options={"target_torch_version": (2, 11)}),
+        Invalid("from torch.jit import trace\n\ntraced = trace(model, x)\n", line=1,
+                options={"target_torch_version": (2, 11)}),
+    ]
+
+    def describe(self, spelled: str, qualified: str) -> tuple[Severity, str] | None:
+        described = super().describe(spelled, qualified)
+        # info: TorchScript still works, and leaving it is a migration, not a rename
+        return None if described is None else (Severity.INFO, described[1])
+
+    def visit_Call(self, node: cst.Call) -> None:
+        _ApiTableRule.visit_Call(self, node)
 
 
 class NonPublicTorchApi(_ApiTableRule):
@@ -855,6 +1038,7 @@ class ZeroGradKeepsMemory(StaticRule):
 def modellint_add_rules():
     return [
         DeprecatedTorchApi,
+        DeprecatedTorchScript,
         TorchvisionPretrainedArgument,
         CheckpointUseReentrant,
         RequiresGradTypo,

@@ -3,14 +3,29 @@ spellings, target versions, fixes, and torchvision's legacy weights table agains
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import itertools
+import warnings
+
 import pytest
 
 from modellint.finding import Severity
-from modellint.testing import fix_text, lint_text
-from rules.deprecated_apis import DEPRECATED_APIS, PRIVATE_TWINS, TORCHVISION_LEGACY_WEIGHTS
+from modellint.fix import apply_fixes
+from modellint.static.engine import lint_source
+from modellint.testing import _options, fix_text, lint_text
+from rules.deprecated_apis import (
+    DEPRECATED_APIS,
+    LEGACY_REDUCTION_LOSSES,
+    PRIVATE_TWINS,
+    TORCHSCRIPT_APIS,
+    TORCHVISION_LEGACY_WEIGHTS,
+)
 from rules.torch_api import (
     CheckpointUseReentrant,
     DeprecatedTorchApi,
+    DeprecatedTorchScript,
     NonPublicTorchApi,
     RedundantNoGrad,
     RequiresGradTypo,
@@ -38,16 +53,18 @@ def test_every_table_entry_is_reported_with_its_severity_and_fix(qualified):
     line = header.count("\n") + 2
     args = "" if api.fix == "add-arg" else "a"
     source = f"{header}\nresult = {qualified}({args})\n"
-    removed = api.removed is not None and (2, 6) >= api.removed
-    [(code, at, severity)] = findings(source, DeprecatedTorchApi)
+    # the default target (2.6), or the release that deprecated the API when that is later
+    target = max((2, 6), api.deprecated)
+    removed = api.removed is not None and target >= api.removed
+    [(code, at, severity)] = findings(source, DeprecatedTorchApi, target_torch_version=target)
     assert (code, at) == ("ML905", line)
     assert severity == (Severity.ERROR if removed else Severity.WARNING)
-    [finding] = lint_text(source, [DeprecatedTorchApi])
+    [finding] = lint_text(source, [DeprecatedTorchApi], {"target_torch_version": target})
     assert f"`{api.replacement}`" in finding.message
     # before the deprecation, nothing is reported
     before = (*api.deprecated[:-1], api.deprecated[-1] - 1)
     assert findings(source, DeprecatedTorchApi, target_torch_version=before) == []
-    fixed = fix_text(source, [DeprecatedTorchApi])
+    fixed = fix_text(source, [DeprecatedTorchApi], {"target_torch_version": target})
     if api.fix in ("rename", "rename-one-arg"):
         assert fixed == f"{header}\nresult = {api.replacement}(a)\n"
     elif api.fix == "add-arg":
@@ -62,9 +79,11 @@ def test_every_table_entry_is_reported_with_its_severity_and_fix(qualified):
 def test_every_table_entry_is_reported_at_its_import(qualified):
     module, _, name = qualified.rpartition(".")
     source = f"from {module} import {name}\n\nresult = {name}(a)\n"
-    assert [line for _, line, _ in findings(source, DeprecatedTorchApi)] == [1]
-    fixed = fix_text(source, [DeprecatedTorchApi])
     api = DEPRECATED_APIS[qualified]
+    target = max((2, 6), api.deprecated)
+    assert [line for _, line, _ in findings(
+        source, DeprecatedTorchApi, target_torch_version=target)] == [1]
+    fixed = fix_text(source, [DeprecatedTorchApi], {"target_torch_version": target})
     if api.fix == "rename":
         new_module, _, new_name = api.replacement.rpartition(".")
         alias = "" if new_name == name else f" as {name}"
@@ -133,17 +152,254 @@ def test_local_names_and_other_libraries_are_not_reported():
     assert findings(source, DeprecatedTorchApi) == []
 
 
+def _resolve(qualified):
+    """The object a dotted name names, importing the longest importable module prefix."""
+    parts = qualified.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            found = getattr(found, part)
+        return found
+    raise ImportError(qualified)
+
+
 def test_table_replacements_exist_in_installed_torch():
     torch = pytest.importorskip("torch")
-    import importlib
 
-    for qualified, api in DEPRECATED_APIS.items():
-        module, _, name = api.replacement.rpartition(".")
-        assert hasattr(importlib.import_module(module), name), (qualified, api.replacement)
+    outside_torch = []
+    for qualified, api in {**DEPRECATED_APIS, **TORCHSCRIPT_APIS}.items():
+        if api.replacement.startswith("torchao."):
+            # torch.ao.quantization moved to torchao, a separate package
+            outside_torch.append(api.replacement)
+            continue
+        assert callable(_resolve(api.replacement)), (qualified, api.replacement)
+        # the deprecated spelling itself still resolves unless the table says it is removed
+        if api.removed is None:
+            assert _resolve(qualified) is not None, qualified
+    assert outside_torch, "the torchao entries are checked by the next test"
     for private, (public, _, _) in PRIVATE_TWINS.items():
         module, _, name = public.rpartition(".")
         assert hasattr(importlib.import_module(module), name), (private, public)
     assert torch is not None
+
+
+def test_torchao_replacements_exist_when_torchao_is_installed():
+    pytest.importorskip("torchao")
+    for qualified, api in DEPRECATED_APIS.items():
+        if api.replacement.startswith("torchao."):
+            assert callable(_resolve(api.replacement)), (qualified, api.replacement)
+
+
+def _fix_once(source, rules, options=None, unsafe=True):
+    result = lint_source("example.py", source.encode(), list(rules), _options(options))
+    if result.module is None:  # nothing found: the tree is not kept
+        return source, 0
+    return apply_fixes(result.module, result.findings, unsafe, source)
+
+
+def _generated_sources():
+    for qualified, api in sorted(DEPRECATED_APIS.items()):
+        target = max((2, 6), api.deprecated)
+        args = "" if api.fix == "add-arg" else "a, b"
+        header = _imports(qualified)
+        module, _, name = qualified.rpartition(".")
+        yield (f"{header}\nresult = {qualified}({args})\n", target)
+        yield (f"from {module} import {name}\n\nresult = {name}(a)\n", target)
+    for qualified in sorted(LEGACY_REDUCTION_LOSSES):
+        for flags in ("size_average=False", "reduce=False", "size_average=True, reduce=None",
+                      "size_average=avg", "size_average=avg, reduce=flag",
+                      "reduction='sum', size_average=False"):
+            yield (f"import torch\n\nresult = {qualified}(x, {flags})\n", (2, 6))
+
+
+@pytest.mark.parametrize(("source", "target"), list(_generated_sources()))
+def test_fixed_code_parses_and_fix_is_idempotent(source, target):
+    options = {"target_torch_version": target}
+    fixed, count = _fix_once(source, [DeprecatedTorchApi], options)
+    ast.parse(fixed)
+    again, more = _fix_once(fixed, [DeprecatedTorchApi], options)
+    assert (again, more) == (fixed, 0)
+    if count:
+        # a fixed finding is not reported again
+        assert len(lint_text(fixed, [DeprecatedTorchApi], options)) < len(
+            lint_text(source, [DeprecatedTorchApi], options))
+
+
+# -- ML905: size_average= / reduce= -----------------------------------------------------------
+
+
+def test_legacy_reduction_table_matches_torch_signatures():
+    """Every torch.nn loss and functional loss that takes `size_average` is in the table, at
+    the positions its signature gives."""
+    nn = pytest.importorskip("torch.nn")
+    functional = importlib.import_module("torch.nn.functional")
+    found = {}
+    for namespace, prefix in ((nn, "torch.nn"), (functional, "torch.nn.functional")):
+        for name in dir(namespace):
+            obj = getattr(namespace, name)
+            if name.startswith("_") or not callable(obj):
+                continue
+            try:
+                parameters = inspect.signature(obj).parameters
+            except (TypeError, ValueError):
+                continue
+            if "size_average" not in parameters:
+                continue
+            positional = [p.name for p in parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            found[f"{prefix}.{name}"] = (positional.index("size_average"),
+                                         positional.index("reduce"))
+            assert "reduction" in parameters, name
+    assert found == LEGACY_REDUCTION_LOSSES
+
+
+_FLAG_VALUES = (None, "None", "True", "False")  # None: not passed
+
+
+def _legacy_flags():
+    for average, reduce in itertools.product(_FLAG_VALUES, repeat=2):
+        if average is None and reduce is None:
+            continue
+        yield ", ".join(f"{key}={value}" for key, value in (
+            ("size_average", average), ("reduce", reduce)) if value is not None)
+
+
+@pytest.mark.parametrize("loss", sorted(q for q in LEGACY_REDUCTION_LOSSES if "functional" not in q))
+@pytest.mark.parametrize("flags", list(_legacy_flags()))
+def test_legacy_reduction_fix_builds_the_same_loss(loss, flags):
+    """The safe fix of literal flags gives the module the same `reduction` torch derives."""
+    torch = pytest.importorskip("torch")
+    source = f"import torch\n\ncriterion = {loss}({flags})\n"
+    [finding] = lint_text(source, [DeprecatedTorchApi])
+    assert finding.severity == Severity.WARNING and finding.fix.safe
+    fixed = fix_text(source, [DeprecatedTorchApi], unsafe=False)
+    assert "size_average" not in fixed and "reduce=" not in fixed
+    before, after = {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(source, before)  # noqa: S102 - our own generated source
+    exec(fixed, after)  # noqa: S102
+    assert after["criterion"].reduction == before["criterion"].reduction
+    assert torch is not None
+
+
+_FUNCTIONAL_CALLS = {
+    "torch.nn.functional.mse_loss": "x, t",
+    "torch.nn.functional.l1_loss": "x, t",
+    "torch.nn.functional.smooth_l1_loss": "x, t",
+    "torch.nn.functional.binary_cross_entropy_with_logits": "x, p",
+    "torch.nn.functional.nll_loss": "x.log_softmax(1), y",
+    "torch.nn.functional.cross_entropy": "x, y",
+    "torch.nn.functional.kl_div": "x.log_softmax(1), p",
+}
+
+
+@pytest.mark.parametrize("function", sorted(_FUNCTIONAL_CALLS))
+@pytest.mark.parametrize("flags", list(_legacy_flags()))
+def test_legacy_reduction_fix_computes_the_same_functional_loss(function, flags):
+    torch = pytest.importorskip("torch")
+    setup = ("import torch\n\ntorch.manual_seed(0)\nx = torch.randn(4, 3)\n"
+             "t = torch.randn(4, 3)\np = torch.rand(4, 3)\ny = torch.tensor([0, 2, 1, 2])\n")
+    source = f"{setup}value = {function}({_FUNCTIONAL_CALLS[function]}, {flags})\n"
+    fixed = fix_text(source, [DeprecatedTorchApi], unsafe=False)
+    assert "size_average" not in fixed and "reduce=" not in fixed
+    before, after = {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(source, before)  # noqa: S102 - our own generated source
+        exec(fixed, after)  # noqa: S102
+    assert torch.equal(before["value"], after["value"])
+
+
+def test_legacy_flags_override_an_explicit_reduction():
+    source = "import torch.nn as nn\n\nc = nn.MSELoss(reduction='none', size_average=True)\n"
+    assert fix_text(source, [DeprecatedTorchApi]) == (
+        'import torch.nn as nn\n\nc = nn.MSELoss(reduction="mean")\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nn = pytest.importorskip("torch.nn")
+        assert nn.MSELoss(reduction="none", size_average=True).reduction == "mean"
+
+
+def test_variable_legacy_flags_get_an_unsafe_conditional_fix():
+    source = ("import torch.nn.functional as F\n\n"
+              "def loss(x, y, avg, red):\n    return F.mse_loss(x, y, size_average=avg, reduce=red)\n")
+    [finding] = lint_text(source, [DeprecatedTorchApi])
+    assert not finding.fix.safe
+    assert fix_text(source, [DeprecatedTorchApi], unsafe=False) == source
+    fixed = fix_text(source, [DeprecatedTorchApi])
+    assert 'reduction=("mean" if avg else "sum") if red else "none"' in fixed
+    # why unsafe: torch reads a None flag as True, the conditional as False
+    torch = pytest.importorskip("torch")
+    before, after = {}, {}
+    exec(source, before)  # noqa: S102
+    exec(fixed, after)  # noqa: S102
+    x, y = torch.ones(2), torch.zeros(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for avg, red in itertools.product((True, False), repeat=2):
+            assert torch.equal(before["loss"](x, y, avg, red), after["loss"](x, y, avg, red))
+        assert not torch.equal(before["loss"](x, y, None, True), after["loss"](x, y, None, True))
+
+
+def test_positional_legacy_flags_are_reported_not_fixed():
+    source = "import torch.nn as nn\n\nc = nn.NLLLoss(None, False)\nd = nn.NLLLoss(w)\n"
+    assert findings(source, DeprecatedTorchApi) == [("ML905", 3, Severity.WARNING)]
+    assert fix_text(source, [DeprecatedTorchApi]) == source
+
+
+def test_legacy_flags_fix_keeps_a_multi_line_call():
+    source = ("import torch.nn as nn\n\nc = nn.CrossEntropyLoss(\n    weight=w,\n"
+              "    size_average=False,\n    ignore_index=-1,\n    reduce=True,\n)\n")
+    assert fix_text(source, [DeprecatedTorchApi]) == (
+        "import torch.nn as nn\n\nc = nn.CrossEntropyLoss(\n    weight=w,\n"
+        '    reduction="sum",\n    ignore_index=-1,\n)\n')
+
+
+def test_legacy_flags_of_other_callables_are_not_reported():
+    source = ("import torch\nfrom functools import reduce\n\n"
+              "def my_loss(x, size_average=True):\n    return x\n\n"
+              "a = my_loss(1, size_average=False)\nb = torch.nn.HuberLoss(reduction='sum')\n"
+              "c = torch.sum(x)\n")
+    assert findings(source, DeprecatedTorchApi) == []
+    before = "import torch.nn as nn\n\nc = nn.MSELoss(size_average=False)\n"
+    assert findings(before, DeprecatedTorchApi, target_torch_version=(0, 4)) == []
+
+
+def test_quantization_entries_follow_the_target_version():
+    source = "import torch\n\nq = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear})\n"
+    assert findings(source, DeprecatedTorchApi, target_torch_version=(2, 8)) == []
+    [finding] = lint_text(source, [DeprecatedTorchApi], {"target_torch_version": (2, 11)})
+    assert finding.severity == Severity.WARNING and finding.fix is None
+    assert "torchao.quantization.quantize_" in finding.message
+    fx = "from torch.ao.quantization.quantize_fx import prepare_fx\n"
+    [finding] = lint_text(fx, [DeprecatedTorchApi], {"target_torch_version": (2, 11)})
+    assert "prepare_pt2e" in finding.message
+
+
+# -- ML909 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("qualified", sorted(TORCHSCRIPT_APIS))
+def test_every_torchscript_entry_is_info_from_2_11(qualified):
+    api = TORCHSCRIPT_APIS[qualified]
+    source = f"import torch\n\nresult = {qualified}(a)\n"
+    [finding] = lint_text(source, [DeprecatedTorchScript], {"target_torch_version": (2, 11)})
+    assert (finding.code, finding.line, finding.severity) == ("ML909", 3, Severity.INFO)
+    assert f"`{api.replacement}`" in finding.message and finding.fix is None
+    assert lint_text(source, [DeprecatedTorchScript], {"target_torch_version": (2, 10)}) == []
+    # ML905 does not report TorchScript
+    assert lint_text(source, [DeprecatedTorchApi], {"target_torch_version": (2, 11)}) == []
+
+
+def test_torchscript_rule_is_off_by_default_and_ignores_markers():
+    assert DeprecatedTorchScript.default_enabled is False
+    source = ("import torch\n\n@torch.jit.ignore\ndef f(x):\n    return x\n\n"
+              "if torch.jit.is_scripting() or torch.jit.is_tracing():\n    pass\n")
+    assert lint_text(source, [DeprecatedTorchScript], {"target_torch_version": (2, 11)}) == []
 
 
 # -- ML318 ------------------------------------------------------------------------------------
