@@ -10,6 +10,9 @@ from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, snip
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
 
+# methods of a torch.distributed.rpc RRef that return a proxy whose methods run remotely
+_RREF_PROXIES = frozenset({"remote", "rpc_sync", "rpc_async"})
+
 DROPOUT_FUNCTIONS = frozenset(
     f"torch.nn.functional.{name}"
     for name in (
@@ -101,7 +104,9 @@ class DropoutIgnoresEval(StaticRule):
     Finds `F.dropout`, `F.dropout1d/2d/3d`, `F.alpha_dropout` and `F.feature_alpha_dropout`
     called in a method of an `nn.Module` subclass without a `training` argument, or with
     `training=True`. A plain function that passes its own `training` argument through is fine,
-    and so is any `training=` expression other than the literal `True`.
+    and so is any `training=` expression other than the literal `True`. A call in the body of
+    `if self.training:` (or of `... if self.training else ...`) runs only in training mode and
+    is not flagged.
 
     ## Why is this bad?
     Unlike `nn.Dropout`, the functional form does not know the module's mode: its `training`
@@ -147,6 +152,14 @@ class DropoutIgnoresEval(StaticRule):
         # arguments we cannot see
         HEADER + "class Net(nn.Module):\n    def forward(self, x, **kw):\n"
         "        return F.dropout(x, **kw)\n",
+        # only reached in training mode
+        HEADER + "class Net(nn.Module):\n    def forward(self, x):\n        if self.training:\n"
+        "            x = F.dropout(x, 0.5)\n        return x\n",
+        HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
+        "        if self.training and self.p > 0:\n            x = F.dropout2d(x, self.p)\n"
+        "        return x\n",
+        HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
+        "        return F.dropout(x, 0.5) if self.training else x\n",
         # a local function called `dropout` is not torch's
         "def dropout(x, p):\n    return x\n\nclass Net:\n    def forward(self, x):\n"
         "        return dropout(x, 0.5)\n",
@@ -157,6 +170,15 @@ class DropoutIgnoresEval(StaticRule):
             "        return F.dropout(x, p=0.5)\n",
             line=7,
             fixed=HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
+            "        return F.dropout(x, p=0.5, training=self.training)\n",
+        ),
+        # the other branch of `if self.training:` runs in eval mode
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def forward(self, x):\n        if self.training:\n"
+            "            return x\n        return F.dropout(x, p=0.5)\n",
+            line=9,
+            fixed=HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
+            "        if self.training:\n            return x\n"
             "        return F.dropout(x, p=0.5, training=self.training)\n",
         ),
         Invalid(
@@ -195,6 +217,8 @@ class DropoutIgnoresEval(StaticRule):
         self_name = _self_name(self.context, *found)
         if self_name is None:
             return
+        if _guarded_by_training(self.context, node, self_name):
+            return
         short = qualified.rsplit(".", 1)[1]
         training = _keyword(node, "training")
         positional = _positional(node)
@@ -228,6 +252,50 @@ class DropoutIgnoresEval(StaticRule):
             )
 
 
+def _is_training_test(test: cst.BaseExpression, self_name: str) -> bool:
+    """`self.training`, or `self.training and ...`: true only in training mode."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _is_training_test(test.left, self_name) or _is_training_test(test.right, self_name)
+    return dotted_name(test) == f"{self_name}.training"
+
+
+def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or visited is node
+            return not found
+
+    tree.visit(Finder())
+    return found
+
+
+def _guarded_by_training(context, node: cst.Call, self_name: str) -> bool:
+    """The call runs only in training mode: in the body of `if self.training:` (or of
+    `... if self.training else ...`), where eval() already switches it off."""
+    method = context.current_method()[1]
+    stack = context.statement_stack
+    start = next((i for i, s in enumerate(stack) if s is method), 0)
+    for statement in stack[start:]:
+        if isinstance(statement, cst.If) and _is_training_test(statement.test, self_name):
+            if _contains(statement.body, node):
+                return True
+
+    found = False
+
+    class Conditional(cst.CSTVisitor):
+        def visit_IfExp(self, expr: cst.IfExp) -> None:
+            nonlocal found
+            if not found and _is_training_test(expr.test, self_name) and _contains(expr.body, node):
+                found = True
+
+    if stack:
+        stack[-1].visit(Conditional())
+    return found
+
+
 class ForwardCalledDirectly(StaticRule):
     """`m.forward(x)` called directly instead of `m(x)`.
 
@@ -236,7 +304,9 @@ class ForwardCalledDirectly(StaticRule):
     inside `nn.Module` subclasses, and outside them on names built from a module class
     (`model = Net(); model.forward(x)`). `super().forward(...)` and the unbound form
     `Base.forward(self, ...)` are how a subclass extends its parent and are not reported, nor
-    are `forward` methods of other objects (pipelines, `torch.classes` objects).
+    are `forward` methods of other objects (pipelines, `torch.classes` objects), nor RPC
+    proxies (`rref.remote().forward(...)`) and `RemoteModule`s, whose documented API is
+    `.forward(...)`: there `m(...)` would break the program.
 
     ## Why is this bad?
     `nn.Module.__call__` runs the forward pre-hooks and hooks, backward hooks and
@@ -282,6 +352,19 @@ class ForwardCalledDirectly(StaticRule):
         "        return self.op.forward(x)\n",
         # a reference, not a call
         HEADER + "def run(model, x):\n    fn = model.forward\n    return fn\n",
+        # RPC: an RRef's proxy and a RemoteModule are no nn.Module to call
+        HEADER + "class Trainer(nn.Module):\n    def __init__(self, rref):\n"
+        "        super().__init__()\n        self.rref = rref\n\n    def forward(self, x):\n"
+        "        return self.rref.remote().forward(x).to_here()\n",
+        HEADER + "class Net(nn.Module):\n    def forward(self, rref, x):\n"
+        "        return rref.rpc_sync().forward(x)\n",
+        HEADER + "from torch.distributed.nn import RemoteModule\n\n"
+        "class Hybrid(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.remote = RemoteModule('worker1/cpu', nn.Linear, args=(4, 2))\n\n"
+        "    def forward(self, x):\n        return self.remote.forward(x)\n",
+        HEADER + "from torch.distributed.nn.api.remote_module import RemoteModule\n\n"
+        "remote = RemoteModule('worker1/cpu', nn.Linear, args=(4, 2))\n"
+        "y = remote.forward(torch.ones(1, 4))\n",
         HEADER + "def run(model, x):\n    return model(x)\n",
     ]
     invalid = [
@@ -323,6 +406,8 @@ class ForwardCalledDirectly(StaticRule):
             return
         receiver = func.value
         if isinstance(receiver, cst.Call) and dotted_name(receiver.func) == "super":
+            return
+        if self._remote(receiver):
             return
         if self._names_a_class(receiver) or not self._may_be_module(receiver):
             return
@@ -377,6 +462,32 @@ class ForwardCalledDirectly(StaticRule):
                 ):
                     return False
         return True
+
+    def _remote(self, receiver: cst.BaseExpression) -> bool:
+        """An RPC proxy (`rref.remote()`, `rref.rpc_sync()`, `rref.rpc_async()`) or a
+        `RemoteModule`: their documented API is `.forward(...)`, and `proxy(...)` is no call of
+        the remote module (the proxy is not callable; RemoteModule has no `__call__` forward)."""
+        if isinstance(receiver, cst.Call):
+            func = receiver.func
+            return isinstance(func, cst.Attribute) and func.attr.value in _RREF_PROXIES
+        name = dotted_name(receiver)
+        if name is None:
+            return False
+        values: list[cst.BaseExpression] = []
+        value = self.context.lookup(name)
+        if value is not None:
+            values.append(value)
+        found = self.context.current_method()
+        if found is not None and name.count(".") == 1:
+            self_name = _self_name(self.context, *found)
+            owner, attr = name.split(".")
+            if owner == self_name:
+                values += _attribute_values(found[0], self_name, attr)
+        return any(
+            (self.context.call_name(v) or dotted_name(v.func) or "").rsplit(".", 1)[-1]
+            == "RemoteModule"
+            for v in values if isinstance(v, cst.Call)
+        )
 
     def _names_a_class(self, expr: cst.BaseExpression) -> bool:
         name = dotted_name(expr)

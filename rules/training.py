@@ -21,6 +21,7 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
+    is_no_grad_item,
     last_segment,
     line_of,
     mode_calls,
@@ -718,6 +719,132 @@ class ParamGroupOverlap(StaticRule):
 
 # -- ML306 ------------------------------------------------------------------------------------
 
+# torch.nn classes whose forward differs between train() and eval() whatever their arguments
+_MODE_LAYERS = frozenset({
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "LazyBatchNorm3d", "SyncBatchNorm", "RReLU",
+})
+# ... only with a non-zero `dropout=` (the default after the name)
+_DROPOUT_ARGUMENT = {
+    "RNN": 0, "LSTM": 0, "GRU": 0, "MultiheadAttention": 0,
+    "Transformer": 0.1, "TransformerEncoderLayer": 0.1, "TransformerDecoderLayer": 0.1,
+}
+# ... only with `track_running_stats=True`
+_INSTANCE_NORMS = frozenset({
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+})
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+
+
+def _number(expr: cst.BaseExpression) -> float | None:
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return float(expr.evaluated_value)
+    return None
+
+
+def has_mode_behaviour(context, call: cst.Call, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether the module `call` builds may behave differently in train() and eval() mode.
+    Unknown is yes: only `torch.nn` layers and module classes of this file known to hold no
+    dropout, batch norm or other mode-dependent layer are no (a loss, `nn.Softmax`,
+    `nn.Linear`, an `nn.LSTM` without dropout)."""
+    func = call.func
+    if isinstance(func, cst.Name) and func.value in context.module_classes:
+        return _class_has_mode_behaviour(context, func.value, seen)
+    qualified = context.call_name(call) or ""
+    if not qualified.startswith("torch.nn.") or qualified.count(".") > 3:
+        return True
+    layer = qualified.rsplit(".", 1)[1]
+    if layer in _MODE_LAYERS:
+        return True
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    if any(arg.star for arg in call.args):
+        return True
+    if layer in _DROPOUT_ARGUMENT:
+        dropout = keywords.get("dropout")
+        if dropout is None:
+            return _DROPOUT_ARGUMENT[layer] != 0
+        return _number(dropout) != 0
+    if layer in _INSTANCE_NORMS:
+        tracked = keywords.get("track_running_stats")
+        return tracked is not None and not (
+            isinstance(tracked, cst.Name) and tracked.value == "False")
+    if layer in _CONTAINERS:
+        return any(_expression_has_mode_behaviour(context, arg.value, seen) for arg in call.args)
+    # TransformerEncoder/Decoder take a layer built elsewhere; other torch.nn classes
+    # (losses, activations, Linear, convolutions, LayerNorm ...) have no mode
+    return layer in ("TransformerEncoder", "TransformerDecoder") or not context.builds_module(call)
+
+
+def _expression_has_mode_behaviour(context, expr: cst.BaseExpression, seen) -> bool:
+    if isinstance(expr, cst.Call):
+        return has_mode_behaviour(context, expr, seen)
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return any(_expression_has_mode_behaviour(context, el.value, seen) for el in expr.elements)
+    if isinstance(expr, cst.Dict):
+        return any(_expression_has_mode_behaviour(context, el.value, seen)
+                   for el in expr.elements if isinstance(el, cst.DictElement))
+    return True
+
+
+_MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
+
+
+def _class_has_mode_behaviour(context, name: str, seen: frozenset[str]) -> bool:
+    """A module class of this file: no only when its bases and every layer it builds are known
+    to have no mode and its code never reads `training` nor calls dropout."""
+    if name in seen:
+        return False
+    seen = seen | {name}
+    cls = context.module_classes[name]
+    if _MODE_TEXT.search(cst.Module(body=[cls]).code):
+        return True
+    for base in cls.bases:
+        base_name = dotted_name(base.value)
+        if base_name in context.module_classes:
+            if _class_has_mode_behaviour(context, base_name, seen):
+                return True
+        elif context.qualified_name(base.value) != "torch.nn.Module":
+            return True
+    found = False
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            if found:
+                return
+            callee = dotted_name(node.func) or ""
+            qualified = context.call_name(node) or ""
+            if qualified.startswith("torch.") and not context.builds_module(node):
+                return  # nn.Parameter, torch.Size ...: no module
+            builds = context.builds_module(node) or callee.rsplit(".", 1)[-1][:1].isupper()
+            if builds and has_mode_behaviour(context, node, seen):
+                found = True
+
+    cls.visit(Calls())
+    return found
+
+
+def _in_training_step(context, scope: Scope, site: Site) -> bool:
+    """The `no_grad` block of `site` sits directly in the loop body that also calls
+    `backward()` or `optimizer.step()` (not in a nested loop of it): part of a training step,
+    such as a GAN's generator sampling for the discriminator's step or a sample logged every
+    N steps, not an evaluation after training."""
+    loop = None
+    for ancestor in site.ancestors:
+        if isinstance(ancestor, cst.With) and any(
+            is_no_grad_item(context, item.item) for item in ancestor.items
+        ):
+            break
+        if isinstance(ancestor, (cst.For, cst.While)):
+            loop = ancestor
+    if loop is None:
+        return False
+    steps = [b for b, _ in backward_calls(context, scope)] + optimizer_steps(context, scope)
+    return any(step.loops and step.loops[-1] is loop for step in steps)
+
+
 class EvalWithoutEvalMode(ScopeRule):
     """A model is run for evaluation under `no_grad` while still in training mode.
 
@@ -728,6 +855,13 @@ class EvalWithoutEvalMode(ScopeRule):
     a `torchvision.models` builder) or put it in training mode (`model.train()`) to train it.
     A model received as an argument may have been put in eval mode by the caller and is not
     flagged; nor is code inside module classes.
+
+    Only modules whose behaviour depends on the mode are reported: losses, activations such as
+    `nn.Softmax`, `nn.Linear`, an `nn.LSTM` without `dropout=` and module classes of the file
+    built only from such layers behave the same in both modes. Nor is a `no_grad` block that
+    sits in the loop body calling `backward()` or `optimizer.step()`: it is part of a training
+    step (a GAN's generator sampling for the discriminator's step, a sample logged every N
+    steps), and `eval()` there would train the next steps in eval mode.
 
     ## Why is this bad?
     `no_grad` only stops gradient tracking; it does not change layer behaviour. In training
@@ -774,6 +908,25 @@ class EvalWithoutEvalMode(ScopeRule):
         "    for x in loader:\n        with torch.no_grad():\n            target = teacher(x)\n"
         "        F.mse_loss(student(x), target).backward()\n        optimizer.step()\n"
         "        optimizer.zero_grad()\n",
+        # a loss and a softmax have no train/eval behaviour (DeiT's and MAE's evaluate())
+        HEADER + "@torch.no_grad()\ndef evaluate(model, loader):\n"
+        "    criterion = torch.nn.CrossEntropyLoss()\n    softmax = nn.Softmax(dim=1)\n"
+        "    model.eval()\n    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n        probs = softmax(model(x))\n",
+        # a linear model and an LSTM without dropout behave the same in both modes
+        HEADER + "model = nn.Linear(784, 10)\nwith torch.no_grad():\n    out = model(x)\n",
+        HEADER + "rnn = nn.LSTM(8, 16, num_layers=2)\nwith torch.no_grad():\n"
+        "    out, _ = rnn(x)\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n"
+        "        return F.relu(self.fc(x))\n\n\nmodel = Net()\nwith torch.no_grad():\n"
+        "    out = model(x)\n",
+        # a GAN's discriminator step: the generator samples under no_grad inside the step
+        HEADER + "def train(generator, discriminator, loader, opt_d):\n"
+        "    generator.train()\n    for real in loader:\n        with torch.no_grad():\n"
+        "            fake = generator(torch.randn(64, 100))\n"
+        "        loss = discriminator(fake).mean() - discriminator(real).mean()\n"
+        "        opt_d.zero_grad()\n        loss.backward()\n        opt_d.step()\n",
     ]
     invalid = [
         Invalid(
@@ -815,6 +968,10 @@ class EvalWithoutEvalMode(ScopeRule):
             constructor = constructor_of(context, scope, name, site.order) if (
                 "." not in name) else None
             built = constructor is not None and context.builds_module(constructor)
+            if built and not has_mode_behaviour(context, constructor):
+                continue  # a loss, an activation, a layer without dropout or batch norm
+            if not decorated and _in_training_step(context, scope, site):
+                continue
             if not built:
                 if name not in trains:
                     continue
