@@ -9,6 +9,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rules._loops import function_without_grad, is_no_grad_item
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -334,7 +335,11 @@ class HookKeepsGraph(StaticRule):
     of the forward pass, alive for as long as it is stored. Feature-extraction loops run out of
     memory after a few batches, and a later `backward()` through a stored tensor raises
     "Trying to backward through the graph a second time". Under `torch.no_grad()` there is no
-    graph; if the model only ever runs that way, silence the finding with `# noqa: ML402`.
+    graph: hooks registered under `no_grad`/`inference_mode` (a `with` block or a decorated
+    function) are not reported, and if the model only ever runs that way elsewhere, silence the
+    finding with `# noqa: ML402`. Nor is a hook whose store is read where the file calls
+    `backward()` (a feature-matching or style loss built from the stored outputs): there the
+    graph is the point.
 
     ## Example
         class SaveOutput:
@@ -385,6 +390,20 @@ class HookKeepsGraph(StaticRule):
         HEADER + "acts = {}\n\ndef get_activation(name):\n"
         "    def hook(model, inputs, output):\n        acts[name] = output.detach()\n"
         "    return hook\n\nh = nn.Linear(2, 2).register_forward_hook(get_activation('fc'))\n",
+        # registered only under no_grad: no graph is recorded
+        HEADER + "feats = []\n\ndef hook(module, inputs, output):\n    feats.append(output)\n\n"
+        "@torch.no_grad()\ndef extract(model, x):\n"
+        "    handle = model.register_forward_hook(hook)\n    model(x)\n    handle.remove()\n",
+        HEADER + "feats = []\nmodel = nn.Linear(2, 2)\nwith torch.no_grad():\n"
+        "    handle = model.register_forward_hook(lambda m, i, o: feats.append(o))\n"
+        "    model(torch.ones(1, 2))\n    handle.remove()\n",
+        # the stored output is the objective being backpropagated (a perceptual loss)
+        HEADER + "class Perceptual:\n    def __init__(self, layer):\n        self.features = []\n"
+        "        layer.register_forward_hook(self.save)\n\n"
+        "    def save(self, module, inputs, output):\n        self.features.append(output)\n\n"
+        "def step(model, perceptual, x, target, optimizer):\n    perceptual.features.clear()\n"
+        "    model(x)\n    loss = sum(((f - target) ** 2).mean() for f in perceptual.features)\n"
+        "    loss.backward()\n    optimizer.step()\n",
         # a per-call collector looked up inside the hook
         HEADER + "import contextvars\n\ncollector = contextvars.ContextVar('c', default=None)\n\n"
         "def hook(module, inputs, output):\n    outputs = collector.get()\n"
@@ -404,6 +423,13 @@ class HookKeepsGraph(StaticRule):
             "        handle = layer.register_forward_hook(save_output)\n"
             "        hook_handles.append(handle)\n",
             line=9,
+        ),
+        # a script that trains, but never reads the stored outputs where it backpropagates
+        Invalid(
+            HEADER + "feats = []\n\ndef hook(module, inputs, output):\n    feats.append(output)\n\n"
+            "model = nn.Linear(2, 2)\nmodel.register_forward_hook(hook)\n"
+            "for x in loader:\n    model(x).sum().backward()\n",
+            line=7,
         ),
         # `.cpu()` alone keeps the graph
         Invalid(
@@ -468,10 +494,22 @@ class HookKeepsGraph(StaticRule):
                 hook = arg
         if hook.keyword is not None and hook.keyword.value != "hook":
             return
+        if self._registered_without_grad():
+            return  # the hook lives only while no graph is recorded
         self.registrations.append((hook.value, self.context.current_class))
+
+    def _registered_without_grad(self) -> bool:
+        """The registration runs under `no_grad`/`inference_mode` (a `with` block or a
+        decorated function)."""
+        context = self.context
+        return any(
+            isinstance(s, cst.With) and any(is_no_grad_item(context, i.item) for i in s.items)
+            for s in context.statement_stack
+        ) or any(function_without_grad(context, f) for f in context.function_stack)
 
     def leave_Module(self, original_node: cst.Module) -> None:
         seen: set[int] = set()
+        self._backpropagated = _names_read_where_backpropagated(original_node)
         for expr, cls in self.registrations:
             for params, body, label in self._hooks(expr, cls, depth=0):
                 key = id(body)
@@ -543,6 +581,8 @@ class HookKeepsGraph(StaticRule):
         finder = _StoreFinder(_HookBody(self.context, tracked), set())
         body.visit(finder)
         for node, value in finder.stores:
+            if _container_name(node) in self._backpropagated:
+                continue  # the stored output is the objective: its graph is wanted
             stored = dotted_name(value)
             what = f"`{stored}`" if stored else "its inputs or output"
             self.report(
@@ -550,6 +590,66 @@ class HookKeepsGraph(StaticRule):
                 f"{label} stores {what} with the autograd graph, which keeps the activations "
                 "of the whole forward pass alive; store a `.detach()`ed copy instead",
             )
+
+
+def _container_name(store: cst.CSTNode) -> str | None:
+    """The name a store writes into: `feats` for `feats.append(o)` and `feats[k] = o`,
+    `.outputs` for `self.outputs.append(o)` and `self.outputs = o`."""
+    if isinstance(store, cst.Call) and isinstance(store.func, cst.Attribute):
+        target = store.func.value
+    elif isinstance(store, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        target = store.targets[0].target if isinstance(store, cst.Assign) else store.target
+    else:
+        return None
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    if isinstance(target, cst.Attribute):
+        return "." + target.attr.value
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _backpropagates(node: cst.CSTNode) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal found
+            name = dotted_name(call.func) or ""
+            if name.endswith((".backward", "autograd.grad", "autograd.backward")):
+                found = True
+
+    node.visit(Finder())
+    return found
+
+
+def _names_read_where_backpropagated(module: cst.Module) -> set[str]:
+    """Names and attribute names (`.name`) read in a function (or the module's top-level code) that
+    calls `backward()` or `torch.autograd.grad`: a hook storing into one of them feeds a loss
+    (a perceptual or feature-matching loss, a style loss), whose graph must be kept."""
+    names: set[str] = set()
+
+    class Reads(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+            return False  # `feats = []` creates the container; it reads nothing
+
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            names.add("." + node.attr.value)
+
+    top_level = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+    units: list[cst.CSTNode] = [cst.Module(body=top_level)]
+
+    class Functions(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            units.append(node)
+
+    module.visit(Functions())
+    for unit in units:
+        if _backpropagates(unit):
+            unit.visit(Reads())
+    return names
 
 
 def _is_static(func: cst.FunctionDef) -> bool:
