@@ -1,11 +1,14 @@
-"""Deprecated API (ML9xx): spellings PyTorch kept for old code, with their modern forms."""
+"""Deprecated API (ML9xx): spellings PyTorch kept for old code, with their modern forms, and
+idioms of old PyTorch that now raise (`loss.data[0]`, `iterator.next()`)."""
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, snippet
+from modellint.rule import Fix, Invalid, Severity, StaticRule, Valid, dotted_name, snippet
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
@@ -372,6 +375,330 @@ class DeprecatedFunctional(StaticRule):
         )
 
 
+def _target_version(context) -> tuple[int, ...]:
+    return tuple(context.options.get("target_torch_version") or (2, 6))
+
+
+# methods that keep a tensor's shape, stripped to find the tensor (`loss.cpu().data[0]`)
+_SAME_SHAPE = frozenset({"cpu", "cuda", "detach", "float", "double", "half", "clone"})
+# methods that reduce a whole tensor to 0-dim when called without arguments
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "prod", "norm", "max", "min", "std", "var"})
+
+
+def _is_loss_function(qualified: str | None) -> bool:
+    if not qualified or not qualified.startswith("torch.nn."):
+        return False
+    last = qualified.rsplit(".", 1)[1]
+    if qualified.startswith("torch.nn.functional."):
+        return last.endswith("_loss") or last in (
+            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div")
+    return last.endswith("Loss")
+
+
+def _reduction_none(call: cst.Call) -> bool:
+    """`reduction="none"` (or a reduction we cannot read): the loss is not a scalar."""
+    arg = _keyword(call, "reduction")
+    if arg is None:
+        return any(a.star for a in call.args)
+    return not (isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value != "none")
+
+
+class _Backwards(cst.CSTVisitor):
+    """Names `x` of `x.backward()` calls without arguments (which need a one-element tensor),
+    outside nested functions."""
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        self.root = root
+        self.names: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.root
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "backward" and not node.args
+                and isinstance(func.value, cst.Name)):
+            self.names.add(func.value.value)
+
+
+class ZeroDimDataIndex(StaticRule):
+    """`loss.data[0]` on a 0-dim tensor: an IndexError since PyTorch 0.5.
+
+    ## What it does
+    Finds `x.data[0]` where `x` is a scalar (0-dim) tensor: the result of a loss function
+    (`F.cross_entropy(...)`, `criterion(...)` built from an `nn.*Loss` without
+    `reduction="none"`), a name that `.backward()` is called on without arguments, or a full
+    reduction such as `(pred == y).sum()`. The fix (unsafe) rewrites it to `x.item()`.
+
+    ## Why is this bad?
+    Before PyTorch 0.4 a loss was a one-element 1-D tensor and `loss.data[0]` read its value.
+    Losses and full reductions are 0-dim since 0.4: indexing one warned in 0.4 and raises
+    `IndexError: invalid index of a 0-dim tensor` since 0.5, so old training scripts crash at
+    the first logging step. `.item()` returns the Python number. The fix is unsafe because
+    on a tensor that really has one element in a dimension, `data[0]` gave a tensor and
+    `.item()` gives a number.
+
+    ## Example
+        loss = criterion(model(x), y)
+        loss.backward()
+        running_loss += loss.data[0]
+
+    ## Use instead
+        running_loss += loss.item()
+    """
+
+    code = "ML910"
+    name = "zero-dim-data-index"
+    severity = Severity.ERROR
+    fix = "unsafe"
+    triggers = (".data[0]",)
+    valid = [
+        # a batch: indexing its first element is fine
+        HEADER + "def first(batch):\n    return batch.data[0]\n",
+        HEADER + "def step(model, x):\n    out = model(x)\n    return out.data[0]\n",
+        # a per-sample loss keeps its batch dimension
+        HEADER + "def step(out, y):\n    losses = F.cross_entropy(out, y, reduction='none')\n"
+        "    return losses.data[0]\n",
+        HEADER + "def step(loss):\n    return loss.item()\n",
+        # a reduction over one dimension keeps the others
+        HEADER + "def step(x):\n    return x.sum(0).data[0]\n",
+        Valid(HEADER + "def step(out, y):\n    loss = F.nll_loss(out, y)\n"
+              "    return loss.data[0]\n", {"target_torch_version": (0, 4)}),
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "def step(model, x, y, criterion):\n    loss = criterion(model(x), y)\n"
+            "    loss.backward()\n    return loss.data[0]\n",
+            line=8,
+            fixed=HEADER + "def step(model, x, y, criterion):\n    loss = criterion(model(x), y)\n"
+            "    loss.backward()\n    return loss.item()\n",
+        ),
+        Invalid(
+            HEADER + "criterion = nn.CrossEntropyLoss()\n\ndef step(out, y):\n"
+            "    loss = criterion(out, y)\n    print(loss.data[0])\n",
+            line=9,
+        ),
+        Invalid(HEADER + "def accuracy(pred, y):\n    return (pred == y).sum().data[0]\n", line=6,
+                fixed=HEADER + "def accuracy(pred, y):\n    return (pred == y).sum().item()\n"),
+        Invalid(HEADER + "def step(out, y):\n    loss = F.mse_loss(out, y)\n"
+                "    return loss.cpu().data[0]\n", line=7),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._backwards: dict[int | None, set[str]] = {}
+
+    def _backward_names(self) -> set[str]:
+        root = self.context.current_function
+        key = id(root) if root is not None else None
+        if key not in self._backwards:
+            finder = _Backwards(root)
+            if root is not None:
+                root.visit(finder)
+            self._backwards[key] = finder.names
+        return self._backwards[key]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        finder = _Backwards(node)
+        node.visit(finder)
+        self._backwards[None] = finder.names
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        data = node.value
+        if not (isinstance(data, cst.Attribute) and data.attr.value == "data"):
+            return
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if not (isinstance(index, cst.Integer) and index.value == "0"):
+            return
+        if _target_version(self.context) < (0, 5) or not self._scalar(data.value):
+            return
+        receiver = data.value
+        text = snippet(receiver)
+        self.report(
+            node,
+            f"`{text}` is a 0-dim tensor: `{text}.data[0]` raises IndexError since PyTorch 0.5; "
+            f"use `{text}.item()` for its value",
+            fix=Fix(((node, cst.Call(cst.Attribute(receiver, cst.Name("item")))),),
+                    "use `.item()`", safe=False),
+        )
+
+    def _scalar(self, expr: cst.BaseExpression) -> bool:
+        while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+               and expr.func.attr.value in _SAME_SHAPE and not expr.args):
+            expr = expr.func.value
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _FULL_REDUCTIONS:
+                return not expr.args
+            return self._loss_call(expr)
+        if isinstance(expr, cst.Name):
+            if expr.value in self._backward_names():
+                return True
+            value = self.context.lookup(expr.value)
+            return isinstance(value, cst.Call) and self._loss_call(value)
+        return False
+
+    def _loss_call(self, call: cst.Call) -> bool:
+        if _is_loss_function(self.context.call_name(call)):
+            return not _reduction_none(call)
+        constructor = None
+        if isinstance(call.func, cst.Call):
+            constructor = call.func  # nn.MSELoss()(out, y)
+        elif isinstance(call.func, cst.Name):
+            constructor = self.context.lookup(call.func.value)
+        return (isinstance(constructor, cst.Call)
+                and _is_loss_function(self.context.call_name(constructor))
+                and not _reduction_none(constructor))
+
+
+_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
+_REBINDS_NEXT = re.compile(r"\bdef\s+next\s*\(|\bnext\s*=[^=]|\bimport\b[^\n]*\bnext\b")
+
+
+class DataLoaderIteratorNext(StaticRule):
+    """`it.next()` on a DataLoader iterator: removed in PyTorch 1.13.
+
+    ## What it does
+    Finds `.next()` called on the iterator of a DataLoader: `iter(loader).next()`, or a name or
+    `self` attribute assigned `iter(loader)` in the same function or class and then called
+    `.next()`. The loader is one built by `torch.utils.data.DataLoader(...)` in the file, or a
+    name that says it is one (`train_loader`, `self.dataloader`). The fix rewrites it to
+    `next(it)`: safe for a DataLoader built in the file, unsafe when only the name says so.
+
+    ## Why is this bad?
+    `.next()` is Python 2's iterator protocol. DataLoader iterators kept a `next` alias for it
+    until PyTorch 1.13 removed it, so old training code stops with `AttributeError:
+    '_MultiProcessingDataLoaderIter' object has no attribute 'next'`. The built-in `next(it)`
+    works on every version.
+
+    ## Example
+        batches = iter(train_loader)
+        images, labels = batches.next()
+
+    ## Use instead
+        batches = iter(train_loader)
+        images, labels = next(batches)
+    """
+
+    code = "ML911"
+    name = "dataloader-iterator-next"
+    severity = Severity.ERROR
+    fix = "safe"
+    triggers = (".next()",)
+    valid = [
+        "def first(loader):\n    return next(iter(loader))\n",
+        # someone else's iterator with a `next` method
+        "def step(reader):\n    it = iter(reader)\n    return it.next()\n",
+        "class Stream:\n    def next(self):\n        return 1\n\nvalue = Stream().next()\n",
+        Valid("def first(train_loader):\n    it = iter(train_loader)\n    return it.next()\n",
+              {"target_torch_version": (1, 12)}),
+    ]
+    invalid = [
+        Invalid(
+            "from torch.utils.data import DataLoader\n\nloader = DataLoader(dataset)\n"
+            "images, labels = iter(loader).next()\n",
+            line=4,
+            fixed="from torch.utils.data import DataLoader\n\nloader = DataLoader(dataset)\n"
+            "images, labels = next(iter(loader))\n",
+        ),
+        Invalid(
+            "def show(train_loader):\n    dataiter = iter(train_loader)\n"
+            "    images, labels = dataiter.next()\n",
+            line=3,
+            fixed="def show(train_loader):\n    dataiter = iter(train_loader)\n"
+            "    images, labels = next(dataiter)\n",
+        ),
+        Invalid(
+            "class Trainer:\n    def __init__(self, loader):\n        self.batches = iter(loader)\n\n"
+            "    def step(self):\n        return self.batches.next()\n",
+            line=6,
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # (scope, dotted name) -> the iterator's loader is certain (built by DataLoader)
+        self._iterators: dict[tuple[int | None, str], bool] = {}
+        self._calls: list[tuple[cst.Call, tuple[int | None, str], tuple[int | None, str]]] = []
+
+    def _scope(self, name: str) -> int | None:
+        """Where a dotted name lives: `self.x` in its class, a plain name in its function."""
+        if "." in name:
+            cls = self.context.current_class
+            return id(cls) if cls is not None else None
+        func = self.context.current_function
+        return id(func) if func is not None else None
+
+    def _loader(self, expr: cst.BaseExpression) -> bool | None:
+        """True: a DataLoader built in this file; False: a name that says it is a loader;
+        None: not a loader as far as we know."""
+        if isinstance(expr, cst.Call):
+            return True if self.context.call_name(expr) in _DATALOADERS else None
+        if isinstance(expr, cst.Name):
+            value = self.context.lookup(expr.value)
+            if isinstance(value, cst.Call) and self.context.call_name(value) in _DATALOADERS:
+                return True
+        name = dotted_name(expr)
+        if name is not None and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
+            return False
+        return None
+
+    def _iterator_of(self, expr: cst.BaseExpression) -> bool | None:
+        """`iter(loader)`: whether its loader is certain (see `_loader`)."""
+        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)
+                and expr.func.value == "iter" and len(expr.args) == 1 and not expr.args[0].star
+                and self.context.qualified_name(expr.func) in (None, "iter")):
+            return self._loader(expr.args[0].value)
+        return None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        certain = self._iterator_of(node.value)
+        if certain is None:
+            return
+        for target in node.targets:
+            name = dotted_name(target.target)
+            if name is not None:
+                self._iterators[(self._scope(name), name)] = certain
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "next" and not node.args):
+            return
+        if _target_version(self.context) < (1, 13):
+            return
+        certain = self._iterator_of(func.value)
+        if certain is not None:
+            self._report(node, certain)
+            return
+        name = dotted_name(func.value)
+        if name is not None:
+            self._calls.append((node, (self._scope(name), name), (None, name)))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for call, key, module_key in self._calls:
+            certain = self._iterators.get(key, self._iterators.get(module_key))
+            if certain is not None:
+                self._report(call, certain)
+
+    def _report(self, call: cst.Call, certain: bool) -> None:
+        receiver = call.func.value
+        text = snippet(receiver)
+        fix = None
+        if not _REBINDS_NEXT.search(self.context.source):
+            fix = Fix(((call, cst.Call(cst.Name("next"), [cst.Arg(receiver)])),),
+                      "use `next(...)`", safe=certain)
+        self.report(
+            call,
+            f"`{text}.next()`: DataLoader iterators have no `next` method since PyTorch 1.13 "
+            f"(AttributeError); use `next({text})`",
+            fix=fix,
+        )
+
+
 @hookimpl
 def modellint_add_rules():
-    return [DeprecatedVariable, DataAttributeMutation, DeprecatedFunctional]
+    return [DeprecatedVariable, DataAttributeMutation, DeprecatedFunctional, ZeroDimDataIndex,
+            DataLoaderIteratorNext]

@@ -1,12 +1,12 @@
-"""Serialization (ML5xx): loading pickles, saving whole modules, and checking what
-`load_state_dict` reports."""
+"""Serialization (ML5xx): loading pickles, saving whole modules (and loading them back under
+the 2.6 weights-only default), and checking what `load_state_dict` reports."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, StaticRule, Valid, dotted_name
+from modellint.rule import Fix, Invalid, StaticRule, Valid, dotted_name, snippet
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -176,7 +176,55 @@ class _ModuleNames:
         return self.scopes.get(None, {}).get(name, False)
 
 
-class WholeModelSave(StaticRule):
+class _TracksModules(StaticRule):
+    """Knows which local names hold a module (see `_ModuleNames`), for the rules on saving."""
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.names = _ModuleNames()
+
+    def _scope(self):
+        func = self.context.current_function
+        return id(func) if func is not None else None
+
+    def _is_module(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            if self.context.builds_module(expr):
+                return True
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
+                return self._is_module(func.value)
+            return False
+        if isinstance(expr, cst.Name):
+            if expr.value == "self":
+                found = self.context.current_method()
+                return found is not None and found[1] is self.context.current_function
+            return self.names.get(self._scope(), expr.value)
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        # parameters shadow module-level names
+        for param in (*node.params.posonly_params, *node.params.params,
+                      *node.params.kwonly_params):
+            self.names.set(id(node), param.name.value, False)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        is_module = self._is_module(node.value)
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.names.set(self._scope(), target.target.value, is_module)
+
+    def saved_module(self, node: cst.Call) -> cst.BaseExpression | None:
+        """The module `torch.save(module, ...)` pickles whole, or None."""
+        if not self.context.is_call_to(node, *_SAVES) or not node.args:
+            return None
+        first = node.args[0]
+        if first.keyword is not None and first.keyword.value != "obj":
+            return None
+        return first.value if self._is_module(first.value) else None
+
+
+class WholeModelSave(_TracksModules):
     """`torch.save` of a whole module pickles its class, not just its weights.
 
     ## What it does
@@ -231,55 +279,201 @@ class WholeModelSave(StaticRule):
         ),
     ]
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self.names = _ModuleNames()
-
-    def _scope(self):
-        func = self.context.current_function
-        return id(func) if func is not None else None
-
-    def _is_module(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Call):
-            if self.context.builds_module(expr):
-                return True
-            func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
-                return self._is_module(func.value)
-            return False
-        if isinstance(expr, cst.Name):
-            if expr.value == "self":
-                found = self.context.current_method()
-                return found is not None and found[1] is self.context.current_function
-            return self.names.get(self._scope(), expr.value)
-        return False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        # parameters shadow module-level names
-        for param in (*node.params.posonly_params, *node.params.params,
-                      *node.params.kwonly_params):
-            self.names.set(id(node), param.name.value, False)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        is_module = self._is_module(node.value)
-        for target in node.targets:
-            if isinstance(target.target, cst.Name):
-                self.names.set(self._scope(), target.target.value, is_module)
-
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.context.is_call_to(node, *_SAVES) or not node.args:
+        module = self.saved_module(node)
+        if module is None:
             return
-        first = node.args[0]
-        if first.keyword not in (None,) and first.keyword.value != "obj":
-            return
-        if not self._is_module(first.value):
-            return
-        name = dotted_name(first.value) or "the module"
+        name = dotted_name(module) or "the module"
         self.report(
-            first.value,
+            module,
             f"`torch.save({name}, ...)` pickles the whole module, which only loads where its "
             f"class is importable unchanged; save `{name}.state_dict()` instead",
         )
+
+
+def _path_argument(call: cst.Call, keyword: str) -> cst.BaseExpression | None:
+    """The second argument of `torch.save` (`f=`), or the first of `torch.load` (`f=`)."""
+    position = 1 if keyword == "save" else 0
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "f":
+            return arg.value
+    return positional[position].value if len(positional) > position else None
+
+
+class PickledModuleLoad(_TracksModules):
+    """`torch.load` of a file the same code wrote with `torch.save(model, ...)`: fails on 2.6.
+
+    ## What it does
+    Finds `torch.load(path)` where the same file also runs `torch.save(model, path)` with a
+    whole module (as ML502 knows it) and the same path: the same string literal, or the same
+    variable, attribute or expression (a plain variable only within one function, unless it
+    is a module-level name in both places; an attribute such as `args.output` anywhere in the
+    file, `self.path` within one class). It reports the load when it runs with
+    `weights_only=True`: given explicitly, or by default from torch 2.6 (`target-torch-version`).
+    A load with `weights_only=False` is ML501's business, and a file that allows classes with
+    `torch.serialization.add_safe_globals`/`safe_globals` is not reported. The save and the
+    load must be in one file: a save in `train.py` and a load in `predict.py` are not matched.
+
+    ## Why is this bad?
+    torch 2.6 made `weights_only=True` the default of `torch.load`, which unpickles only
+    tensors and plain containers. A pickled module names its class, so the load stops with
+    `UnpicklingError: Weights only load failed ... Unsupported global`. Passing
+    `weights_only=False` would make it load by running arbitrary code from the file; saving the
+    `state_dict()` and loading it into a freshly built model works on every version.
+
+    ## Example
+        torch.save(model, "model.pt")
+        model = torch.load("model.pt")
+
+    ## Use instead
+        torch.save(model.state_dict(), "model.pt")
+        model = Net()
+        model.load_state_dict(torch.load("model.pt"))
+    """
+
+    code = "ML506"
+    name = "load-of-pickled-module"
+    triggers = ("save",)
+    valid = [
+        HEADER + "model = nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'model.pt')\n"
+        "model.load_state_dict(torch.load('model.pt'))\n",
+        # another file
+        HEADER + "model = nn.Linear(2, 2)\ntorch.save(model, 'model.pt')\n"
+        "state = torch.load('other.pt')\n",
+        # explicitly trusted: ML501 reports it
+        HEADER + "model = nn.Linear(2, 2)\ntorch.save(model, 'model.pt')\n"
+        "model = torch.load('model.pt', weights_only=False)\n",
+        # before 2.6 the default unpickles it
+        Valid(HEADER + "model = nn.Linear(2, 2)\ntorch.save(model, 'model.pt')\n"
+              "model = torch.load('model.pt')\n", {"target_torch_version": (2, 5)}),
+        # the same parameter name in two functions names two files
+        HEADER + "def export(path):\n    model = nn.Linear(2, 2)\n    torch.save(model, path)\n\n"
+        "def resume(path):\n    return torch.load(path)\n",
+        # classes allowed for the weights-only unpickler
+        HEADER + "torch.serialization.add_safe_globals([nn.Linear])\nmodel = nn.Linear(2, 2)\n"
+        "torch.save(model, 'model.pt')\nmodel = torch.load('model.pt')\n",
+    ]
+    invalid = [
+        Invalid(HEADER + "model = nn.Linear(2, 2)\ntorch.save(model, 'model.pt')\n"
+                "model = torch.load('model.pt')\n", line=6),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+            "def load(args):\n    return torch.load(args.output, map_location='cpu')\n\n"
+            "def train(args):\n    net = Net()\n    torch.save(net, args.output)\n",
+            line=9,
+        ),
+        Invalid(HEADER + "PATH = 'net.pt'\n\ndef load():\n"
+                "    return torch.load(PATH, weights_only=True)\n\n"
+                "def save():\n    torch.save(nn.Linear(2, 2), PATH)\n", line=7,
+                options={"target_torch_version": (2, 4)}),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.saves: dict[tuple, cst.BaseExpression] = {}
+        self.loads: list[tuple[cst.Call, tuple]] = []
+
+    def _path_key(self, path: cst.BaseExpression) -> tuple | None:
+        """What identifies a path across the file: a literal's value, else the expression's
+        text with where it lives (its class for `self.x`, its function for a name bound in
+        that function)."""
+        if isinstance(path, cst.SimpleString):
+            return ("literal", path.evaluated_value)
+        text = _code(path)
+        func = self.context.current_function
+        if func is None:
+            return ("text", text, None)
+        if text.startswith("self."):
+            cls = self.context.current_class
+            return ("text", text, id(cls) if cls is not None else None)
+        if _binds_any(func, _names(path)):
+            return ("text", text, id(func))
+        return ("text", text, None)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        module = self.saved_module(node)
+        if module is not None:
+            path = _path_argument(node, "save")
+            key = self._path_key(path) if path is not None else None
+            if key is not None:
+                self.saves.setdefault(key, module)
+            return
+        if not self.context.is_call_to(node, *_LOADS) or _has_double_star(node):
+            return
+        weights_only = _keyword(node, "weights_only")
+        if weights_only is None:
+            if tuple(self.context.options.get("target_torch_version") or (2, 6)) < (2, 6):
+                return
+        elif not (isinstance(weights_only.value, cst.Name) and weights_only.value.value == "True"):
+            return
+        path = _path_argument(node, "load")
+        key = self._path_key(path) if path is not None else None
+        if key is not None:
+            self.loads.append((node, key))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if "safe_globals" in self.context.source:
+            return
+        for call, key in self.loads:
+            module = self.saves.get(key)
+            if module is None:
+                continue
+            name = snippet(module)
+            path = _code(_path_argument(call, "load"))
+            self.report(
+                call,
+                f"`torch.load({path})` reads the file that `torch.save({name}, ...)` writes "
+                "from a whole module, which the weights-only unpickler (the default since "
+                f"torch 2.6) refuses; save `{name}.state_dict()` and load it with "
+                "`load_state_dict` into a freshly built model",
+            )
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _names(expr: cst.BaseExpression) -> set[str]:
+    """The bare names in an expression. Attributes are left out, roots included: `args.output`
+    in two functions is taken to be one setting (the parsed command line or config that both
+    receive), while a bare `path` parameter of two functions names two files."""
+    found: set[str] = set()
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            return False
+
+    expr.visit(Names())
+    return found
+
+
+def _binds_any(func: cst.FunctionDef, names: set[str]) -> bool:
+    """Whether `func` has one of `names` as a parameter or assigns it."""
+    params = func.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params,
+                  *([params.star_arg] if isinstance(params.star_arg, cst.Param) else []),
+                  *([params.star_kwarg] if params.star_kwarg is not None else [])):
+        if param.name.value in names:
+            return True
+    found = False
+
+    class Binds(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            nonlocal found
+            if isinstance(node.target, cst.Name) and node.target.value in names:
+                found = True
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal found
+            if isinstance(node.target, cst.Name) and node.target.value in names:
+                found = True
+
+    func.body.visit(Binds())
+    return found
 
 
 def _load_state_dict_call(expr: cst.BaseExpression) -> cst.Call | None:
@@ -440,4 +634,5 @@ class LoadResultAssigned(StaticRule):
 
 @hookimpl
 def modellint_add_rules():
-    return [UnsafeTorchLoad, WholeModelSave, UncheckedNonStrictLoad, LoadResultAssigned]
+    return [UnsafeTorchLoad, WholeModelSave, PickledModuleLoad, UncheckedNonStrictLoad,
+            LoadResultAssigned]

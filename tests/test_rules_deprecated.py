@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from modellint.testing import fix_text, lint_text
-from rules.deprecated import DataAttributeMutation, DeprecatedFunctional, DeprecatedVariable
+from rules.deprecated import (
+    DataAttributeMutation,
+    DataLoaderIteratorNext,
+    DeprecatedFunctional,
+    DeprecatedVariable,
+    ZeroDimDataIndex,
+)
 
 DEPRECATED_RULES = [DeprecatedVariable, DataAttributeMutation, DeprecatedFunctional]
 
@@ -146,3 +152,97 @@ def test_aliases_are_info_and_missing_dim_is_a_warning():
     source = "import torch\nimport torch.nn.functional as F\n\na = F.tanh(x)\nb = F.softmax(a)\n"
     severities = [f.severity.value for f in lint_text(source, [DeprecatedFunctional])]
     assert severities == ["info", "warning"]
+
+
+# -- ML910 / ML911: idioms of old PyTorch that now raise ---------------------------------------
+
+
+def test_zero_dim_data_index_premise_and_fix_hold_on_installed_torch():
+    """`loss.data[0]` raises on today's torch and the fixed code computes the value."""
+    torch = pytest.importorskip("torch")
+    source = ("import torch\nimport torch.nn.functional as F\n\n"
+              "def step(out, y):\n    loss = F.mse_loss(out, y)\n    return loss.data[0]\n")
+    assert codes(source, [ZeroDimDataIndex]) == [("ML910", 6)]
+    [finding] = lint_text(source, [ZeroDimDataIndex])
+    assert not finding.fix.safe
+    assert fix_text(source, [ZeroDimDataIndex], unsafe=False) == source
+    fixed = fix_text(source, [ZeroDimDataIndex])
+    assert fixed.endswith("    return loss.item()\n")
+    assert fix_text(fixed, [ZeroDimDataIndex]) == fixed
+    before, after = {}, {}
+    exec(source, before)  # noqa: S102 - our own example
+    exec(fixed, after)  # noqa: S102
+    out, y = torch.ones(3), torch.zeros(3)
+    with pytest.raises(IndexError):
+        before["step"](out, y)
+    assert after["step"](out, y) == 1.0
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a loss module called inline, and one built in the file
+        "import torch.nn as nn\n\ndef f(o, y):\n    return nn.MSELoss()(o, y).data[0]\n",
+        "import torch.nn as nn\n\ncrit = nn.NLLLoss()\n\ndef f(o, y):\n"
+        "    l = crit(o, y)\n    return l.data[0]\n",
+        # backward() without arguments needs a one-element tensor
+        "def f(model, x):\n    out = model(x).mean()\n    out.backward()\n    return out.data[0]\n",
+        "import torch\n\ndef f(x):\n    return x.norm().data[0]\n",
+    ],
+)
+def test_zero_dim_data_index_reported(source):
+    assert [code for code, _ in codes(source, [ZeroDimDataIndex])] == ["ML910"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(x):\n    return x.data[0]\n",
+        "def f(loss):\n    return loss.data[1]\n",
+        "import torch.nn as nn\n\ncrit = nn.MSELoss(reduction='none')\n\ndef f(o, y):\n"
+        "    l = crit(o, y)\n    return l.data[0]\n",
+        # backward with a gradient: not a scalar
+        "def f(out, g):\n    out.backward(g)\n    return out.data[0]\n",
+        "def f(x):\n    return x.max(1).data[0]\n",
+    ],
+)
+def test_zero_dim_data_index_not_reported(source):
+    assert codes(source, [ZeroDimDataIndex]) == []
+
+
+def test_dataloader_next_premise_and_fix_hold_on_installed_torch():
+    data = pytest.importorskip("torch.utils.data")
+    torch = pytest.importorskip("torch")
+    source = ("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\n"
+              "loader = DataLoader(TensorDataset(torch.arange(4)), batch_size=2)\n"
+              "batches = iter(loader)\n(first,) = batches.next()\n")
+    [finding] = lint_text(source, [DataLoaderIteratorNext])
+    assert (finding.code, finding.line, finding.fix.safe) == ("ML911", 6, True)
+    fixed = fix_text(source, [DataLoaderIteratorNext], unsafe=False)
+    assert fixed.endswith("(first,) = next(batches)\n")
+    assert fix_text(fixed, [DataLoaderIteratorNext]) == fixed
+    with pytest.raises(AttributeError):
+        exec(source, {})  # noqa: S102 - our own example
+    namespace = {}
+    exec(fixed, namespace)  # noqa: S102
+    assert torch.equal(namespace["first"], torch.tensor([0, 1]))
+    assert not hasattr(iter(data.DataLoader([1, 2])), "next")
+
+
+def test_dataloader_next_guessed_from_the_name_is_an_unsafe_fix():
+    source = "def show(val_loader):\n    it = iter(val_loader)\n    return it.next()\n"
+    [finding] = lint_text(source, [DataLoaderIteratorNext])
+    assert not finding.fix.safe
+    assert fix_text(source, [DataLoaderIteratorNext], unsafe=False) == source
+
+
+def test_dataloader_next_scopes_and_rebound_next():
+    # the same name in another function is another object
+    source = ("def a(train_loader):\n    it = iter(train_loader)\n    return next(it)\n\n"
+              "def b(reader):\n    it = reader.open()\n    return it.next()\n")
+    assert codes(source, [DataLoaderIteratorNext]) == []
+    # a module that defines its own `next`: reported, not fixed
+    source = ("def next(it):\n    return it\n\ndef show(loader):\n"
+              "    return iter(loader).next()\n")
+    [finding] = lint_text(source, [DataLoaderIteratorNext])
+    assert finding.fix is None

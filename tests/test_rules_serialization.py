@@ -1,12 +1,14 @@
-"""Serialization (ML501-ML504): the target-version switch of ML501, its fix, and what counts
-as a module for ML502."""
+"""Serialization (ML501-ML506): the target-version switch of ML501, its fix, what counts
+as a module for ML502, and which loads read back a pickled module under 2.6 (ML506)."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import write
 
 from modellint.rules.serialization import (
     LoadResultAssigned,
+    PickledModuleLoad,
     UncheckedNonStrictLoad,
     UnsafeTorchLoad,
     WholeModelSave,
@@ -107,3 +109,74 @@ result = model.load_state_dict({})
     findings = lint_text(source, [LoadResultAssigned])
     assert [f.line for f in findings] == [5]
     assert "`model`" in findings[0].message
+
+
+# -- ML506 ------------------------------------------------------------------------------------
+
+
+def test_pickled_module_load_premise_holds_on_installed_torch(tmp_path):
+    """What ML506 reports fails on the installed torch, and its advice loads."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "model.pt"
+    source = (HEADER + f"PATH = {str(path)!r}\nmodel = nn.Linear(2, 2)\n"
+              "torch.save(model, PATH)\nloaded = torch.load(PATH)\n")
+    assert lines(source, PickledModuleLoad) == [7]
+    with pytest.raises(Exception, match="[Ww]eights only load failed"):
+        exec(source, {})  # noqa: S102 - our own example
+    advice = (HEADER + f"PATH = {str(path)!r}\nmodel = nn.Linear(2, 2)\n"
+              "torch.save(model.state_dict(), PATH)\nloaded = nn.Linear(2, 2)\n"
+              "loaded.load_state_dict(torch.load(PATH))\n")
+    assert lines(advice, PickledModuleLoad) == []
+    namespace = {}
+    exec(advice, namespace)  # noqa: S102
+    assert torch.equal(namespace["loaded"].weight, namespace["model"].weight)
+
+
+def test_pickled_module_load_before_its_save_and_keyword_paths():
+    source = (HEADER + "class Net(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+              "def load(cfg):\n    return torch.load(f=cfg.weights, map_location='cpu')\n\n"
+              "def train(cfg):\n    model = Net().cuda()\n"
+              "    torch.save(obj=model, f=cfg.weights)\n")
+    assert lines(source, PickledModuleLoad) == [9]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # different literal paths
+        "model = nn.Linear(2, 2)\ntorch.save(model, 'a.pt')\nm = torch.load('b.pt')\n",
+        # a local `path` in each function: two files
+        "def save(path):\n    torch.save(nn.Linear(2, 2), path)\n\n"
+        "def load(path):\n    return torch.load(path)\n",
+        "def save(out):\n    p = out + '/m.pt'\n    torch.save(nn.Linear(2, 2), p)\n\n"
+        "def load(out):\n    p = out + '/s.pt'\n    return torch.load(p)\n",
+        # `self.path` of two classes
+        "class A(nn.Module):\n    def save(self):\n        torch.save(self, self.path)\n\n"
+        "class B:\n    def load(self):\n        return torch.load(self.path)\n",
+        # a state dict or an unknown object saved
+        "model = nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'm.pt')\nm = torch.load('m.pt')\n",
+        "def save(obj):\n    torch.save(obj, 'm.pt')\n\nm = torch.load('m.pt')\n",
+        # ML501's business
+        "model = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+        "m = torch.load('m.pt', weights_only=False)\n",
+        "def load(**kw):\n    return torch.load('m.pt', **kw)\n\ntorch.save(nn.Linear(2, 2), 'm.pt')\n",
+        # classes allowed for the weights-only unpickler
+        "model = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+        "with torch.serialization.safe_globals([nn.Linear]):\n    m = torch.load('m.pt')\n",
+    ],
+)
+def test_pickled_module_load_not_reported(source):
+    assert lines(HEADER + source, PickledModuleLoad) == []
+
+
+def test_pickled_module_load_follows_the_target_version():
+    source = HEADER + "model = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\nm = torch.load('m.pt')\n"
+    assert lines(source, PickledModuleLoad, {"target_torch_version": (2, 5)}) == []
+    assert lines(source, PickledModuleLoad, {"target_torch_version": (2, 6)}) == [6]
+    explicit = source.replace("torch.load('m.pt')", "torch.load('m.pt', weights_only=True)")
+    assert lines(explicit, PickledModuleLoad, {"target_torch_version": (2, 0)}) == [6]
+    # the self path of one class, and a module-level name read in a function
+    method = (HEADER + "class Net(nn.Module):\n    def save(self):\n"
+              "        torch.save(self, self.path)\n\n    def restore(self):\n"
+              "        return torch.load(self.path)\n")
+    assert lines(method, PickledModuleLoad) == [9]
