@@ -463,25 +463,51 @@ class ScopeRule(StaticRule):
             stack.pop()
 
 
+# nn.Module methods that return the module itself, so `model.to(device).train()` sets the mode
+# of `model`
+_RETURNS_SELF = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
+    "requires_grad_", "zero_grad", "apply", "to_empty", "share_memory", "xpu", "mps",
+})
+
+
+def _mode_receiver(receiver: cst.BaseExpression) -> str | None:
+    """`model` for `model`, `model.to(device)`, `model.cuda().float()`."""
+    while (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value in _RETURNS_SELF
+    ):
+        receiver = receiver.func.value
+    return dotted_name(receiver)
+
+
+def _mode_argument(call: cst.Call) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is None or arg.keyword.value == "mode":
+            return arg.value
+    return None
+
+
 def mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Site]]]:
     """(names put in eval mode, names put in train mode) -> their call sites; `train(mode)`
     with a computed mode counts as both."""
     evals: dict[str, list[Site]] = {}
     trains: dict[str, list[Site]] = {}
     for site, receiver in scope.method_calls("eval"):
-        name = dotted_name(receiver)
+        name = _mode_receiver(receiver)
         if name and not site.node.args:
             evals.setdefault(name, []).append(site)
     for site, receiver in scope.method_calls("train"):
-        name = dotted_name(receiver)
+        name = _mode_receiver(receiver)
         if not name:
             continue
-        args = site.node.args
-        if not args:
+        mode = _mode_argument(site.node)
+        if not site.node.args:
             trains.setdefault(name, []).append(site)
-        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "False":
+        elif isinstance(mode, cst.Name) and mode.value == "False":
             evals.setdefault(name, []).append(site)
-        elif isinstance(args[0].value, cst.Name) and args[0].value.value == "True":
+        elif isinstance(mode, cst.Name) and mode.value == "True":
             trains.setdefault(name, []).append(site)
         else:
             # train(mode): unknown, counts as both

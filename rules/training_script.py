@@ -24,6 +24,7 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
+    is_no_grad_item,
     last_segment,
     mode_calls,
     optimizer_steps,
@@ -123,6 +124,8 @@ def _contains(expr: cst.CSTNode, kind: type) -> bool:
 
 
 _VISITED = re.compile(r"\bval|valid|test|eval|dev_|_dev\b|^dev$", re.IGNORECASE)
+# functions that evaluate rather than train
+_EVALUATING = re.compile(r"val|test|eval|infer|predict|benchmark", re.IGNORECASE)
 
 
 # -- ML309 --------------------------------------------------------------------------------------
@@ -728,6 +731,16 @@ class EvalNeverReset(ScopeRule):
         # DDP: the wrapper and the wrapped module share their mode
         _FIT.format(before="", top="        model.module.train()\n", end=_VALIDATE),
         _FIT.format(before="", top="        model.train(True)\n", end=_VALIDATE),
+        _FIT.format(before="", top="        model.train(mode=True)\n", end=_VALIDATE),
+        # switched back through a chain: `to()` and `cuda()` return the module itself
+        _FIT.format(before="", top="        model.to(device).train()\n", end=_VALIDATE),
+        _FIT.format(before="", top="        model.cuda().float().train()\n", end=_VALIDATE),
+        # validation every N steps that switches back later in the same loop body
+        HEADER + "def fit(model, loader, optimizer):\n    model.train()\n"
+        "    for step, (x, y) in enumerate(loader):\n"
+        "        if step % 500 == 0:\n            model.eval()\n            evaluate(model)\n"
+        "        optimizer.zero_grad()\n        F.cross_entropy(model(x), y).backward()\n"
+        "        optimizer.step()\n        if step % 500 == 0:\n            model.train()\n",
         # a submodule frozen on purpose
         _FIT.format(before="    model.train()\n", top="        model.backbone.eval()\n",
                     end=""),
@@ -845,9 +858,12 @@ class DdpWithoutDistributedSampler(_FileRule):
     ## What it does
     In a file that wraps a model in `DistributedDataParallel`, finds training
     `DataLoader(...)` calls with no `sampler=` or `batch_sampler=`, and loaders given a
-    `DistributedSampler` together with `shuffle=True`. Loaders whose names say they evaluate
-    (`val_loader`, `test_loader`) are not flagged (evaluating the whole set on every rank
-    only wastes work), nor are files that use Accelerate, Lightning, Ignite, DeepSpeed or the
+    `DistributedSampler` together with `shuffle=True`. Evaluation loaders are not flagged
+    (evaluating the whole set on every rank only wastes work): loaders whose names say they
+    evaluate (`val_loader`, `test_loader`), loaders over a dataset named so or built with
+    `train=False` or a `split` other than train, loaders built in a function decorated with
+    `no_grad` or named for evaluation (`evaluate`, `test`, `predict`), and loaders iterated
+    only under `no_grad`; nor are files that use Accelerate, Lightning, Ignite, DeepSpeed or the
     Hugging Face `Trainer`, which add the sampler themselves.
 
     ## Why is this bad?
@@ -890,6 +906,19 @@ class DdpWithoutDistributedSampler(_FileRule):
                                "                        sampler=DistributedSampler(train_set))\n"),
         # evaluation loaders may run the whole set on every rank
         _SCRIPT.format(loaders="    val_loader = DataLoader(val_set, batch_size=64)\n"),
+        # evaluation-only loaders, whatever their names
+        _SCRIPT.format(loaders="    loader = DataLoader(val_set, batch_size=64)\n"),
+        _SCRIPT.format(loaders="    import torchvision\n    loader = DataLoader(torchvision."
+                               "datasets.MNIST('.', train=False), batch_size=64)\n"),
+        _SCRIPT.format(loaders="    loader = DataLoader(train_set, batch_size=64)\n"
+                               "    model.eval()\n    with torch.no_grad():\n"
+                               "        for x, y in loader:\n            model(x)\n"),
+        _SCRIPT.format(loaders="\n\n@torch.no_grad()\ndef evaluate(model, dataset):\n"
+                               "    loader = DataLoader(dataset, batch_size=64)\n"
+                               "    return [model(x) for x, _ in loader]\n"),
+        _SCRIPT.format(loaders="\n\ndef run_inference(model, dataset):\n"
+                               "    loader = DataLoader(dataset, batch_size=64)\n"
+                               "    return [model(x) for x, _ in loader]\n"),
         # a sampler that is None off DDP: shuffle only then
         _SCRIPT.format(loaders="    sampler = DistributedSampler(train_set) if rank >= 0 else "
                                "None\n    loader = DataLoader(train_set, batch_size=64, "
@@ -921,6 +950,7 @@ class DdpWithoutDistributedSampler(_FileRule):
         self._loaders: list[tuple[cst.Call, str | None, cst.CSTNode | None]] = []
         self._samplers: dict[str, int] = {}  # name -> number of assignments, -1: not distributed
         self._target: str | None = None
+        self._iterations: dict[str, list[bool]] = {}  # loader -> under no_grad, per loop
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1:
@@ -949,7 +979,50 @@ class DdpWithoutDistributedSampler(_FileRule):
         elif qualified in _DATALOADERS:
             target = self._target
             stack = context.statement_stack
+            if self._evaluation_loader(node):
+                return
             self._loaders.append((node, target, stack[-1] if stack else None))
+
+    def _evaluation_loader(self, call: cst.Call) -> bool:
+        """A loader that is built for evaluation: in a function decorated with `no_grad` or
+        named for evaluation (`evaluate`, `test`, `predict` ...), or over a dataset named for
+        evaluation (`val_set`, `test_dataset`) or built with `train=False` or a `split` other
+        than train."""
+        context = self.context
+        for func in context.function_stack:
+            if function_without_grad(context, func) or _EVALUATING.search(func.name.value):
+                return True
+        dataset = _argument(call, "dataset", 0)
+        if dataset is None:
+            return False
+        value = dataset.value
+        name = dotted_name(value)
+        if name is not None and _VISITED.search(last_segment(name)):
+            return True
+        if isinstance(value, cst.Call):
+            for arg in value.args:
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                if keyword == "train" and _literal(arg.value) == "False":
+                    return True
+                if keyword == "split" and isinstance(arg.value, cst.SimpleString) and (
+                        _VISITED.search(arg.value.evaluated_value)):
+                    return True
+        return False
+
+    def visit_For(self, node: cst.For) -> None:
+        # which loaders are iterated with gradients on: `for x in loader`,
+        # `for i, x in enumerate(loader)`, `for x in tqdm(loader)`
+        context = self.context
+        without_grad = any(function_without_grad(context, f) for f in context.function_stack) or any(
+            isinstance(s, cst.With) and any(is_no_grad_item(context, i.item) for i in s.items)
+            for s in context.statement_stack[:-1]
+        )
+        iterated = node.iter
+        while isinstance(iterated, cst.Call) and iterated.args:
+            iterated = iterated.args[0].value
+        name = dotted_name(iterated)
+        if name is not None:
+            self._iterations.setdefault(name, []).append(without_grad)
 
     def _is_distributed_sampler(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):
@@ -968,6 +1041,9 @@ class DdpWithoutDistributedSampler(_FileRule):
             if sampler is None and batch_sampler is None:
                 if target is not None and _VISITED.search(last_segment(target)):
                     continue
+                loops = self._iterations.get(target or "", [])
+                if loops and all(loops):
+                    continue  # iterated only under no_grad: an evaluation loader
                 shown = f"`{target}`" if target else "this DataLoader"
                 self._pending.append((
                     call,
