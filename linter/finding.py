@@ -92,3 +92,17 @@ class Finding:
             end_column=data["end_column"],
             pass_=data["pass"],
         )
+
+
+def line_finding(rule: Any, code: str, message: str, path: str, line: int, text: str, *,
+                 pass_: str, target: str = "") -> Finding:
+    """A finding of `rule` (None: an unknown code, reported as an error) on the whole source
+    line `line` of `path`, whose text is `text`: from its first non-blank character to its
+    end."""
+    return Finding(
+        code=code, name=rule.name if rule is not None else code.lower(), message=message,
+        severity=rule.severity if rule is not None else Severity.ERROR, path=path, line=line,
+        column=len(text) - len(text.lstrip()) + 1 if text else 1, end_line=line,
+        end_column=len(text.rstrip()) + 1 if text else 1, pass_=pass_, source_line=text,
+        statement_line=line, target=target,
+    )

@@ -58,6 +58,8 @@ class Registry:
     reporters: dict[str, type] = field(default_factory=dict)
     # rule code -> name of the plugin that registered it
     origins: dict[str, str] = field(default_factory=dict)
+    # rule code -> its runtime check (a `RuntimeRule`, or the runtime half of a static rule)
+    runtime_checks: dict[str, type] = field(default_factory=dict)
     # plugin name -> distribution version (for cache keys)
     versions: dict[str, str] = field(default_factory=dict)
 
@@ -134,6 +136,7 @@ def load_registry(
 
 
 def _collect(registry: Registry) -> None:
+    halves = []  # runtime halves of rules documented by a static rule: checked once all are in
     for impl in registry.manager.hook.modellint_add_rules.get_hookimpls():
         try:
             rules = list(impl.function() or ())
@@ -148,6 +151,9 @@ def _collect(registry: Registry) -> None:
                     f"plugin {impl.plugin_name!r} registered a rule with an invalid code "
                     f"{code!r} (expected letters then digits, such as XYZ101)"
                 )
+            if not hasattr(rule, "documentation"):  # a RuntimeCheck that is not a Rule
+                halves.append((impl.plugin_name, rule))
+                continue
             if code in registry.rules:
                 raise PluginError(
                     f"plugin {impl.plugin_name!r} registered rule {code}, which plugin "
@@ -155,6 +161,21 @@ def _collect(registry: Registry) -> None:
                 )
             registry.rules[code] = rule
             registry.origins[code] = impl.plugin_name
+            if hasattr(rule, "needs") and callable(getattr(rule, "check", None)):  # a RuntimeRule
+                registry.runtime_checks[code] = rule
+    for plugin, check in halves:
+        rule = registry.rules.get(check.code)
+        if rule is None or "runtime" not in rule.passes:
+            raise PluginError(
+                f"plugin {plugin!r} registered a runtime check for {check.code}, which no rule "
+                f"with \"runtime\" in its passes documents"
+            )
+        if check.code in registry.runtime_checks:
+            raise PluginError(
+                f"plugin {plugin!r} registered a runtime check for {check.code}, which "
+                f"already has one"
+            )
+        registry.runtime_checks[check.code] = check
     for impl in registry.manager.hook.modellint_add_reporters.get_hookimpls():
         for fmt, reporter in dict(impl.function() or {}).items():
             if fmt in registry.reporters:

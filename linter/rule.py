@@ -19,6 +19,7 @@ __all__ = [
     "Fix",
     "Invalid",
     "Rule",
+    "RuntimeCheck",
     "RuntimeRule",
     "Severity",
     "StaticRule",
@@ -162,7 +163,35 @@ def _visitor_names(cls: type) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-class RuntimeRule(Rule):
-    """A rule run by the runtime pass over a built, traced model (see `modellint.runtime`)."""
+class RuntimeCheck:
+    """What the runtime pass checks for one rule code, on the record of one model run.
+
+    `check(run)` reads a `modellint.runtime.run.ModelRun` (the built model, the traces of its
+    forwards, gradients, the outcome of each phase) and reports through `run.report(code,
+    message, location)`. `needs` names the phases it reads (`modellint.runtime.run.PHASES`):
+    the runner skips phases no enabled check needs. A `numeric` check reads tensor values and
+    is skipped (and said to be) on the `meta` device. `explains(run, failure)` tells whether
+    this check reports a failed phase itself, so that ML701 does not report it again.
+
+    A class of this kind that is not a `Rule` is the runtime half of a rule documented by a
+    static rule (one whose `passes` include "runtime"): it is registered through
+    `modellint_add_rules` beside it, under the same code.
+    """
+
+    code: ClassVar[str]
+    needs: ClassVar[frozenset[str]] = frozenset()
+    numeric: ClassVar[bool] = False
+    valid: ClassVar[list[Valid | str]] = []
+    invalid: ClassVar[list[Invalid]] = []
+
+    def check(self, run: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} defines no check(run)")
+
+    def explains(self, run: Any, failure: Any) -> bool:
+        return False
+
+
+class RuntimeRule(Rule, RuntimeCheck):
+    """A rule found only by the runtime pass: its documentation and its `check(run)`."""
 
     passes: ClassVar[tuple[str, ...]] = ("runtime",)

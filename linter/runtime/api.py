@@ -6,28 +6,16 @@ test, already builds the model and its inputs.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from modellint.finding import Finding, Severity
-from modellint.runtime.engine import RUNTIME_CODES, ModelCheck
+from modellint.finding import Finding, Severity, line_finding
+from modellint.runtime.engine import ModelCheck, default_registry, runtime_codes
 from modellint.runtime.sources import class_location, source_line
-from modellint.runtime.specs import normalise_inputs
-
-_REGISTRY = None
-
-
-def _rules():
-    global _REGISTRY
-    if _REGISTRY is None:
-        from modellint.plugins import load_registry
-
-        _REGISTRY = load_registry()
-    return _REGISTRY.rules
+from modellint.runtime.specs import display_path, normalise_inputs
 
 
 @dataclass
@@ -59,24 +47,16 @@ class Report:
 
 
 def _finding(code: str, message: str, file: str | None, line: int) -> Finding:
-    rules = _rules()
-    rule = rules.get(code)
-    name = rule.name if rule else code.lower()
-    severity = rule.severity if rule else Severity.ERROR
+    rule = default_registry().rules.get(code)
     text = source_line(file, line) if file else ""
-    path = file or "<model>"
-    if file:
-        rel = os.path.relpath(file)
-        path = file if rel.startswith("..") else rel
-    return Finding(code=code, name=name, message=message, severity=severity, path=path,
-                   line=line, column=1, end_line=line, end_column=max(len(text), 1) + 1,
-                   pass_="runtime", source_line=text, statement_line=line)
+    path = display_path(file, {}) if file else "<model>"
+    return line_finding(rule, code, message, path, line, text, pass_="runtime")
 
 
 def _selected(select, ignore) -> set[str]:
     from modellint.config import matches
 
-    codes = set(RUNTIME_CODES) | {"ML002"}
+    codes = runtime_codes()
     if select:
         codes = {c for c in codes if matches(c, list(select))}
     if ignore:

@@ -82,22 +82,22 @@ def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, 
     for display, path in discover(list(paths), lambda p: is_excluded(config, p)):
         displays[os.path.realpath(path)] = display
     jobs = _jobs(list(paths), config, displays)
-    runtime_codes = sorted(code for code in enabled if "runtime" in registry.rules[code].passes
-                           or code in ("ML101", "ML102", "ML103", "ML104", "ML106", "ML107",
-                                       "ML108", "ML707"))
+    runtime_codes = sorted(code for code in enabled if "runtime" in registry.rules[code].passes)
+    checks = [registry.runtime_checks[code] for code in runtime_codes
+              if code in registry.runtime_checks]
     memory_target = None
     if getattr(config, "target_gpu_memory", None):
         from modellint.runtime.memory import parse_size
 
         memory_target = parse_size(config.target_gpu_memory)
-    results = run_jobs(jobs, device, timeout, runtime_codes,
+    results = run_jobs(jobs, device, timeout, runtime_codes, checks,
                        progress=sys.stderr.isatty() and not getattr(args, "quiet", False),
                        memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
     for job, result in results:
         notes.update(result.get("notes", []))
-        for raw in result_findings(job, result):
+        for raw in result_findings(job, result, registry):
             finding = to_finding(raw, job, registry, displays)
             if finding is not None and finding.code in enabled:
                 new.append(finding)
@@ -116,17 +116,26 @@ def _check_device(device: str) -> None:
 
 
 def run_jobs(jobs: list[ModelJob], device: str, timeout: float, codes: list[str],
-             progress: bool = False,
+             checks: list[type] | None = None, progress: bool = False,
              memory_target: int | None = None) -> list[tuple[ModelJob, dict[str, Any]]]:
     from modellint.runtime.isolate import Worker
+    from modellint.runtime.worker import check_reference
 
+    if checks is None:
+        from modellint.runtime.engine import default_registry
+
+        registry = default_registry()
+        checks = [registry.runtime_checks[c] for c in codes if c in registry.runtime_checks]
+    references = [check_reference(cls) for cls in checks]
+    named = {"checks": [name for name, _ in references],
+             "check_paths": sorted({root for _, root in references if root})}
     worker = Worker()
     out = []
     try:
         for index, job in enumerate(jobs, 1):
             _progress(progress, index, len(jobs), job.label, None)
             start = time.monotonic()
-            request = {**job.to_request(), "device": device, "enabled": codes,
+            request = {**job.to_request(), **named, "device": device, "enabled": codes,
                        "discovered": not job.configured, "memory_target": memory_target}
             try:
                 result = worker.run(request, timeout)
@@ -139,7 +148,19 @@ def run_jobs(jobs: list[ModelJob], device: str, timeout: float, codes: list[str]
     return out
 
 
-def result_findings(job: ModelJob, result: dict[str, Any]) -> list[dict[str, Any]]:
+def stopped_code(registry=None) -> str:
+    """The code of the check that reports a model stopped in a forward or backward (the
+    `reports_stopped` check: a timeout, a crash, an exit), else the runner's own."""
+    from modellint.runtime.engine import default_registry
+    from modellint.runtime.phases import NOT_CHECKED
+
+    checks = (registry or default_registry()).runtime_checks
+    return next((code for code, check in sorted(checks.items())
+                 if getattr(check, "reports_stopped", False)), NOT_CHECKED)
+
+
+def result_findings(job: ModelJob, result: dict[str, Any],
+                    registry=None) -> list[dict[str, Any]]:
     """Raw findings (code, message, file, line) from one worker result."""
     if result.get("skip"):
         return []
@@ -161,7 +182,7 @@ def result_findings(job: ModelJob, result: dict[str, Any]) -> list[dict[str, Any
     if phase in ("forward", "backward"):
         step = "a forward" if phase == "forward" else "the backward pass"
         message = f"`{job.label}` {what} while running {step}{where}{at}"
-        code = "ML701"
+        code = stopped_code(registry)
     else:
         step = {"import": "importing it", "build": "building it"}.get(phase or "", "starting")
         message = f"`{job.label}` could not be checked: it {what} while {step}{at}"

@@ -9,7 +9,6 @@ but missing from `named_modules()` are collected for ML101/ML107.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,12 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.modules import module as module_hooks
+
+from modellint.runtime.phases import (  # noqa: F401 - imported from here too
+    describe,
+    fingerprints_differ,
+    shape_text,
+)
 
 FINGERPRINT_SAMPLE = 4096
 
@@ -37,24 +42,8 @@ def tensors_in(value: Any, depth: int = 0):
             yield from tensors_in(item, depth + 1)
 
 
-def shape_text(shape) -> str:
-    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
-
-
 def shapes_of(value: Any) -> list[list[int]]:
     return [list(t.shape) for t in tensors_in(value)]
-
-
-def describe(module: nn.Module) -> str:
-    """`Conv2d(32, 32, kernel_size=(3, 3), ...)`: the type and its constructor arguments."""
-    try:
-        extra = module.extra_repr()
-    except Exception:  # noqa: BLE001
-        extra = ""
-    extra = extra.replace("\n", " ")
-    if len(extra) > 80:
-        extra = extra[:77] + "..."
-    return f"{type(module).__name__}({extra})"
 
 
 @dataclass
@@ -277,14 +266,3 @@ class Tracer:
             if path is not None:
                 return shapes
         return []
-
-
-def fingerprints_differ(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    if len(a) != len(b):
-        return True
-    for x, y in zip(a, b, strict=True):
-        if math.isnan(x) and math.isnan(y):
-            continue
-        if not math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5):
-            return True
-    return False

@@ -73,12 +73,45 @@ def handle(request: dict, where: Where) -> dict:
     check = ModelCheck(
         factory=factory, kwargs=request.get("kwargs") or {}, specs=request.get("inputs"),
         device=request["device"], enabled=set(request["enabled"]), user_roots=roots,
+        checks=[cls() for cls in load_checks(request.get("checks") or [],
+                                             request.get("check_paths") or [])],
         label=request["label"], where=where, train=True,
         memory_target=request.get("memory_target"),
     )
     outcome = check.run()
     where("done")
     return outcome.to_json()
+
+
+def check_reference(cls: type) -> tuple[str, str | None]:
+    """`module:qualname` of a runtime check class, and the folder to import its module
+    from when that is not where modellint is (a plugin's)."""
+    module = sys.modules[cls.__module__]
+    root = None
+    file = getattr(module, "__file__", None)
+    if file and not cls.__module__.startswith("modellint."):
+        root = os.path.abspath(file)
+        for _ in range(cls.__module__.count(".") + 1 + file.endswith("__init__.py")):
+            root = os.path.dirname(root)
+    return f"{cls.__module__}:{cls.__qualname__}", root
+
+
+def load_checks(references: list[str], paths: list[str]) -> list[type]:
+    """The runtime check classes named by `check_reference`, imported in the model's child
+    (their folders appended to the path: they never shadow what is already importable)."""
+    import importlib
+
+    for path in paths:
+        if path not in sys.path:
+            sys.path.append(path)
+    found = []
+    for reference in references:
+        module_name, _, qualname = reference.partition(":")
+        target = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+        found.append(target)
+    return found
 
 
 def _is_module_class(factory) -> bool:
@@ -363,6 +396,7 @@ def main(request_fd: int, result_fd: int, where_path: str) -> None:
     # imported once, before any model's code: each child starts with them loaded
     import torch  # noqa: F401
 
+    import modellint.rules.runtime.checks  # noqa: F401
     import modellint.runtime.engine  # noqa: F401
     import modellint.runtime.memory  # noqa: F401
 

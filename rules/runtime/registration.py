@@ -1,0 +1,256 @@
+"""The runtime halves of the registration rules (ML101-ML108, documented by their static
+classes in `modellint.rules.registration`): what a built and traced model shows."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from modellint.rule import Invalid, RuntimeCheck
+from modellint.runtime.phases import (
+    FORWARD,
+    REPEAT,
+    attribute_location,
+    first_line,
+    shape_text,
+)
+from modellint.runtime.sources import source_line
+
+HEADER = "import torch\nimport torch.nn as nn\n\n\n"
+_NO_ATTR = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def _owner(plain) -> str:
+    return f"`{type(plain.module).__name__}`" + (f" (at `{plain.path}`)" if plain.path else "")
+
+
+class UnregisteredModuleAtRuntime(RuntimeCheck):
+    """ML101 at runtime: modules in plain containers, and modules called but not registered."""
+
+    code = "ML101"
+    needs = frozenset({FORWARD, REPEAT})
+    valid = [
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])\n\n"
+        "    def forward(self, x):\n        for layer in self.layers:\n"
+        "            x = layer(x)\n        return x\n",
+    ]
+    invalid = [
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
+                "        self.layers = [nn.Linear(4, 4) for _ in range(2)]\n\n"
+                "    def forward(self, x):\n        for layer in self.layers:\n"
+                "            x = layer(x)\n        return self.fc(x)\n", line=9),
+        # hidden from both `named_modules()` and the static pass: found when it is called
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
+                "        object.__setattr__(self, \"extra\", nn.Linear(4, 4))\n\n"
+                "    def forward(self, x):\n        return self.extra(self.fc(x))\n", line=12),
+    ]
+
+    def check(self, run) -> None:
+        if run.model is None:
+            return
+        for plain in run.plain_attributes():
+            if not plain.modules:
+                continue
+            loc = attribute_location(run, plain.module, plain.attr, plain.path)
+            wrapper = "nn.ModuleDict" if isinstance(plain.value, dict) else "nn.ModuleList"
+            run.report(self.code, f"`self.{plain.attr}` of {_owner(plain)} is a plain "
+                       f"{type(plain.value).__name__} holding {len(plain.modules)} module(s) "
+                       f"({type(plain.modules[0]).__name__}) that `parameters()`, `.to()` and "
+                       f"`state_dict()` never see; wrap it in `{wrapper}`", loc)
+        if run.first is None or run.repeat is None:
+            return
+        contained = run.contained()
+        for key, (module, parent, site) in run.first.unregistered.items():
+            if key in contained or key not in run.repeat.unregistered:
+                continue  # reported where the container is assigned, or built per call
+            loc = (site[0], site[1]) if site else run.location_of(parent)
+            run.report(self.code, f"a `{type(module).__name__}` called inside "
+                       f"`{parent or run.name}` is not registered: `named_modules()`, "
+                       f"`parameters()` and `.to()` never see it; assign it to `self` or keep "
+                       f"it in an nn.ModuleList", loc)
+
+
+class UnregisteredParameterAtRuntime(RuntimeCheck):
+    """ML102 at runtime: parameters in plain containers of the built model."""
+
+    code = "ML102"
+    invalid = [
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
+                "        self.scales = [nn.Parameter(torch.ones(4)) for _ in range(2)]\n\n"
+                "    def forward(self, x):\n        return self.fc(x) * self.scales[0]\n",
+                line=9),
+    ]
+
+    def check(self, run) -> None:
+        if run.model is None:
+            return
+        for plain in run.plain_attributes():
+            if not plain.parameters:
+                continue
+            loc = attribute_location(run, plain.module, plain.attr, plain.path)
+            wrapper = "nn.ParameterDict" if isinstance(plain.value, dict) else "nn.ParameterList"
+            run.report(self.code, f"`self.{plain.attr}` of {_owner(plain)} is a plain "
+                       f"{type(plain.value).__name__} holding {len(plain.parameters)} "
+                       f"parameter(s) that `parameters()` and the optimizer never see; wrap "
+                       f"it in `{wrapper}`", loc)
+
+
+class UnregisteredTensorAtRuntime(RuntimeCheck):
+    """ML103 at runtime: plain tensor attributes of the built model's modules."""
+
+    code = "ML103"
+    invalid = [
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
+                "        self.mask = torch.ones(4)\n\n"
+                "    def forward(self, x):\n        return self.fc(x) * self.mask\n", line=9),
+    ]
+
+    def check(self, run) -> None:
+        if run.model is None:
+            return
+        for plain in run.plain_attributes():
+            if not plain.is_tensor:
+                continue
+            loc = attribute_location(run, plain.module, plain.attr, plain.path)
+            run.report(self.code, f"`self.{plain.attr}` of {_owner(plain)} is a plain tensor "
+                       f"{shape_text(plain.value.shape)}, neither a parameter nor a buffer: "
+                       f"`.to()`, `state_dict()` and the optimizer do not see it; use "
+                       f"`self.register_buffer(\"{plain.attr}\", ...)` or `nn.Parameter`", loc)
+
+
+class SuperInitLateAtRuntime(RuntimeCheck):
+    """ML104 at runtime: building the model failed because a module or parameter was
+    assigned before `super().__init__()`."""
+
+    code = "ML104"
+    invalid = [
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        self.fc = nn.Linear(4, 4)\n        super().__init__()\n\n"
+                "    def forward(self, x):\n        return self.fc(x)\n", line=7),
+    ]
+
+    def explains(self, run, failure) -> bool:
+        return failure.phase == "build" and "before Module.__init__() call" in str(failure.exc)
+
+    def check(self, run) -> None:
+        failure = run.build_failure
+        if failure is None or not self.explains(run, failure):
+            return
+        run.report(self.code, f"`{run.label}` assigns a module or parameter before calling "
+                   f"`super().__init__()` ({first_line(failure.exc)}); call "
+                   f"`super().__init__()` first", failure.site_location)
+
+
+class UndefinedAttributeAtRuntime(RuntimeCheck):
+    """ML106 at runtime: `forward` failed reading an attribute that was never assigned."""
+
+    code = "ML106"
+    needs = frozenset({FORWARD})
+    invalid = [
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+                "    def forward(self, x):\n        return getattr(self, 'f' + 'c2')(x)\n",
+                line=11),
+    ]
+
+    def _missing(self, failure):
+        match = _NO_ATTR.search(str(failure.exc))
+        if (failure.phase != "build" and failure.mismatch is None
+                and isinstance(failure.exc, AttributeError) and match and failure.site
+                and failure.site[2] == "forward"):
+            return match
+        return None
+
+    def explains(self, run, failure) -> bool:
+        return self._missing(failure) is not None
+
+    def check(self, run) -> None:
+        for failure in run.failures:
+            match = self._missing(failure)
+            if match is None:
+                continue
+            run.report(self.code, f"`{match.group(1)}.forward` reads `self.{match.group(2)}`, "
+                       f"which is never assigned ({first_line(failure.exc)}); define it in "
+                       f"`__init__` or fix the name", failure.site_location)
+
+
+class ModuleBuiltInForwardAtRuntime(RuntimeCheck):
+    """ML107 at runtime: a module not registered, built anew on every forward."""
+
+    code = "ML107"
+    needs = frozenset({FORWARD, REPEAT})
+    invalid = [
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+                "    def forward(self, x):\n        make = nn.Linear\n"
+                "        return make(4, 4)(self.fc(x))\n", line=12),
+    ]
+
+    def check(self, run) -> None:
+        if run.first is None:
+            return
+        for key in run.rebuilt_in_forward():
+            module, parent, site = run.first.unregistered[key]
+            name = type(module).__name__
+            loc = (site[0], site[1]) if site else run.location_of(parent)
+            if site:
+                loc = _construction_line(site[0], site[1], name) or loc
+            run.report(self.code, f"a new `{name}` is built on every call inside "
+                       f"`{parent or run.name}`: its weights are re-initialised each "
+                       f"forward and never trained; build it in `__init__`", loc)
+
+
+def _construction_line(path: str, line: int, type_name: str) -> tuple[str, int] | None:
+    """The line at or above `line`, in the same function, that calls `TypeName(`."""
+    pattern = re.compile(rf"\b{re.escape(type_name)}\s*\(")
+    for number in range(line, max(line - 40, 0), -1):
+        text = source_line(path, number)
+        if pattern.search(text):
+            return path, number
+        if text.lstrip().startswith("def "):
+            break
+    return None
+
+
+class RepeatedModuleAtRuntime(RuntimeCheck):
+    """ML108 at runtime: one module object registered at several places of one parent."""
+
+    code = "ML108"
+    invalid = [
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        block = nn.Linear(4, 4)\n"
+                "        self.layers = nn.Sequential(*[block] * 3)\n\n"
+                "    def forward(self, x):\n        return self.layers(x)\n", line=9),
+    ]
+
+    def check(self, run) -> None:
+        model = run.model
+        if model is None:
+            return
+        places: dict[int, list[str]] = defaultdict(list)
+        objects = {}
+        for path, module in model.named_modules(remove_duplicate=False):
+            places[id(module)].append(path)
+            objects[id(module)] = module
+        for key, paths in places.items():
+            if len(paths) < 2 or not any(True for _ in objects[key].parameters()):
+                continue
+            by_parent: dict[str, list[str]] = defaultdict(list)
+            for path in paths:
+                parent, _, name = path.rpartition(".")
+                by_parent[parent].append(name)
+            for parent, names in by_parent.items():
+                if len(names) < 2:
+                    continue
+                container = run.submodule(parent)
+                where = f"`{parent}`" if parent else "the model"
+                loc, _ = run.report_location(parent) if parent else (run.root_location, "")
+                run.report(self.code, f"{where} ({type(container).__name__}) holds one "
+                           f"`{type(objects[key]).__name__}` object at {len(names)} places "
+                           f"({', '.join(names[:6])}): they share one set of weights; "
+                           f"build a new instance for each place", loc)
