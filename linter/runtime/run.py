@@ -428,6 +428,7 @@ class Runner:
         run.built = True
         run.parameters = sum(p.numel() for p in model.parameters())
         self._record_lines()
+        run.plain_attributes()  # as built: what forward later stores on the model is not state
         if not self.needs:
             return
         args_kwargs = self._first_forward()
