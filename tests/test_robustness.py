@@ -100,8 +100,10 @@ def _big_file() -> tuple[str, int]:
     return "\n".join(lines), len(lines) - 2
 
 
+# as deep as CPython parses (it allows 200 nested brackets); chains that CPython keeps flat but
+# LibCST nests (`and`, dotted names) deeper than LibCST's parser survives on the main thread
 DEEP_EXPRESSIONS = [
-    "(" * 400 + "1" + ")" * 400,
+    "(" * 190 + "1" + ")" * 190,
     "a" + ".b" * 400,
     "a" + "[0]" * 400,
     "-" * 400 + "1",
@@ -109,13 +111,14 @@ DEEP_EXPRESSIONS = [
     " + ".join(["x"] * 400),
     "**".join(["2"] * 400),
     "lambda: " * 400 + "1",
-    "torch.relu(" * 400 + "x" + ")" * 400,
+    "torch.relu(" * 190 + "x" + ")" * 190,
+    " and ".join(["x"] * 10_000),
 ]
 
 
 def _deep_file() -> tuple[str, int]:
     body = "".join(f"x{i} = {expr}\n" for i, expr in enumerate(DEEP_EXPRESSIONS))
-    text = "import torch\n" + body + "\n\n" + GOOD
+    text = "import torch\nimport torch" + ".nn" * 10_000 + "\n" + body + "\n\n" + GOOD
     return text, text.count("\n") - 1
 
 

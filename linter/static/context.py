@@ -44,6 +44,9 @@ class FileContext:
         # id of a function defined directly in a class body -> that class
         self.method_owners: dict[int, cst.ClassDef] = {}
         self.reports: list[Any] = []
+        # (number of reports so far, the top-level statement entered then, or None on leaving
+        # it): which top-level statement each report was made in
+        self._top_level_marks: list[tuple[int, cst.CSTNode | None]] = []
         self._class_infos: dict[int, ClassInfo] = {}
         self._module_class_ids: set[int] = set()
 
@@ -151,6 +154,22 @@ class FileContext:
         return value
 
     # -- where we are ---------------------------------------------------------------------
+    def mark_top_level(self, statement: cst.CSTNode | None) -> None:
+        self._top_level_marks.append((len(self.reports), statement))
+
+    def top_level_of_reports(self) -> list[cst.CSTNode | None]:
+        """For each report, the top-level statement the walk was in when it was made."""
+        tops: list[cst.CSTNode | None] = []
+        marks = iter(self._top_level_marks)
+        mark = next(marks, None)
+        current = None
+        for index in range(len(self.reports)):
+            while mark is not None and mark[0] <= index:
+                current = mark[1]
+                mark = next(marks, None)
+            tops.append(current)
+        return tops
+
     @property
     def current_class(self) -> cst.ClassDef | None:
         return self.class_stack[-1] if self.class_stack else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import re
 import sys
 import threading
 import tokenize
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from modellint.finding import Finding, Severity
 from modellint.rule import StaticRule
@@ -29,6 +30,12 @@ INTERNAL_ERROR = ("ML001", "internal-error")
 # is retried in a thread with a larger stack and recursion limit
 DEEP_RECURSION_LIMIT = 50_000
 DEEP_STACK_SIZE = 512 * 1024 * 1024
+# LibCST's native parser recurses on the C stack once per level of nesting and kills the process
+# (no exception) past about 6,000 levels on a main thread's 8 MiB stack. CPython's own parser
+# bounds most nesting to about 3,000 levels; a file nested deeper than MAIN_STACK_NESTING by
+# `_nesting` is parsed in the deep thread, and one deeper than DEEP_RECURSION_LIMIT is not linted.
+MAIN_STACK_NESTING = 3_000
+_BYTE_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclass
@@ -74,7 +81,7 @@ class _Enter(_Tracker):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.context.register_class(node)
         self.context.class_stack.append(node)
-        self.context.statement_stack.append(node)
+        self._statement(node)
         self.context.scopes.append({})
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -82,7 +89,7 @@ class _Enter(_Tracker):
         if stack and isinstance(stack[-1], cst.ClassDef):
             self.context.method_owners[id(node)] = stack[-1]
         self.context.function_stack.append(node)
-        self.context.statement_stack.append(node)
+        self._statement(node)
         self.context.scopes.append({})
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -93,6 +100,8 @@ class _Enter(_Tracker):
 
     def _statement(self, node: cst.CSTNode) -> None:
         self.context.statement_stack.append(node)
+        if len(self.context.statement_stack) == 1:
+            self.context.mark_top_level(node)
 
     visit_SimpleStatementLine = _statement
     visit_If = _statement
@@ -109,16 +118,18 @@ class _Leave(_Tracker):
 
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
         self.context.class_stack.pop()
-        self.context.statement_stack.pop()
+        self._statement(node)
         self.context.scopes.pop()
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.context.function_stack.pop()
-        self.context.statement_stack.pop()
+        self._statement(node)
         self.context.scopes.pop()
 
     def _statement(self, node: cst.CSTNode) -> None:
         self.context.statement_stack.pop()
+        if not self.context.statement_stack:
+            self.context.mark_top_level(None)
 
     leave_SimpleStatementLine = _statement
     leave_If = _statement
@@ -142,11 +153,8 @@ class DecodeError(ValueError):
 def decode(data: bytes) -> tuple[str, str]:
     """(text, encoding) honouring a PEP 263 coding cookie; raises DecodeError with a message."""
     if b"\x00" in data:
-        at = data.index(b"\x00")
-        line = data.count(b"\n", 0, at) + 1
         raise DecodeError(
-            "file contains NUL bytes; it is not Python source", line,
-            at - (data.rfind(b"\n", 0, at) + 1) + 1,
+            "file contains NUL bytes; it is not Python source", *_position(data, data.index(b"\x00"))
         )
     problem = None
     try:
@@ -157,17 +165,23 @@ def decode(data: bytes) -> tuple[str, str]:
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line, column = _position(data, exc.start)
         raise DecodeError(
             f"cannot decode line {line} as {encoding} (byte 0x{data[exc.start]:02x});"
             " add a coding declaration or save the file as UTF-8",
-            line, exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1,
+            line, column,
         ) from None
     if problem is not None:
         raise DecodeError(f"cannot read the coding declaration: {problem}")
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, encoding
+
+
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    """(line, column), both from 1, of byte `offset`, with Python's line ends."""
+    lines = _BYTE_LINE_END.split(data[:offset])
+    return len(lines), len(lines[-1]) + 1
 
 
 def call_deeply(function, *args):
@@ -209,22 +223,46 @@ def _finding(code_name: tuple[str, str], path: str, message: str, line: int, col
     )
 
 
-def _syntax_error_from_ast(path: str, text: str) -> Finding | None:
+def _parse_with_cpython(path: str, text: str) -> tuple[ast.Module | None, Finding | None]:
+    """(tree, None), or (None, ML000) when this Python cannot parse `text`: a syntax error,
+    syntax newer than this Python, or nesting beyond CPython's own limits."""
     try:
         with warnings.catch_warnings():
             # CPython warns about odd but valid code (`1if x else 2`); not ours to print
             warnings.simplefilter("ignore")
-            ast.parse(text)
+            return ast.parse(text), None
     except SyntaxError as exc:
         line = exc.lineno or 1
-        lines = text.splitlines()
-        return _finding(
+        return None, _finding(
             SYNTAX_ERROR, path, f"SyntaxError: {exc.msg}", line, exc.offset or 1,
-            lines[line - 1] if 0 < line <= len(lines) else "",
+            _line(noqa.python_lines(text), line),
         )
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return _finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)
-    return None
+    except RecursionError as exc:
+        return None, _finding(
+            SYNTAX_ERROR, path,
+            f"the code is nested too deeply for Python to parse (RecursionError: {exc})", 1, 1)
+    except (ValueError, MemoryError) as exc:
+        return None, _finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)
+
+
+def _nesting(tree: ast.AST) -> int:
+    """How deeply LibCST will nest the tree CPython parsed as `tree`: its depth, where chains
+    that CPython keeps flat but LibCST nests one level per link (`a and b and ...`, the dots
+    of `import a.b.c`) count each link."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.BoolOp):
+            depth += len(node.values)
+        elif isinstance(node, ast.alias):
+            depth += node.name.count(".")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            depth += node.module.count(".")
+        if depth > deepest:
+            deepest = depth
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def lint_source(
@@ -235,9 +273,9 @@ def lint_source(
     disabled_codes: frozenset[str] = frozenset(),
 ) -> FileResult:
     """Every finding of `rules` in one file. `disabled_codes` are ignored for this file."""
-    result = _lint_source(path, data, rules, options, disabled_codes)
+    result = _lint_source(path, data, rules, options, disabled_codes, deep=False)
     if result.too_deep:
-        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes)
+        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True)
     return result
 
 
@@ -247,6 +285,7 @@ def _lint_source(
     rules: Sequence[type[StaticRule]],
     options: dict[str, Any],
     disabled_codes: frozenset[str],
+    deep: bool,
 ) -> FileResult:
     result = FileResult(path=path)
     try:
@@ -265,31 +304,38 @@ def _lint_source(
         if rule.code not in disabled
         and (not rule.triggers or any(word in text for word in rule.triggers))
     ]
-    if not active:
-        error = _syntax_error_from_ast(path, text)
-        if error is not None and SYNTAX_ERROR[0] not in disabled:
+    # CPython decides whether the file is Python, whatever rules are selected: LibCST also
+    # accepts syntax newer than this Python, and crashes on nesting CPython refuses
+    tree, error = _parse_with_cpython(path, text)
+    if error is not None:
+        if SYNTAX_ERROR[0] not in disabled:
             result.findings.append(error)
+        return result
+    if not active:
+        return result
+    nesting = _nesting(tree)
+    del tree
+    if nesting > DEEP_RECURSION_LIMIT:
+        result.findings.append(_finding(
+            INTERNAL_ERROR, path, f"the file is nested too deeply ({nesting} levels) for the "
+            "parser; it was not linted", 1, 1))
+        return result
+    if nesting > MAIN_STACK_NESTING and not deep:
+        result.too_deep = True
         return result
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        # prefer CPython's wording and position when it agrees that the file is invalid
-        error = _syntax_error_from_ast(path, text) or _finding(
-            SYNTAX_ERROR, path, f"SyntaxError: {exc.message}", exc.raw_line,
-            exc.raw_column + 1,
-        )
-        if SYNTAX_ERROR[0] not in disabled:
-            result.findings.append(error)
+        # CPython parsed it: one of LibCST's own limits (on implicitly concatenated strings)
+        result.findings.append(_finding(
+            INTERNAL_ERROR, path, f"the parser cannot read this file ({exc.message}); "
+            "it was not linted", exc.raw_line, exc.raw_column + 1))
         return result
     except RecursionError:
         result.too_deep = True
-        error = _syntax_error_from_ast(path, text)
-        if error is not None:
-            result.findings.append(error)
-        else:
-            result.findings.append(_finding(
-                INTERNAL_ERROR, path, "the file is nested too deeply for the parser; "
-                "it was not linted", 1, 1))
+        result.findings.append(_finding(
+            INTERNAL_ERROR, path, "the file is nested too deeply for the parser; "
+            "it was not linted", 1, 1))
         return result
     try:
         result.findings.extend(run_rules(path, text, module, active, options, result.tracebacks))
@@ -351,32 +397,30 @@ def run_rules(
             findings.append(_rule_failed(path, type(rule), rule.error, tracebacks))
     if not context.reports:
         return findings
-    positions = wrapper.resolve(PositionProvider)
-    lines = text.splitlines()
-    statements = None
+    lines = noqa.python_lines(text)
+    positions = _Positions(module)
+    tops = context.top_level_of_reports()
+    positions.locate([
+        (node, top)
+        for (_, reported, *_, statement), top in zip(context.reports, tops, strict=True)
+        for node in (reported, *statement)
+    ])
     failed: set[str] = set()
     for rule, node, message, fix, severity, statement in context.reports:
-        if node not in positions:
+        span = positions.span(node)
+        if span is None:
             # a node the rule built itself, or one from another tree
             if rule.code not in failed:
                 failed.add(rule.code)
                 findings.append(_rule_failed(path, type(rule), ValueError(
                     f"reported a {type(node).__name__} node that is not in this file"), tracebacks))
             continue
-        span = positions[node]
         line = span.start.line
         if statement:
-            statement_line = positions[statement[0]].start.line
+            statement_line = positions.span(statement[0]).start.line
         else:
-            # reported after the walk (from leave_Module): find the statement around the node
-            if statements is None:
-                statements = [
-                    (code_range.start.line, code_range.end.line)
-                    for each, code_range in positions.items()
-                    if isinstance(each, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-                ]
-            around = [start for start, end in statements if start <= line <= end]
-            statement_line = max(around) if around else line
+            # reported after the walk (from leave_Module): the innermost statement around it
+            statement_line = positions.statement_around(node)
         if noqa.line_suppresses(_line(lines, line), rule.code) or (
             statement_line != line
             and noqa.line_suppresses(_line(lines, statement_line), rule.code)
@@ -391,6 +435,95 @@ def run_rules(
             )
         )
     return findings
+
+
+class _Positions:
+    """Where reported nodes are. LibCST's PositionProvider generates the code of the whole
+    module and keeps a range for each node: for a 100,000-line file that took most of the
+    time and a third of the memory for a handful of findings. This generates the top-level
+    statements that hold a reported node (and the code of those before them, to count lines)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._index = {id(statement): i for i, statement in enumerate(module.body)}
+        # first line of each top-level statement, counted as far as needed so far
+        self._starts: list[int] = []
+        self._next_line = 1 + sum(_line_count(module.code_for_node(h)) for h in module.header)
+        self._ranges: dict[int, tuple[Any, int]] = {}
+        self._owner: dict[cst.CSTNode, int] = {}
+        self._whole: Any = None
+
+    def locate(self, nodes: Sequence[tuple[cst.CSTNode, cst.CSTNode | None]]) -> None:
+        """Find the top-level statement of each (node, top-level statement it was reported
+        under, or None)."""
+        lost: set[int] = set()
+        for node, top in nodes:
+            index = self._index.get(id(top)) if top is not None else None
+            if index is not None and node in self._ranges_of(index)[0]:
+                self._owner[node] = index
+            elif node not in self._owner:
+                lost.add(id(node))
+        if not lost:
+            return
+        for index, statement in enumerate(self.module.body):
+            stack: list[cst.CSTNode] = [statement]
+            while stack:
+                each = stack.pop()
+                if id(each) in lost:
+                    self._ranges_of(index)
+                    lost.discard(id(each))
+                    self._owner[each] = index
+                stack.extend(each.children)
+            if not lost:
+                return
+
+    def span(self, node: cst.CSTNode) -> CodeRange | None:
+        index = self._owner.get(node)
+        if index is None:
+            # the module itself, its header or footer, or a node from elsewhere: rare
+            if self._whole is None:
+                self._whole = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(
+                    PositionProvider)
+            return self._whole.get(node)
+        ranges, offset = self._ranges_of(index)
+        found = ranges[node]
+        if not offset:
+            return found
+        return CodeRange(
+            CodePosition(found.start.line + offset, found.start.column),
+            CodePosition(found.end.line + offset, found.end.column),
+        )
+
+    def statement_around(self, node: cst.CSTNode) -> int:
+        """The first line of the innermost statement that holds `node`."""
+        line = self.span(node).start.line
+        index = self._owner.get(node)
+        if index is None:
+            return line
+        ranges, offset = self._ranges_of(index)
+        around = [
+            code_range.start.line + offset for each, code_range in ranges.items()
+            if isinstance(each, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            and code_range.start.line + offset <= line <= code_range.end.line + offset
+        ]
+        return max(around) if around else line
+
+    def _ranges_of(self, index: int) -> tuple[Any, int]:
+        found = self._ranges.get(index)
+        if found is None:
+            while len(self._starts) <= index:
+                statement = self.module.body[len(self._starts)]
+                self._starts.append(self._next_line)
+                self._next_line += _line_count(self.module.code_for_node(statement))
+            alone = self.module.with_changes(header=(), body=(self.module.body[index],), footer=())
+            ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+            found = self._ranges[index] = (ranges, self._starts[index] - 1)
+        return found
+
+
+def _line_count(code: str) -> int:
+    """How many line ends `code` has, as Python counts them."""
+    return code.count("\n") + code.count("\r") - code.count("\r\n")
 
 
 def _line(lines: list[str], number: int) -> str:

@@ -6,10 +6,14 @@ import re
 
 _LINE = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:[\s,]+[A-Za-z]+\d+)*))?", re.I)
 _FILE = re.compile(
-    r"^\s*#\s*modellint:\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:[\s,]+[A-Za-z]+\d+)*))?\s*$",
-    re.I | re.M,
+    r"[ \t\f]*#[ \t\f]*modellint:[ \t\f]*noqa"
+    r"(?::[ \t\f]*(?P<codes>[A-Za-z]+\d+(?:[ \t\f,]+[A-Za-z]+\d+)*))?[ \t\f]*",
+    re.I,
 )
 _SPLIT = re.compile(r"[\s,]+")
+# Python ends a line at \n, \r\n or \r only; str.splitlines also splits at \f, \v, \x1c-\x1e,
+# \x85, \u2028 and \u2029, which may stand in comments and strings
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 ALL = None
 
@@ -26,7 +30,10 @@ def file_exemption(source: str) -> tuple[bool, frozenset[str]]:
     codes: set[str] = set()
     if "modellint" not in source:
         return False, frozenset()
-    for match in _FILE.finditer(source):
+    for line in python_lines(source):
+        match = _FILE.fullmatch(line)
+        if match is None:
+            continue
         found = _codes(match.group("codes"))
         if found is ALL:
             whole = True
@@ -44,3 +51,8 @@ def line_suppresses(line: str, code: str) -> bool:
         if found is ALL or code in found:
             return True
     return False
+
+
+def python_lines(text: str) -> list[str]:
+    """The lines of `text` as Python counts them (line N of a finding is item N - 1)."""
+    return _LINE_END.split(text)
