@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from modellint.finding import Finding
+from modellint.finding import Finding, line_finding
 from modellint.report import printable
 from modellint.runtime.specs import (
     DEFAULT_TIMEOUT,
@@ -95,10 +95,11 @@ def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, 
                        memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
+    suppressions = Suppressions(config)
     for job, result in results:
         notes.update(result.get("notes", []))
         for raw in result_findings(job, result, registry):
-            finding = to_finding(raw, job, registry, displays)
+            finding = to_finding(raw, job, registry, displays, suppressions)
             if finding is not None and finding.code in enabled:
                 new.append(finding)
     for note in sorted(notes):
@@ -218,7 +219,39 @@ def _class_line(path: str, name: str) -> int:
     return 1
 
 
-def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str, str]) -> Finding | None:
+class Suppressions:
+    """The suppressions a runtime finding meets, as a static one does: a noqa on its line, a
+    file-level `# modellint: noqa` (all codes or some), and per-file-ignores."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self._files: dict[str, tuple[bool, list[str]]] = {}
+
+    def _of_file(self, path: str) -> tuple[bool, list[str]]:
+        if path not in self._files:
+            from pathlib import Path
+
+            from modellint.config import file_ignores
+
+            try:
+                whole, codes = file_exemption(read_file_bytes(path).decode("utf-8", "replace"))
+            except OSError:
+                whole, codes = False, frozenset()
+            ignored = file_ignores(self.config, Path(path)) if self.config is not None else ()
+            self._files[path] = (whole, [*codes, *ignored])
+        return self._files[path]
+
+    def hide(self, code: str, path: str, line_text: str) -> bool:
+        from modellint.config import matches
+
+        if line_suppresses(line_text, code):
+            return True
+        whole, selectors = self._of_file(path)
+        return whole or matches(code, selectors)
+
+
+def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str, str],
+               suppressions: Suppressions | None = None) -> Finding | None:
     from modellint.runtime.sources import source_line
 
     rule = registry.rules.get(raw["code"])
@@ -233,15 +266,11 @@ def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str,
     else:
         display = display_path(file, displays)
         text = source_line(file, line)
-        if line_suppresses(text, raw["code"]):
+        suppressions = suppressions or Suppressions(None)
+        if suppressions.hide(raw["code"], file, text):
             return None
-    return Finding(
-        code=raw["code"], name=rule.name, message=raw["message"], severity=rule.severity,
-        path=display, line=line, column=len(text) - len(text.lstrip()) + 1 if text else 1,
-        end_line=line, end_column=len(text.rstrip()) + 1 if text else 1, pass_="runtime",
-        source_line=text, statement_line=line,
-        target=job.label if job.configured else "",
-    )
+    return line_finding(rule, raw["code"], raw["message"], display, line, text, pass_="runtime",
+                        target=job.label if job.configured else "")
 
 
 def merge(static: list[Finding], runtime: list[Finding]) -> list[Finding]:
