@@ -282,10 +282,14 @@ def run(repos: list[Repo], cache: Path, jobs: int, emit_untriaged: bool) -> int:
     for repo in repos:
         print(f"  {repo.name}@{repo.commit[:12]}  {' '.join(repo.paths)}")
     print_table(counts, rules)
-    if untriaged:
-        print("\nuntriaged:")
-        for repo, f in untriaged:
+    shown = [(r, f) for r, f in untriaged if rules.get(f["code"], {}).get("default_enabled", True)]
+    if shown:
+        print("\nuntriaged (default-on rules):")
+        for repo, f in shown:
             print(f"  {f['code']} {repo.name} {f['path']}:{f['line']}: {f['message']}")
+    if len(shown) < len(untriaged):
+        print(f"\n{len(untriaged) - len(shown)} findings of off-by-default rules are not triaged "
+              "(counted in the table; --emit-untriaged lists them)")
     if gone:
         print("\ntriaged but no longer reported:")
         for (name, _, path, line, code), verdict in sorted(gone):

@@ -389,11 +389,23 @@ def _is_false(arg: cst.Arg) -> bool:
     return isinstance(arg.value, cst.Name) and arg.value.value == "False"
 
 
+# a project's own wrapper of no_grad/inference_mode (YOLOv5's `smart_inference_mode`)
+_NO_GRAD_DECORATOR = re.compile(r"(?:^|_)(?:no_grad|inference_mode)$")
+
+
 def function_without_grad(context: FileContext, func: cst.CSTNode) -> bool:
-    """A function decorated with `@torch.no_grad()` / `@torch.inference_mode()`."""
+    """A function decorated with `@torch.no_grad()` / `@torch.inference_mode()`, or with a
+    decorator of its own named so (`@smart_inference_mode()`)."""
     if not isinstance(func, cst.FunctionDef):
         return False
-    return any(is_no_grad_item(context, d.decorator) for d in func.decorators)
+    for decorator in func.decorators:
+        expr = decorator.decorator
+        if is_no_grad_item(context, expr):
+            return True
+        name = dotted_name(expr.func if isinstance(expr, cst.Call) else expr) or ""
+        if _NO_GRAD_DECORATOR.search(name.rsplit(".", 1)[-1]):
+            return True
+    return False
 
 
 def under_no_grad(context: FileContext, site: Site, below: cst.CSTNode | None = None) -> bool:

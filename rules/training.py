@@ -501,6 +501,13 @@ class LossKeptWithGraph(ScopeRule):
         HEADER + "def step(model, chunks, optimizer):\n    losses = []\n"
         "    for x, y in chunks:\n        loss = F.mse_loss(model(x), y)\n"
         "        losses.append(loss)\n    torch.stack(losses).mean().backward()\n",
+        # the loss comes from outputs computed under no_grad (Accelerate's Megatron-LM example)
+        HEADER + "def fit(model, loader, eval_loader, optimizer):\n    for batch in loader:\n"
+        "        loss = model(**batch).loss\n        loss.backward()\n        optimizer.step()\n"
+        "    model.eval()\n    losses = []\n"
+        "    for batch in eval_loader:\n        with torch.no_grad():\n"
+        "            outputs = model(**batch)\n        loss = outputs.loss\n"
+        "        losses.append(loss)\n",
         # evaluation under no_grad keeps no graph
         HEADER + "def evaluate(model, loader):\n    total = 0\n    with torch.no_grad():\n"
         "        for x, y in loader:\n            loss = F.cross_entropy(model(x), y)\n"
@@ -589,6 +596,8 @@ class LossKeptWithGraph(ScopeRule):
                    for a in assignments):
                 continue
             earlier = [a for a in assignments if a.site.order < site.order]
+            if earlier and _computed_without_grad(context, scope, earlier[-1], site.order):
+                continue
             from_loss = bool(earlier) and _is_loss_call(
                 context, scope, earlier[-1].value, site.order)
             if loss.value not in backward_targets and not from_loss:
@@ -604,6 +613,17 @@ class LossKeptWithGraph(ScopeRule):
                 "`.detach()`)",
                 fix=Fix(((loss, replacement),), f"use `{loss.value}.item()`", safe=False),
             )
+
+
+def _computed_without_grad(context, scope: Scope, assignment, before: int) -> bool:
+    """The value was computed under `no_grad`, or only from names last assigned under it
+    (`loss = outputs.loss` after `with torch.no_grad(): outputs = model(**batch)`)."""
+    if under_no_grad(context, assignment.site):
+        return True
+    names = names_in(assignment.value) if assignment.value is not None else set()
+    sources = [scope.assigned(name, assignment.site.order) for name in names]
+    sources = [found[-1] for found in sources if found]
+    return bool(sources) and all(under_no_grad(context, a.site) for a in sources)
 
 
 def _loss_operand(expr: cst.BaseExpression) -> cst.Name | None:
@@ -1037,6 +1057,14 @@ class EvalWithoutNoGrad(ScopeRule):
         "    for x, y in loader:\n        out = model(x)\n",
         HEADER + "def evaluate(model, loader):\n    torch.set_grad_enabled(False)\n"
         "    model.eval()\n    for x, y in loader:\n        out = model(x)\n",
+        # a computed mode (DeiT's `model.train(set_training_mode)`) is no eval()
+        HEADER + "def train_one_epoch(model, loader, loss_scaler, set_training_mode=True):\n"
+        "    model.train(set_training_mode)\n    for x, y in loader:\n"
+        "        loss = F.cross_entropy(model(x), y)\n        loss_scaler(loss)\n",
+        # a project's own inference_mode decorator (YOLOv5's `smart_inference_mode`)
+        HEADER + "from utils.torch_utils import smart_inference_mode\n\n"
+        "@smart_inference_mode()\ndef run(model, loader):\n    model.eval()\n"
+        "    for x, y in loader:\n        out = model(x)\n",
     ]
     invalid = [
         Invalid(
@@ -1075,6 +1103,9 @@ class EvalWithoutNoGrad(ScopeRule):
         code = cst.Module(body=[]).code_for_node
         reported: set[int] = set()
         for name, eval_sites in evals.items():
+            # `model.train(mode)` with a computed mode is no known eval()
+            computed = {id(t.node) for t in trains.get(name, [])}
+            eval_sites = [e for e in eval_sites if id(e.node) not in computed]
             calls = [s for s in scope.calls if dotted_name(s.node.func) == name]
             for call in calls:
                 if id(call.node) in reported or under_no_grad(context, call):
