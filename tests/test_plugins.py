@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import write
 
 PRINTS = """\
@@ -163,3 +164,65 @@ def test_a_broken_installed_plugin_is_exit_2_naming_it(modellint, tmp_path):
     result = modellint("code.py", env={"PYTHONPATH": str(site)})
     assert result.rc == 2
     assert "'bad'" in result.err and "badplugin_mod" in result.err
+
+
+DOUBLE = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2).double()
+
+    def forward(self, x):
+        return self.head(self.body(x).double())
+"""
+
+
+def test_example_plugin_runtime_rule_runs_in_the_runtime_pass(modellint, tmp_path, example_plugin):
+    # a plugin's runtime rule: registered by the same hook, run by the worker, selected and
+    # ignored like a built-in one
+    pytest.importorskip("torch")
+    write(tmp_path, "net.py", DOUBLE)
+    env = {"PYTHONPATH": str(example_plugin)}
+    result = modellint("check", "net.py", "--runtime", "--select", "XMP7", "--format", "json",
+                       env=env)
+    assert result.rc == 1, result
+    [finding] = result.json()
+    assert (finding["code"], finding["line"], finding["pass"]) == ("XMP701", 8, "runtime")
+    assert finding["name"] == "double-precision-module"
+    assert "`head`" in finding["message"] and "float64" in finding["message"]
+    ignored = modellint("check", "net.py", "--runtime", "--select", "XMP", "--ignore", "XMP701",
+                        env=env)
+    assert ignored.rc == 0, ignored
+    # without --runtime it does not run
+    assert modellint("check", "net.py", "--select", "XMP701", env=env).rc == 0
+
+
+def test_example_plugin_runtime_rule_is_listed_documented_and_passes_its_examples(
+        modellint, example_plugin, monkeypatch):
+    pytest.importorskip("torch")
+    env = {"PYTHONPATH": str(example_plugin)}
+    listed = modellint("rules", env=env)
+    row = next(line for line in listed.out.splitlines() if line.startswith("XMP701"))
+    assert row.split() == ["XMP701", "double-precision-module", "runtime", "on"]
+    doc = modellint("rule", "XMP701", env=env)
+    assert doc.rc == 0 and doc.out.startswith("# XMP701 double-precision-module"), doc
+    assert ".double()" in doc.out
+    # the harness tests/test_runtime_examples.py runs on every registered runtime check
+    import sys
+
+    from modellint.runtime.examples import check_example
+
+    monkeypatch.syspath_prepend(str(example_plugin))
+    monkeypatch.delitem(sys.modules, "modellint_example", raising=False)
+    monkeypatch.delitem(sys.modules, "modellint_example.rules", raising=False)
+    from modellint_example.rules import DoublePrecisionModule
+
+    for example in DoublePrecisionModule.valid:
+        assert check_example(example, DoublePrecisionModule) == [], example
+    for example in DoublePrecisionModule.invalid:
+        lines = [f.line for f in check_example(example.code, DoublePrecisionModule)]
+        assert lines == [example.line], example.code

@@ -1,11 +1,13 @@
-"""The example plugin's rules, registered through the `modellint` entry-point group."""
+"""The example plugin's rules, registered through the `modellint` entry-point group: a static
+rule (XMP101) and a runtime rule (XMP701)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from modellint import hookimpl
-from modellint.rule import Invalid, Severity, StaticRule
+from modellint.rule import Invalid, RuntimeRule, Severity, StaticRule
+from modellint.runtime.phases import FORWARD
 
 HEADER = "import torch.nn as nn\n\n"
 
@@ -78,6 +80,51 @@ class PrintInForward(StaticRule):
         )
 
 
+DOUBLE_HEAD = (
+    HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.body = nn.Linear(4, 4)\n        self.head = nn.Linear(4, 2){cast}\n\n"
+    "    def forward(self, x):\n        return self.head(self.body(x){cast})\n"
+)
+
+
+class DoublePrecisionModule(RuntimeRule):
+    """A module the forward calls computes in float64.
+
+    ## What it does
+    Runs the model once (the runtime pass, `modellint check --runtime`) and reports the first
+    module, in the order the forward calls them, whose parameters are float64, at the line
+    that built it.
+
+    ## Why is this bad?
+    GPUs run float64 many times slower than float32 (up to 64× on consumer cards), and a
+    float64 layer doubles the memory of its parameters, gradients and optimizer state. It is
+    usually a leftover `.double()` from a numerical test.
+
+    ## Example
+        self.head = nn.Linear(4, 2).double()
+
+    ## Use instead
+        self.head = nn.Linear(4, 2)
+    """
+
+    code = "XMP701"
+    name = "double-precision-module"
+    severity = Severity.WARNING
+    needs = frozenset({FORWARD})  # one eval forward: its trace has each call's dtype
+    valid = [DOUBLE_HEAD.format(cast="")]
+    invalid = [Invalid(DOUBLE_HEAD.format(cast=".double()"), line=7)]
+
+    def check(self, run) -> None:
+        if run.first is None:
+            return
+        for row in run.first.rows:
+            if row.dtype == "float64":
+                location, note = run.report_location(row.path)
+                run.report(self.code, f"`{row.path or run.name}` ({row.type}) computes in "
+                           f"float64; use float32 (or bfloat16){note}", location)
+                return
+
+
 @hookimpl
 def modellint_add_rules():
-    return [PrintInForward]
+    return [PrintInForward, DoublePrecisionModule]
