@@ -243,7 +243,8 @@ def failures(counts: dict[str, Tally], rules: dict[str, dict]) -> list[str]:
     return problems
 
 
-def print_table(counts: dict[str, Tally], rules: dict[str, dict], out=sys.stdout) -> None:
+def print_table(counts: dict[str, Tally], rules: dict[str, dict], out=None) -> None:
+    out = out or sys.stdout
     print(f"{'code':<6} {'name':<34} {'default':<7} {'findings':>8} {'TP':>4} {'FP':>4} "
           f"{'debatable':>9} {'precision':>9} {'untriaged':>9}", file=out)
     total = Tally()
@@ -260,13 +261,14 @@ def print_table(counts: dict[str, Tally], rules: dict[str, dict], out=sys.stdout
           f"{total.debatable:>9} {'':>9} {total.untriaged:>9}", file=out)
 
 
-def run(repos: list[Repo], cache: Path, jobs: int, emit_untriaged: bool) -> int:
+def run(repos: list[Repo], cache: Path, jobs: int, emit_untriaged: bool,
+        triage_dir: Path = TRIAGE_DIR) -> int:
     missing = [repo.name for repo in repos if not (cache / repo.folder).is_dir()]
     if missing:
         print(f"precision: not in {cache}: {', '.join(missing)}; run "
               "`python bench/precision.py fetch` first", file=sys.stderr)
         return 2
-    triage, problems = load_triage()
+    triage, problems = load_triage(triage_dir)
     for problem in problems:
         print(f"precision: triage: {problem}", file=sys.stderr)
     rules = rule_table()
@@ -353,10 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], metavar="OWNER/NAME",
                         help="only this code base (repeatable)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--corpus", type=Path, default=CORPUS_FILE, help=argparse.SUPPRESS)
+    parser.add_argument("--triage", type=Path, default=TRIAGE_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--emit-untriaged", action="store_true",
                         help="print the untriaged findings as triage rows and stop")
     args = parser.parse_args(argv)
-    repos = load_corpus()
+    repos = load_corpus(args.corpus)
     if args.only:
         repos = [repo for repo in repos if repo.name in args.only]
     cache = cache_dir()
@@ -367,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "fixes":
         return check_fixes(repos, cache, args.jobs)
-    return run(repos, cache, args.jobs, args.emit_untriaged)
+    return run(repos, cache, args.jobs, args.emit_untriaged, args.triage)
 
 
 if __name__ == "__main__":
