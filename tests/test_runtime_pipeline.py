@@ -60,3 +60,60 @@ def test_file_level_noqa_hides_runtime_findings_of_a_configured_model(modellint,
     # the same target without the noqa is reported
     write(tmp_path, "net.py", UNUSED)
     assert modellint("check", "net.py", *RUNTIME_ONLY).codes() == [("ML703", 8)]
+
+
+TRAINING_SCRIPT = """\
+import pathlib
+import torch
+import torch.nn as nn
+
+HIDDEN = 8
+Act = nn.ReLU
+try:
+    import not_installed_anywhere
+except ImportError:
+    not_installed_anywhere = None
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(HIDDEN, HIDDEN)
+        self.act = Act()
+        self.aux = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+def train():
+    pathlib.Path("TRAINED").write_text("the training loop ran")
+
+
+pathlib.Path("TOP_LEVEL").write_text("the script body ran")
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train()
+
+if __name__ == "__main__":
+    pathlib.Path("MAIN").write_text("the main block ran")
+"""
+
+
+def test_runtime_pass_does_not_run_a_training_scripts_body(modellint, tmp_path):
+    write(tmp_path, "train.py", TRAINING_SCRIPT)
+    result = modellint("check", "train.py", *RUNTIME_ONLY)
+    # the model is still built from the definitions (constants, aliases, guarded imports)
+    assert result.codes() == [("ML703", 18)], result
+    # and nothing of the script part ran
+    for marker in ("TOP_LEVEL", "TRAINED", "MAIN"):
+        assert not (tmp_path / marker).exists(), marker
+
+
+def test_definitions_only_keeps_definitions_and_line_numbers():
+    from modellint.runtime.build import definitions_only
+
+    tree = definitions_only(TRAINING_SCRIPT, "train.py")
+    kept = [(type(node).__name__, node.lineno) for node in tree.body]
+    assert kept == [("Import", 1), ("Import", 2), ("Import", 3), ("Assign", 5), ("Assign", 6),
+                    ("Try", 7), ("ClassDef", 13), ("FunctionDef", 24)]

@@ -3,6 +3,7 @@ was created (the user's source line)."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import importlib.util
@@ -17,6 +18,7 @@ from torch.nn.modules import module as module_hooks
 from torch.overrides import TorchFunctionMode
 
 from modellint.runtime.sources import UserCode
+from modellint.static.discover import read_file_bytes
 
 _LOADED: dict[str, Any] = {}
 
@@ -32,8 +34,84 @@ class BuildError(Exception):
         self.location = location
 
 
+_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _constant(node: ast.expr | None) -> bool:
+    """Whether evaluating `node` calls nothing: literals, names, attributes (aliases such as
+    `Norm = nn.LayerNorm`), and containers, operators and comparisons of those."""
+    if node is None or isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _constant(node.value)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_constant(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(_constant(k) and _constant(v) for k, v in zip(node.keys, node.values,
+                                                                    strict=True))
+    if isinstance(node, ast.UnaryOp):
+        return _constant(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _constant(node.left) and _constant(node.right)
+    if isinstance(node, ast.BoolOp):
+        return all(_constant(v) for v in node.values)
+    if isinstance(node, ast.Compare):
+        return _constant(node.left) and all(_constant(c) for c in node.comparators)
+    if isinstance(node, ast.Subscript):
+        return _constant(node.value) and _constant(node.slice)
+    return False
+
+
+def _names(target: ast.expr) -> bool:
+    if isinstance(target, ast.Name):
+        return True
+    return isinstance(target, (ast.Tuple, ast.List)) and all(_names(e) for e in target.elts)
+
+
+def _main_guard(test: ast.expr) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(test))
+
+
+def _definitions(body: list[ast.stmt]) -> list[ast.stmt]:
+    kept: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, _DEFINITIONS):
+            kept.append(node)
+        elif isinstance(node, ast.Assign) and all(_names(t) for t in node.targets) and (
+                _constant(node.value)):
+            kept.append(node)
+        elif isinstance(node, ast.AnnAssign) and _names(node.target) and _constant(node.value):
+            kept.append(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            kept.append(node)  # the docstring
+        elif isinstance(node, ast.If) and not _main_guard(node.test) and _constant(node.test):
+            # `if TYPE_CHECKING:`, `if sys.version_info >= (3, 11):`
+            node.body = _definitions(node.body) or [ast.Pass()]
+            node.orelse = _definitions(node.orelse)
+            kept.append(node)
+        elif isinstance(node, ast.Try):
+            # `try: import apex` / `except ImportError: apex = None`
+            node.body = _definitions(node.body) or [ast.Pass()]
+            for handler in node.handlers:
+                handler.body = _definitions(handler.body) or [ast.Pass()]
+            node.orelse = _definitions(node.orelse)
+            node.finalbody = _definitions(node.finalbody)
+            kept.append(node)
+    return kept
+
+
+def definitions_only(source: str | bytes, filename: str) -> ast.Module:
+    """A file's definitions without its script body: imports, classes, functions and
+    assignments that call nothing (and `if`/`try` blocks of those) are kept; every other
+    statement, `if __name__ == "__main__":` included, is left out. Line numbers stay."""
+    tree = ast.parse(source, filename)
+    tree.body = _definitions(tree.body)
+    return ast.fix_missing_locations(tree)
+
+
 def import_file(path: str):
-    """Import a file as a module (not as `__main__`, so its script part does not run)."""
+    """Import a file's definitions as a module (`definitions_only`): a training script's
+    top-level code does not run. The modules it imports are imported as usual."""
     path = os.path.abspath(path)
     if path in _LOADED:
         return _LOADED[path]
@@ -50,7 +128,9 @@ def import_file(path: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        # bytes: Python's own reading of an encoding declaration
+        code = compile(definitions_only(read_file_bytes(path), path), path, "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102 - the file's definitions, as an import would
     except BaseException:
         sys.modules.pop(name, None)
         raise
