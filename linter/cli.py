@@ -440,6 +440,11 @@ def _cmd_check(args) -> int:
         # beyond them is not the linted tree's to change
         tree=(config.root, *(Path(p) if os.path.isdir(p) else Path(p).parent for p in paths)),
     )
+    if args.runtime:
+        from modellint.runtime.pass_ import torch_missing
+
+        if torch_missing():
+            raise UsageError(torch_missing())
     outcomes = run(tasks, opts)
     if opts.cache is not None:
         opts.cache.prune()

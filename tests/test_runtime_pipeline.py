@@ -117,3 +117,59 @@ def test_definitions_only_keeps_definitions_and_line_numbers():
     kept = [(type(node).__name__, node.lineno) for node in tree.body]
     assert kept == [("Import", 1), ("Import", 2), ("Import", 3), ("Assign", 5), ("Assign", 6),
                     ("Try", 7), ("ClassDef", 13), ("FunctionDef", 24)]
+
+
+def test_runtime_without_torch_is_one_message_naming_the_extra(modellint, tmp_path):
+    write(tmp_path, "net.py", UNUSED)
+    # a folder first on the path where `import torch` finds nothing
+    blocker = write(tmp_path / "no_torch", "sitecustomize.py", """\
+        import importlib.abc
+        import sys
+
+
+        class NoTorch(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" or name.startswith("torch."):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                return None
+
+
+        sys.meta_path.insert(0, NoTorch())
+        """)
+    result = modellint("check", "net.py", "--runtime", env={"PYTHONPATH": str(blocker.parent)})
+    assert result.rc == 2, result
+    assert "modellint[runtime]" in result.err and "internal error" not in result.err, result
+    assert "Traceback" not in result.err
+
+
+BROKEN_REGISTRATION = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.convs = [nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 3)]
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        for conv in self.convs:
+            x = conv(x)
+        return self.head(x.mean((2, 3)))
+"""
+
+
+def test_broken_registration_gives_no_misleading_forward_failure(tmp_path):
+    # the registered layers start at the head: an input guessed from it fails in the first
+    # conv, which says nothing about the model; ML101 says what is wrong, ML002 why it did
+    # not run
+    from modellint.runtime.build import import_file
+    from modellint.runtime.engine import ModelCheck
+
+    module = import_file(str(write(tmp_path, "broken.py", BROKEN_REGISTRATION)))
+    outcome = ModelCheck(factory=module.Net, label="Net", user_roots=[str(tmp_path)]).run()
+    codes = [(f.code, f.line) for f in outcome.findings]
+    assert ("ML101", 7) in codes, outcome.findings
+    assert "ML701" not in [code for code, _ in codes], outcome.findings
+    [skipped] = [f for f in outcome.findings if f.code == "ML002"]
+    assert "could not be inferred because `self.convs`" in skipped.message

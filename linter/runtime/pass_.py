@@ -26,6 +26,20 @@ class RuntimeConfigError(Exception):
     pass
 
 
+def torch_missing() -> str:
+    """Why the runtime pass cannot run here ("" when it can): PyTorch is not installed."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torch") is not None:
+            return ""
+    except (ImportError, ValueError):  # a broken installation reads as a missing one
+        pass
+    return ("--runtime builds and runs your models, which needs PyTorch; it is not installed "
+            "in this environment: install the runtime extra with "
+            "pip install 'modellint[runtime]' (or install torch)")
+
+
 def _jobs(paths: list[str], config, displays: dict[str, str]) -> list[ModelJob]:
     root = str(config.root)
     try:
