@@ -22,7 +22,7 @@ from modellint.finding import Finding, Severity
 from modellint.rule import StaticRule
 from modellint.static import noqa
 from modellint.static.context import FileContext
-from modellint.static.walk import dispatch_table, walk
+from modellint.static.walk import dispatch_table, every_node, walk
 
 SYNTAX_ERROR = ("ML000", "syntax-error")
 INTERNAL_ERROR = ("ML001", "internal-error")
@@ -398,9 +398,8 @@ def run_rules(
     if not context.reports:
         return findings
     lines = noqa.python_lines(text)
-    positions = _Positions(module)
     tops = context.top_level_of_reports()
-    positions.locate([
+    positions = _Positions(module, [
         (node, top)
         for (_, reported, *_, statement), top in zip(context.reports, tops, strict=True)
         for node in (reported, *statement)
@@ -439,56 +438,46 @@ def run_rules(
 
 class _Positions:
     """Where reported nodes are. LibCST's PositionProvider generates the code of the whole
-    module and keeps a range for each node: for a 100,000-line file that took most of the
-    time and a third of the memory for a handful of findings. This generates the top-level
-    statements that hold a reported node (and the code of those before them, to count lines)."""
+    module and keeps a range for every node: for a 100,000-line file that was half the time
+    and a fifth of the memory, for a handful of findings. This keeps ranges only for the
+    top-level statements that hold a reported node (the code of those before them is generated
+    to count lines)."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module,
+                 wanted: Sequence[tuple[cst.CSTNode, cst.CSTNode | None]]) -> None:
+        """`wanted`: (node, the top-level statement it was reported in, or None)."""
         self.module = module
         self._index = {id(statement): i for i, statement in enumerate(module.body)}
-        # first line of each top-level statement, counted as far as needed so far
-        self._starts: list[int] = []
-        self._next_line = 1 + sum(_line_count(module.code_for_node(h)) for h in module.header)
-        self._ranges: dict[int, tuple[Any, int]] = {}
         self._owner: dict[cst.CSTNode, int] = {}
+        self._ranges: dict[int, tuple[Any, int]] = {}
         self._whole: Any = None
-
-    def locate(self, nodes: Sequence[tuple[cst.CSTNode, cst.CSTNode | None]]) -> None:
-        """Find the top-level statement of each (node, top-level statement it was reported
-        under, or None)."""
-        lost: set[int] = set()
-        for node, top in nodes:
+        lost = []
+        for node, top in wanted:
             index = self._index.get(id(top)) if top is not None else None
-            if index is not None and node in self._ranges_of(index)[0]:
+            if index is None:
+                lost.append(node)
+            else:
                 self._owner[node] = index
-            elif node not in self._owner:
-                lost.add(id(node))
-        if not lost:
-            return
-        for index, statement in enumerate(self.module.body):
-            stack: list[cst.CSTNode] = [statement]
-            while stack:
-                each = stack.pop()
-                if id(each) in lost:
-                    self._ranges_of(index)
-                    lost.discard(id(each))
-                    self._owner[each] = index
-                stack.extend(each.children)
-            if not lost:
-                return
+        self._find(lost)
+        self._compute(set(self._owner.values()))
 
     def span(self, node: cst.CSTNode) -> CodeRange | None:
         index = self._owner.get(node)
+        if index is not None and node not in self._ranges[index][0]:
+            # reported while the walk was in another top-level statement
+            del self._owner[node]
+            self._find([node])
+            index = self._owner.get(node)
+            if index is not None:
+                self._compute({index})
         if index is None:
             # the module itself, its header or footer, or a node from elsewhere: rare
             if self._whole is None:
                 self._whole = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(
                     PositionProvider)
             return self._whole.get(node)
-        ranges, offset = self._ranges_of(index)
+        ranges, offset = self._ranges[index]
         found = ranges[node]
-        if not offset:
-            return found
         return CodeRange(
             CodePosition(found.start.line + offset, found.start.column),
             CodePosition(found.end.line + offset, found.end.column),
@@ -500,25 +489,46 @@ class _Positions:
         index = self._owner.get(node)
         if index is None:
             return line
-        ranges, offset = self._ranges_of(index)
-        around = [
+        ranges, offset = self._ranges[index]
+        starts = [
             code_range.start.line + offset for each, code_range in ranges.items()
             if isinstance(each, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
             and code_range.start.line + offset <= line <= code_range.end.line + offset
         ]
-        return max(around) if around else line
+        return max(starts) if starts else line
 
-    def _ranges_of(self, index: int) -> tuple[Any, int]:
-        found = self._ranges.get(index)
-        if found is None:
-            while len(self._starts) <= index:
-                statement = self.module.body[len(self._starts)]
-                self._starts.append(self._next_line)
-                self._next_line += _line_count(self.module.code_for_node(statement))
-            alone = self.module.with_changes(header=(), body=(self.module.body[index],), footer=())
-            ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-            found = self._ranges[index] = (ranges, self._starts[index] - 1)
-        return found
+    def _find(self, nodes: Sequence[cst.CSTNode]) -> None:
+        """The top-level statement of each of `nodes`, by one walk over the module."""
+        lost = {id(node) for node in nodes}
+        if not lost:
+            return
+        for index, statement in enumerate(self.module.body):
+            for each in every_node(statement):
+                if id(each) in lost:
+                    lost.discard(id(each))
+                    self._owner[each] = index
+            if not lost:
+                return
+
+    def _compute(self, indices: set[int]) -> None:
+        """Ranges for the statements `indices`: one PositionProvider pass over a module made
+        of them alone; each one's offset is its first line there against its line in the file."""
+        indices = sorted(indices - self._ranges.keys())
+        if not indices:
+            return
+        line = 1 + sum(_line_count(self.module.code_for_node(h)) for h in self.module.header)
+        firsts, counts = [], []
+        for statement in self.module.body[: indices[-1] + 1]:
+            firsts.append(line)
+            counts.append(_line_count(self.module.code_for_node(statement)))
+            line += counts[-1]
+        alone = self.module.with_changes(
+            header=(), body=[self.module.body[index] for index in indices], footer=())
+        ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+        first_there = 1
+        for index in indices:
+            self._ranges[index] = (ranges, firsts[index] - first_there)
+            first_there += counts[index]
 
 
 def _line_count(code: str) -> int:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +58,6 @@ class FileOutcome:
     would_fix: int = 0
     messages: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
-
-
-_OPTIONS: StaticOptions | None = None
 
 
 def _file_finding(code_name: tuple[str, str], display: str, message: str) -> Finding:
@@ -113,6 +113,13 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             return outcome
     result = lint_source(display, original, opts.rules, opts.options, disabled)
     outcome.tracebacks.extend(result.tracebacks)
+    if wants_fix and result.module is None:
+        unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
+        if unparsed:
+            outcome.messages.append(
+                f"{display}: not fixed: the file does not parse on Python "
+                f"{sys.version_info[0]}.{sys.version_info[1]}, which runs modellint "
+                f"({unparsed[0]})")
     wants_fix = wants_fix and result.module is not None
     if wants_fix and any(applicable(f, opts.unsafe_fixes) for f in result.findings):
         text = result.source
@@ -178,33 +185,98 @@ def _decode(data: bytes, encoding: str) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _worker(task: tuple[str, str, frozenset[str]]) -> FileOutcome:
-    display, path, disabled = task
-    assert _OPTIONS is not None
-    return lint_file(display, Path(path), disabled, _OPTIONS)
+def _worker(connection, opts: StaticOptions) -> None:
+    """A worker process: lints each (index, display, path, disabled) it receives and sends
+    back (index, outcome), until it receives None."""
+    while True:
+        task = connection.recv()
+        if task is None:
+            return
+        index, display, path, disabled = task
+        connection.send((index, lint_file(display, Path(path), disabled, opts)))
+
+
+def _died(display: str, exitcode: int | None) -> FileOutcome:
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            how = f"was killed by signal {-exitcode}"
+    else:
+        how = f"exited with status {exitcode}"
+    outcome = FileOutcome(path=display)
+    outcome.findings.append(_file_finding(
+        INTERNAL_ERROR, display,
+        f"the worker process linting this file {how}; it was not linted"))
+    return outcome
 
 
 def run(
     tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
 ) -> list[FileOutcome]:
-    global _OPTIONS
     jobs = max(1, min(opts.jobs, len(tasks)))
     if jobs == 1 or len(tasks) < 4:
         return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
-    _OPTIONS = opts
-    # largest files first, in small chunks, so that no worker is left with a big file at the
-    # end while the others idle; results go back into the order of `tasks`
+    # largest files first, so that no worker is left with a big file at the end while the
+    # others idle; results go back into the order of `tasks`
     order = sorted(range(len(tasks)), key=lambda i: -_size(tasks[i][1]))
-    work = [(tasks[i][0], str(tasks[i][1]), tasks[i][2]) for i in order]
-    chunksize = max(1, min(8, len(work) // (jobs * 16)))
+    pending = [(i, tasks[i][0], str(tasks[i][1]), tasks[i][2]) for i in reversed(order)]
+    outcomes: list[FileOutcome | None] = [None] * len(tasks)
     # fork shares the loaded plugins with the workers; spawn would re-import them
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with context.Pool(jobs) as pool:
-        results = list(pool.imap(_worker, work, chunksize=chunksize))
-    outcomes: list[FileOutcome] = [None] * len(tasks)  # type: ignore[list-item]
-    for index, outcome in zip(order, results, strict=True):
-        outcomes[index] = outcome
-    return outcomes
+    # one file at a time per worker, so that a worker that dies (LibCST's parser can crash the
+    # process) costs that file alone: it is reported and the worker replaced
+    workers: dict[Any, tuple[Any, Any]] = {}  # connection -> (process, task it is on)
+
+    def start() -> Any:
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_worker, args=(theirs, opts), daemon=True)
+        process.start()
+        theirs.close()
+        workers[ours] = (process, None)
+        return ours
+
+    def give(connection) -> None:
+        process, _ = workers[connection]
+        task = pending.pop() if pending else None
+        workers[connection] = (process, task)
+        try:
+            connection.send(task)
+        except OSError:  # it died before this send; noticed when its pipe closes
+            pass
+
+    finished = False
+    try:
+        for _ in range(jobs):
+            give(start())
+        while any(task is not None for _, task in workers.values()):
+            for connection in wait(list(workers)):
+                process, task = workers[connection]
+                try:
+                    index, outcome = connection.recv()
+                except Exception:  # noqa: BLE001 - EOF or a torn message: the worker died
+                    # its file is reported, and a new worker takes the rest
+                    process.join()
+                    del workers[connection]
+                    connection.close()
+                    if task is not None:
+                        outcomes[task[0]] = _died(task[1], process.exitcode)
+                    if pending:
+                        give(start())
+                    continue
+                outcomes[index] = outcome
+                give(connection)
+        finished = True
+    finally:
+        for connection, (process, _) in workers.items():
+            connection.close()
+            # after the last file each worker was told to stop; otherwise (interrupted) stop it
+            if finished:
+                process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join()
+    return outcomes  # type: ignore[return-value]
 
 
 def _size(path: Path) -> int:

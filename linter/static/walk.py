@@ -10,7 +10,7 @@ therefore not called (read them from the parent node instead).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -95,6 +95,29 @@ def walk(root: cst.CSTNode, table: Dispatch) -> None:
                 children.extend(child for child in value if isinstance(child, node_type))
         for child in reversed(children):
             push((child, False))
+
+
+_ALL_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def every_node(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`root` and every node under it, whitespace and punctuation included (cheaper than
+    LibCST's `children`, which runs a visitor on each node)."""
+    stack = [root]
+    node_type = cst.CSTNode
+    while stack:
+        node = stack.pop()
+        yield node
+        cls = type(node)
+        fields = _ALL_FIELDS.get(cls)
+        if fields is None:
+            fields = _ALL_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        for name in fields:
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                stack.append(value)
+            elif type(value) in (tuple, list):
+                stack.extend(child for child in value if isinstance(child, node_type))
 
 
 def visit(node: cst.CSTNode, visitor: object) -> None:

@@ -1,0 +1,157 @@
+"""Files the parsers cannot take: nesting that crashed LibCST's native parser, syntax newer than
+the running Python, and a worker process that dies. Each is one finding and the run goes on.
+
+Every run is a real `modellint` process with a timeout: a crash or a hang fails the test.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+import pytest
+from conftest import write
+
+# ML105 at line 5, column 9 (a safe fix: add `self`)
+GOOD = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(x):
+        return x
+"""
+
+# each crashed LibCST's parser (segfault with -j1, a hang with workers); CPython refuses each
+TOO_DEEP = {
+    "parens.py": "x = " + "(" * 2000 + "1" + ")" * 2000 + "\n",
+    "brackets.py": "x = " + "[" * 3000 + "]" * 3000 + "\n",
+    "sum.py": "x = " + " + ".join(["a"] * 8000) + "\n",
+}
+
+
+def _cpython_says(text: str) -> str:
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        return f"SyntaxError: {exc.msg}"
+    except RecursionError as exc:
+        return str(exc)
+    raise AssertionError("CPython parsed it")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_nesting_cpython_refuses_is_ml000_and_the_run_goes_on(modellint, tmp_path, jobs):
+    for name, text in TOO_DEEP.items():
+        write(tmp_path, name, text)
+    write(tmp_path, "good.py", GOOD)
+    write(tmp_path, "other.py", GOOD.replace("Net", "Other"))
+    result = modellint(".", "--format", "json", "--no-cache", "-j", jobs)
+    assert result.rc == 1, result.err
+    assert "Traceback" not in result.err and "internal error" not in result.err, result.err
+    found = {}
+    for finding in result.json():
+        found.setdefault(finding["path"], []).append(finding)
+    for name, text in TOO_DEEP.items():
+        assert [f["code"] for f in found[name]] == ["ML000"], found[name]
+        assert _cpython_says(text) in found[name][0]["message"]
+    assert [(f["code"], f["line"], f["column"]) for f in found["good.py"]] == [("ML105", 5, 9)]
+    assert [(f["code"], f["line"]) for f in found["other.py"]] == [("ML105", 5)]
+
+
+def test_chains_cpython_keeps_flat_are_linted_or_reported_not_crashed(modellint, tmp_path):
+    # `and` chains and dotted imports are flat for CPython but one level per link for LibCST
+    chains = "import torch" + ".nn" * 8000 + "\nok = " + " and ".join(["x"] * 8000) + "\n"
+    write(tmp_path, "chain.py", chains + GOOD)
+    write(tmp_path, "longest.py", "x = " + " or ".join(["x"] * 60_000) + "\n")
+    result = modellint(".", "--format", "json", "--no-cache", "--select", "ML105,ML000")
+    assert result.rc == 1, result.err
+    assert "Traceback" not in result.err, result.err
+    codes = sorted((f["path"], f["code"], f["line"]) for f in result.json())
+    assert codes == [("chain.py", "ML105", 7), ("longest.py", "ML001", 1)]
+    (longest,) = [f for f in result.json() if f["path"] == "longest.py"]
+    assert "nested too deeply" in longest["message"] and "not linted" in longest["message"]
+
+
+# syntax of Python 3.12 (PEP 695); on 3.12 and later the "unparsable" syntax is that of 3.14
+NEWER = "type Alias = int\n" if sys.version_info < (3, 12) else None
+
+
+@pytest.mark.skipif(NEWER is None, reason="needs syntax newer than this Python")
+@pytest.mark.parametrize("select", [[], ["--select", "ALL"], ["--select", "ML105"],
+                                    ["--select", "ML000"], ["--select", "ML2"]])
+def test_syntax_newer_than_this_python_is_ml000_whatever_is_selected(modellint, tmp_path,
+                                                                     select):
+    write(tmp_path, "new.py", GOOD + "\n\n" + NEWER)
+    result = modellint("new.py", "--format", "json", "--no-cache", *select)
+    assert result.rc == 1, result.err
+    assert result.codes() == [("ML000", 9)]
+    assert result.json()[0]["message"] == "SyntaxError: invalid syntax"
+
+
+@pytest.mark.skipif(NEWER is None, reason="needs syntax newer than this Python")
+@pytest.mark.parametrize("mode", ["--fix", "--diff"])
+def test_fix_says_the_file_does_not_parse_on_this_python(modellint, tmp_path, mode):
+    text = GOOD + "\n\n" + NEWER
+    path = write(tmp_path, "new.py", text)
+    result = modellint("new.py", mode, "--format", "concise")
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert f"new.py: not fixed: the file does not parse on Python {version}" in result.err
+    assert "a fix produced invalid code" not in result.err and "Traceback" not in result.err
+    if mode == "--fix":
+        assert result.rc == 1, result.err
+        assert result.out.startswith("new.py:9:6: ML000 "), result.out
+    assert path.read_text() == text
+
+
+CRASHING_RULE = '''\
+import os
+import signal
+
+from modellint import hookimpl
+from modellint.rule import Severity, StaticRule
+
+
+class Crashes(StaticRule):
+    """Kills its process, as a crash in native code does, in files that ask for it."""
+
+    code = "XCR001"
+    name = "crashes"
+    severity = Severity.WARNING
+
+    def visit_Module(self, node):
+        if "CRASH HERE" in self.context.source:
+            os.kill(os.getpid(), signal.SIGSEGV)
+
+
+@hookimpl
+def modellint_add_rules():
+    return [Crashes]
+'''
+
+
+def test_a_worker_that_dies_is_replaced_and_its_file_reported(modellint, tmp_path):
+    write(tmp_path, "crashing.py", CRASHING_RULE)
+    src = tmp_path / "src"
+    names = [f"m{i}.py" for i in range(8)]
+    for i, name in enumerate(names):
+        crash = "# CRASH HERE\n" if i in (1, 6) else ""
+        write(src, name, crash + GOOD.replace("Net", f"Net{i}"))
+    result = modellint("check", "src", "-p", "crashing", "--select", "ML105,XCR",
+                       "--format", "json", "--no-cache", "-j", "2",
+                       env={"PYTHONPATH": str(tmp_path)})
+    assert result.rc == 1, result.err
+    assert "Traceback" not in result.err, result.err
+    found = {}
+    for finding in result.json():
+        found.setdefault(finding["path"], []).append(finding)
+    assert sorted(found) == [f"src/{name}" for name in names]
+    for i, name in enumerate(names):
+        codes = [(f["code"], f["line"]) for f in found[f"src/{name}"]]
+        if i in (1, 6):
+            assert codes == [("ML001", 1)]
+            message = found[f"src/{name}"][0]["message"]
+            assert "worker process linting this file was killed by SIGSEGV" in message
+            assert "not linted" in message
+        else:
+            assert codes == [("ML105", 5)]
