@@ -125,3 +125,52 @@ def test_noqa_does_not_hide_syntax_errors_elsewhere(modellint, tmp_path):
     write(tmp_path, "broken.py", "x = 1  # noqa\ndef f(:\n")
     result = modellint("broken.py", "--format", "json")
     assert result.codes() == [("ML000", 2)]
+
+
+# characters that str.splitlines takes for line ends but Python does not: in comments and
+# strings they leave Python's line numbers alone, so noqa and excerpts must too
+NOT_LINE_ENDS = ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+ODD_BREAKS = (
+    "import torch.nn as nn\n"
+    + "".join(f"# odd {ch!r}: a{ch}b\n" for ch in NOT_LINE_ENDS)
+    + "TEXT = '" + "".join(NOT_LINE_ENDS) + "'\n"
+    + "\x0c\n"
+    + "class Net(nn.Module):\n"
+    + "    def hidden(x):  # noqa: ML105\n"
+    + "        return x\n"
+    + "\n"
+    + "    def shown(x):\n"
+    + "        return x\n"
+)
+
+
+def test_noqa_and_excerpts_use_pythons_line_ends(modellint, tmp_path):
+    (tmp_path / "net.py").write_text(ODD_BREAKS, encoding="utf-8", newline="")
+    lines = ODD_BREAKS.split("\n")
+    shown = lines.index("    def shown(x):") + 1
+    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    assert [(f["code"], f["line"], f["message"].split("`")[1]) for f in result.json()] == [
+        ("ML105", shown, "shown")]
+    text = modellint("net.py", "--select", "ML105", "--color", "never")
+    assert f"{shown} |     def shown(x):" in text.out, text.out
+
+
+def test_noqa_with_carriage_return_line_ends(modellint, tmp_path):
+    # a file saved with \r alone: the whole-file noqa on line 3 and a line noqa are found
+    text = ODD_BREAKS.replace("\n", "\r")
+    (tmp_path / "net.py").write_text(text, encoding="utf-8", newline="")
+    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    assert [(f["code"], f["message"].split("`")[1]) for f in result.json()] == [
+        ("ML105", "shown")]
+    exempt = text.replace("# odd '\\x0b'", "# modellint: noqa: ML105\r# odd '\\x0b'")
+    (tmp_path / "net.py").write_text(exempt, encoding="utf-8", newline="")
+    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    assert result.rc == 0 and result.json() == []
+
+
+def test_syntax_error_excerpt_uses_pythons_line_ends(modellint, tmp_path):
+    text = "x = 1  # a\x0cb\x1cc\u2028d\ndef f(:\n"
+    (tmp_path / "broken.py").write_text(text, encoding="utf-8", newline="")
+    result = modellint("broken.py", "--color", "never")
+    assert result.out.startswith("broken.py:2:"), result.out
+    assert "2 | def f(:" in result.out, result.out
