@@ -46,13 +46,19 @@ def write(folder: Path, name: str, source: str) -> str:
 
 
 def poison(setup: str, name: str = "Poison") -> str:
-    """A correct model whose file does `setup` when imported."""
-    return textwrap.dedent(setup) + textwrap.dedent(f"""
+    """A correct model whose first construction does `setup`, as importing it once did (the
+    runtime pass does not run a file's top-level script code: the constructor is where a
+    model's own code runs, and it runs more than once)."""
+    body = textwrap.indent(textwrap.dedent(setup) or "pass\n", " " * 4)
+    return f"_done = []\n\n\ndef _setup():\n{body}\n" + textwrap.dedent(f"""
         import torch.nn as nn
 
 
         class {name}(nn.Module):
             def __init__(self):
+                if not _done:
+                    _done.append(True)
+                    _setup()
                 super().__init__()
                 self.fc = nn.Linear(4, 4)
 
