@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import io
 import re
@@ -451,6 +452,8 @@ class _Positions:
         self._owner: dict[cst.CSTNode, int] = {}
         self._ranges: dict[int, tuple[Any, int]] = {}
         self._whole: Any = None
+        # (start, end) lines of the statements in one PositionProvider result, sorted
+        self._statements: dict[int, list[tuple[int, int]]] = {}
         lost = []
         for node, top in wanted:
             index = self._index.get(id(top)) if top is not None else None
@@ -490,12 +493,20 @@ class _Positions:
         if index is None:
             return line
         ranges, offset = self._ranges[index]
-        starts = [
-            code_range.start.line + offset for each, code_range in ranges.items()
-            if isinstance(each, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-            and code_range.start.line + offset <= line <= code_range.end.line + offset
-        ]
-        return max(starts) if starts else line
+        statements = self._statements.get(id(ranges))
+        if statements is None:
+            statements = self._statements[id(ranges)] = sorted(
+                (code_range.start.line, code_range.end.line)
+                for each, code_range in ranges.items()
+                if isinstance(each, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            )
+        # the statement that starts last among those that start at or before the node's line
+        # and end at or after it (a statement that starts later cannot hold it)
+        there = line - offset
+        for start, end in reversed(statements[: bisect.bisect_right(statements, (there, sys.maxsize))]):
+            if end >= there:
+                return start + offset
+        return line
 
     def _find(self, nodes: Sequence[cst.CSTNode]) -> None:
         """The top-level statement of each of `nodes`, by one walk over the module."""
