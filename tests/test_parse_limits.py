@@ -64,13 +64,19 @@ def test_chains_cpython_keeps_flat_are_linted_or_reported_not_crashed(modellint,
     chains = "import torch" + ".nn" * 8000 + "\nok = " + " and ".join(["x"] * 8000) + "\n"
     write(tmp_path, "chain.py", chains + GOOD)
     write(tmp_path, "longest.py", "x = " + " or ".join(["x"] * 60_000) + "\n")
+    # LibCST refuses (as a syntax error) 4,000 implicitly concatenated strings; CPython does not
+    write(tmp_path, "strings.py", "x = " + " ".join(['"a"'] * 5000) + "\n")
     result = modellint(".", "--format", "json", "--no-cache", "--select", "ML105,ML000")
     assert result.rc == 1, result.err
     assert "Traceback" not in result.err, result.err
     codes = sorted((f["path"], f["code"], f["line"]) for f in result.json())
-    assert codes == [("chain.py", "ML105", 7), ("longest.py", "ML001", 1)]
-    (longest,) = [f for f in result.json() if f["path"] == "longest.py"]
-    assert "nested too deeply" in longest["message"] and "not linted" in longest["message"]
+    assert codes == [("chain.py", "ML105", 7), ("longest.py", "ML001", 1),
+                     ("strings.py", "ML001", 1)]
+    messages = {f["path"]: f["message"] for f in result.json()}
+    assert "nested too deeply" in messages["longest.py"]
+    assert "valid Python but beyond the limits of modellint's parser" in messages["strings.py"]
+    assert messages["longest.py"].endswith("it was not linted")
+    assert messages["strings.py"].endswith("it was not linted")
 
 
 # syntax of Python 3.12 (PEP 695); on 3.12 and later the "unparsable" syntax is that of 3.14

@@ -329,8 +329,8 @@ def _lint_source(
     except cst.ParserSyntaxError as exc:
         # CPython parsed it: one of LibCST's own limits (on implicitly concatenated strings)
         result.findings.append(_finding(
-            INTERNAL_ERROR, path, f"the parser cannot read this file ({exc.message}); "
-            "it was not linted", exc.raw_line, exc.raw_column + 1))
+            INTERNAL_ERROR, path, "the file is valid Python but beyond the limits of modellint's "
+            f"parser ({exc.message}); it was not linted", exc.raw_line, exc.raw_column + 1))
         return result
     except RecursionError:
         result.too_deep = True
