@@ -527,6 +527,12 @@ class _Positions:
         indices = sorted(indices - self._ranges.keys())
         if not indices:
             return
+        if 2 * len(indices) > len(self.module.body):
+            # findings all over the file: one pass over all of it costs less
+            ranges = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+            for index in range(len(self.module.body)):
+                self._ranges[index] = (ranges, 0)
+            return
         line = 1 + sum(_line_count(self.module.code_for_node(h)) for h in self.module.header)
         firsts, counts = [], []
         for statement in self.module.body[: indices[-1] + 1]:
