@@ -188,6 +188,8 @@ def _decode(data: bytes, encoding: str) -> str:
 def _worker(connection, opts: StaticOptions) -> None:
     """A worker process: lints each (index, display, path, disabled) it receives and sends
     back (index, outcome), until it receives None."""
+    # Ctrl-C is the parent's to handle: it stops the workers without a traceback from each
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         task = connection.recv()
         if task is None:
