@@ -10,6 +10,7 @@ from typing import Any
 
 from modellint.finding import Finding, line_finding
 from modellint.report import printable
+from modellint.runtime.phases import short_path
 from modellint.runtime.specs import (
     DEFAULT_TIMEOUT,
     ModelJob,
@@ -193,7 +194,7 @@ def result_findings(job: ModelJob, result: dict[str, Any],
     what = describe_failure(result)
     phase, module, site = result.get("phase"), result.get("module"), result.get("site")
     where = f" in `{module}`" if module else ""
-    at = f" at {_short(site[0])}:{site[1]} in `{site[2]}`" if site else ""
+    at = f" at {short_path(site[0])}:{site[1]} in `{site[2]}`" if site else ""
     if phase in ("forward", "backward"):
         step = "a forward" if phase == "forward" else "the backward pass"
         message = f"`{job.label}` {what} while running {step}{where}{at}"
@@ -204,14 +205,6 @@ def result_findings(job: ModelJob, result: dict[str, Any],
         code = "ML002"
     return [{"code": code, "message": message, "file": site[0] if site else None,
              "line": site[1] if site else 1}]
-
-
-def _short(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def _job_location(job: ModelJob) -> tuple[str | None, int]:
