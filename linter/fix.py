@@ -15,6 +15,7 @@ import libcst as cst
 
 from modellint.finding import Finding
 from modellint.report import printable
+from modellint.static.engine import parse_with_libcst
 
 
 class _Replace(cst.CSTTransformer):
@@ -76,7 +77,7 @@ def check_parses(source: str) -> str | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # CPython's SyntaxWarnings are not ours to print
             ast.parse(source)
-        cst.parse_module(source)
+        parse_with_libcst(source)
     except (SyntaxError, cst.ParserSyntaxError, ValueError, RecursionError) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return None

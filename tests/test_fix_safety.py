@@ -100,8 +100,10 @@ def test_a_link_within_the_tree_is_fixed_and_stays_a_link(modellint, tmp_path):
         NET.replace("\n", "\r\n", 3).replace("return x\n", "return x\r").encode(),  # mixed
         NET.encode()[:-1],  # no final line break at all
         b"\xef\xbb\xbf" + NET.encode(),  # a byte-order mark
+        NET.encode() + b"\\\r\n",  # a last line of only a continuation (LibCST refuses it)
     ],
-    ids=["cr", "cr-empty-last-line", "crlf", "mixed", "no-final-newline", "bom"],
+    ids=["cr", "cr-empty-last-line", "crlf", "mixed", "no-final-newline", "bom",
+         "trailing-continuation"],
 )
 def test_line_endings_are_kept_byte_for_byte(modellint, tmp_path, original):
     path = tmp_path / "net.py"

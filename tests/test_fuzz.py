@@ -92,6 +92,14 @@ def test_every_fixture_as_it_is(name):
     check(TEXTS[name])
 
 
+def test_a_fixture_ending_in_a_lone_continuation_is_linted():
+    # found by `bench/fuzz.py --scale 40`: valid for CPython before `\r\n`, refused by LibCST
+    name = sorted(TEXTS)[0]
+    check(TEXTS[name] + "\n\\\r\n")
+    result = lint_source("fuzz.py", (TEXTS[name] + "\n\\\r\n").encode(), RULES, OPTIONS)
+    assert result.module is not None
+
+
 @settings(FUZZ, max_examples=500)
 @given(mutated_fixture())
 def test_mutated_fixtures(text):

@@ -325,7 +325,7 @@ def _lint_source(
         result.too_deep = True
         return result
     try:
-        module = cst.parse_module(text)
+        module = parse_with_libcst(text)
     except cst.ParserSyntaxError as exc:
         # CPython parsed it: one of LibCST's own limits (on implicitly concatenated strings)
         result.findings.append(_finding(
@@ -355,6 +355,22 @@ def _rule_failed(path: str, rule: type[StaticRule], exc: BaseException,
     return _finding(
         INTERNAL_ERROR, path,
         f"rule {rule.code} ({rule.name}) failed: {type(exc).__name__}: {exc}", 1, 1)
+
+
+# A last line holding only a line continuation: CPython accepts it before `\r\n` at the end of
+# a file, LibCST's tokenizer never does. It holds no code, so the rest is parsed without it
+# (positions do not move, and `--fix` keeps it: see `linter.fix._lost_tail`).
+_TRAILING_CONTINUATION = re.compile(r"(?<=[\r\n])[ \t\f]*\\(?:\r\n|\r|\n)?\Z")
+
+
+def parse_with_libcst(text: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        tail = _TRAILING_CONTINUATION.search(text)
+        if tail is None:
+            raise
+        return cst.parse_module(text[:tail.start()])
 
 
 def run_rules(
