@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the resolved settings and where each came from; lint nothing")
     check.add_argument("--show-files", action="store_true",
                        help="print the files that would be linted; lint nothing")
+    check.add_argument("--stdin-filename", metavar="PATH",
+                       help="lint standard input as the file PATH (its config, per-file-ignores "
+                       "and name in messages); with --fix, print the fixed source")
     check.add_argument("--runtime", action="store_true", help="also build and trace the models")
     check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
     check.add_argument("--timeout", type=_seconds, help="seconds per model (runtime pass)")
@@ -179,8 +182,8 @@ def _config_for(args) -> Config:
         if not path.is_file():
             raise ConfigError(f"config file {args.config} does not exist")
         return load_config(path)
-    paths = getattr(args, "paths", None) or ["."]
-    return load_config(find_pyproject(Path(paths[0])))
+    start = getattr(args, "stdin_filename", None) or (getattr(args, "paths", None) or ["."])[0]
+    return load_config(find_pyproject(Path(start)))
 
 
 def _registry(config: Config, args) -> Registry:
@@ -379,10 +382,17 @@ def _use_color(choice: str, stream) -> bool:
 def _cmd_check(args) -> int:
     from modellint.report import Summary
     from modellint.static.discover import discover
-    from modellint.static.runner import StaticOptions, run
+    from modellint.static.runner import StaticOptions, lint_file, run
 
-    paths = args.paths or ["."]
-    for path in paths:
+    stdin_name = args.stdin_filename
+    if stdin_name is not None:
+        if args.paths not in ([], ["-"]):
+            raise UsageError("--stdin-filename lints standard input: give no PATH (or `-`)")
+        if args.runtime:
+            raise UsageError("--runtime builds the models of files on disk; it cannot lint "
+                             "standard input")
+    paths = [stdin_name] if stdin_name is not None else args.paths or ["."]
+    for path in paths if stdin_name is None else []:
         if not os.path.lexists(path):
             # `modellint chek`: a mistyped subcommand reads as a path
             hint = "" if os.sep in path else did_you_mean(path, SUBCOMMANDS)
@@ -420,7 +430,9 @@ def _cmd_check(args) -> int:
         print(_settings_text(config, args, enabled, static_rules))
         return EXIT_CLEAN
     tasks = []
-    for display, path in discover(paths, lambda p: is_excluded(config, p), warn):
+    found = ([(stdin_name, Path(stdin_name))] if stdin_name is not None
+             else discover(paths, lambda p: is_excluded(config, p), warn))
+    for display, path in found:
         ignored = file_ignores(config, path)
         disabled = frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
         tasks.append((display, path, disabled))
@@ -445,7 +457,11 @@ def _cmd_check(args) -> int:
 
         if torch_missing():
             raise UsageError(torch_missing())
-    outcomes = run(tasks, opts)
+    if stdin_name is not None:
+        stdin_source = sys.stdin.buffer.read()
+        outcomes = [lint_file(*tasks[0], opts, stdin=stdin_source)]
+    else:
+        outcomes = run(tasks, opts)
     if opts.cache is not None:
         opts.cache.prune()
     findings = [f for outcome in outcomes for f in outcome.findings]
@@ -462,7 +478,12 @@ def _cmd_check(args) -> int:
             for text in outcome.tracebacks:
                 print(text, file=sys.stderr)
     diff_text = "".join(outcome.diff for outcome in outcomes)
-    stream = open(args.output_file, "w", encoding="utf-8") if args.output_file else sys.stdout
+    if stdin_name is not None and args.fix:
+        # like ruff: the fixed source is the output; the findings go beside it
+        sys.stdout.buffer.write(outcomes[0].fixed_source or stdin_source)
+        sys.stdout.flush()
+    stream = (open(args.output_file, "w", encoding="utf-8") if args.output_file
+              else sys.stderr if stdin_name is not None and args.fix else sys.stdout)
     try:
         if args.diff:
             stream.write(diff_text)

@@ -95,13 +95,16 @@ class Result:
 
 @pytest.fixture
 def modellint(tmp_path):
-    """`modellint(*args, cwd=tmp_path, env=None)`: run `python -m modellint` for real."""
+    """`modellint(*args, cwd=tmp_path, env=None, stdin=None)`: run `python -m modellint` for
+    real."""
 
-    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
+    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            stdin: str | None = None) -> Result:
         proc = subprocess.run(
             [sys.executable, "-m", "modellint", *map(str, args)],
             cwd=cwd or tmp_path,
             env=_env(env),
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=120,

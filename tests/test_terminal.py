@@ -130,3 +130,33 @@ def test_show_files_lists_what_would_be_linted(cli, tmp_path):
         write(tmp_path, name, NET)
     result = cli(".", "--show-files")
     assert (result.rc, result.out) == (0, "a/net.py\na/stub.pyi\n")
+
+
+def test_stdin_is_linted_as_the_named_file(modellint, tmp_path):
+    # per-file-ignores follow the name; a file of that name on disk is neither read nor written
+    write(tmp_path, "pyproject.toml",
+          '[tool.modellint]\nper-file-ignores = {"models/*" = ["ML103"]}\n')
+    on_disk = write(tmp_path, "models/net.py", "import torch\n")
+    result = modellint("--stdin-filename", "models/net.py", "--format", "concise", stdin=NET)
+    assert result.rc == 1, result
+    assert [line.split(" ")[:2] for line in result.out.splitlines()[:2]] == [
+        ["models/net.py:8:9:", "ML101"], ["models/net.py:11:9:", "ML105"]]
+    assert on_disk.read_text() == "import torch\n"
+
+
+def test_stdin_fix_prints_the_fixed_source_and_reports_beside_it(modellint, tmp_path):
+    result = modellint("--fix", "--stdin-filename", "net.py", "--format", "concise", stdin=NET)
+    assert result.out == NET.replace("def forward(x):", "def forward(self, x):"), result
+    assert "net.py:8:9: ML101" in result.err and "Fixed 1 finding." in result.err
+    assert not (tmp_path / "net.py").exists()
+    clean = modellint("--fix", "--stdin-filename", "net.py", "--select", "ML105",
+                      stdin="import torch\n")
+    assert (clean.rc, clean.out) == (0, "import torch\n")
+
+
+def test_stdin_diff_and_what_cannot_go_with_it(modellint):
+    diff = modellint("-", "--diff", "--stdin-filename", "net.py", stdin=NET)
+    assert diff.out.startswith("--- a/net.py") and "+    def forward(self, x):" in diff.out
+    both = modellint("other.py", "--stdin-filename", "net.py", stdin=NET)
+    assert (both.rc, both.err.strip()) == (
+        2, "modellint: error: --stdin-filename lints standard input: give no PATH (or `-`)")

@@ -56,6 +56,8 @@ class FileOutcome:
     diff: str = ""
     # findings the --diff would fix (`fixed` stays 0: nothing was written)
     would_fix: int = 0
+    # for source read from standard input: the text after --fix, which is printed, not written
+    fixed_source: bytes | None = None
     messages: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
 
@@ -81,9 +83,12 @@ def _fix(module, findings, unsafe: bool, source: str) -> tuple[str, int]:
         return call_deeply(apply_fixes, module, findings, unsafe, source)
 
 
-def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions) -> FileOutcome:
+def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions,
+              stdin: bytes | None = None) -> FileOutcome:
+    """Lint the file at `path`, or `stdin` (what was read from standard input for `path`,
+    which is then never read nor written)."""
     try:
-        return _lint_file(display, path, disabled, opts)
+        return _lint_file(display, path, disabled, opts, stdin)
     except Exception as exc:  # noqa: BLE001 - one file must not stop the run
         outcome = FileOutcome(path=display)
         outcome.tracebacks.append("".join(traceback.format_exception(exc)))
@@ -93,12 +98,13 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
         return outcome
 
 
-def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions) -> FileOutcome:
+def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions,
+               stdin: bytes | None) -> FileOutcome:
     outcome = FileOutcome(path=display)
     try:
         # a FIFO or device named on the command line, or a file past the size limit, is one
         # "cannot read file" finding rather than a hang
-        original = read_file_bytes(path)
+        original = read_file_bytes(path) if stdin is None else stdin
     except OSError as exc:
         if SYNTAX_ERROR[0] not in disabled:
             outcome.findings.append(_read_error(display, exc))
@@ -162,6 +168,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 # --diff writes nothing: report what is still there now
                 result = lint_source(display, original, opts.rules, opts.options, disabled)
                 outcome.would_fix, outcome.fixed = outcome.fixed, 0
+            elif stdin is not None:
+                outcome.fixed_source = text.encode(result.encoding)
             else:
                 try:
                     write_atomically(path, text.encode(result.encoding), original, opts.tree)
