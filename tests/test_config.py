@@ -9,46 +9,46 @@ def _config(root, body: str):
     return write(root, "pyproject.toml", "[tool.modellint]\n" + body)
 
 
-def test_nearest_pyproject_above_the_first_path_wins(modellint, tmp_path):
+def test_nearest_pyproject_above_the_first_path_wins(cli, tmp_path):
     # the working directory has its own config; the one beside the linted code is used
     _config(tmp_path, 'select = ["ML101"]\n')
     _config(tmp_path / "project", 'select = ["ML105"]\n')
     write(tmp_path, "project/src/pkg/net.py", NET)
     # a pyproject.toml without [tool.modellint] in between is skipped
     write(tmp_path, "project/src/pyproject.toml", '[project]\nname = "x"\n')
-    result = modellint("project/src/pkg/net.py", "--format", "json")
+    result = cli("project/src/pkg/net.py", "--format", "json")
     assert result.codes() == [("ML105", 11)]
     # with no path the working directory's config applies
-    assert modellint("--format", "json").codes() == [("ML101", 8)]
+    assert cli("--format", "json").codes() == [("ML101", 8)]
 
 
-def test_command_line_wins_over_config(modellint, tmp_path):
+def test_command_line_wins_over_config(cli, tmp_path):
     _config(tmp_path, 'select = ["ML105"]\nignore = ["ML103"]\n')
     write(tmp_path, "net.py", NET)
-    assert modellint("net.py", "--format", "json").codes() == [("ML105", 11)]
-    assert modellint("net.py", "--format", "json", "--select", "ML101").codes() == [("ML101", 8)]
+    assert cli("net.py", "--format", "json").codes() == [("ML105", 11)]
+    assert cli("net.py", "--format", "json", "--select", "ML101").codes() == [("ML101", 8)]
     # --ignore adds to the config's ignore; --extend-select adds to its select
-    assert modellint("net.py", "--format", "json", "--extend-select", "ML101").codes() == [
+    assert cli("net.py", "--format", "json", "--extend-select", "ML101").codes() == [
         ("ML101", 8), ("ML105", 11),
     ]
-    assert modellint("net.py", "--format", "json", "--ignore", "ML105").rc == 0
+    assert cli("net.py", "--format", "json", "--ignore", "ML105").rc == 0
 
 
-def test_extend_select_and_ignore_in_config(modellint, tmp_path):
+def test_extend_select_and_ignore_in_config(cli, tmp_path):
     _config(tmp_path, 'ignore = ["ML10"]\nextend-select = ["ML105"]\n')
     write(tmp_path, "net.py", NET)
     # ignore beats extend-select
-    result = modellint("net.py", "--format", "json")
+    result = cli("net.py", "--format", "json")
     assert result.rc == 0 and result.codes() == []
 
 
-def test_per_file_ignores(modellint, tmp_path):
+def test_per_file_ignores(cli, tmp_path):
     _config(tmp_path, '[tool.modellint.per-file-ignores]\n"legacy/*.py" = ["ML105", "ML103"]\n'
             '"gen_*.py" = ["ML1"]\n')
     write(tmp_path, "legacy/old.py", NET)
     write(tmp_path, "new/net.py", NET)
     write(tmp_path, "new/gen_model.py", NET)
-    result = modellint(".", "--format", "json")
+    result = cli(".", "--format", "json")
     by_path = {}
     for f in result.json():
         by_path.setdefault(f["path"], []).append(f["code"])
@@ -56,46 +56,46 @@ def test_per_file_ignores(modellint, tmp_path):
 
 
 def test_per_file_ignores_are_relative_to_the_config_not_the_working_directory(
-    modellint, tmp_path
+    cli, tmp_path
 ):
     _config(tmp_path / "proj", '[tool.modellint.per-file-ignores]\n"models/*" = ["ML105"]\n')
     write(tmp_path, "proj/models/net.py", NET)
-    result = modellint("proj", "--format", "json", "--select", "ML105")
+    result = cli("proj", "--format", "json", "--select", "ML105")
     assert result.rc == 0, result
 
 
-def test_exclude_skips_walked_files_but_not_explicit_ones(modellint, tmp_path):
+def test_exclude_skips_walked_files_but_not_explicit_ones(cli, tmp_path):
     _config(tmp_path, 'exclude = ["generated", "*_pb2.py"]\n')
     write(tmp_path, "generated/net.py", NET)
     write(tmp_path, "src/model_pb2.py", NET)
     write(tmp_path, "src/net.py", NET)
-    walked = modellint(".", "--format", "json", "--select", "ML105")
+    walked = cli(".", "--format", "json", "--select", "ML105")
     assert [f["path"] for f in walked.json()] == ["src/net.py"]
-    explicit = modellint("generated/net.py", "--format", "json", "--select", "ML105")
+    explicit = cli("generated/net.py", "--format", "json", "--select", "ML105")
     assert explicit.codes() == [("ML105", 11)]
 
 
-def test_config_option_names_a_file(modellint, tmp_path):
+def test_config_option_names_a_file(cli, tmp_path):
     write(tmp_path, "custom.toml", '[tool.modellint]\nselect = ["ML103"]\n')
     write(tmp_path, "net.py", NET)
-    assert modellint("net.py", "--config", "custom.toml", "--format", "json").codes() == [
+    assert cli("net.py", "--config", "custom.toml", "--format", "json").codes() == [
         ("ML103", 9)
     ]
-    missing = modellint("net.py", "--config", "nope.toml")
+    missing = cli("net.py", "--config", "nope.toml")
     assert missing.rc == 2 and "nope.toml" in missing.err
 
 
-def test_unknown_key_names_the_key_and_the_file(modellint, tmp_path):
+def test_unknown_key_names_the_key_and_the_file(cli, tmp_path):
     config = _config(tmp_path / "proj", 'selct = ["ML1"]\n')
     write(tmp_path, "proj/net.py", NET)
-    result = modellint("proj/net.py")
+    result = cli("proj/net.py")
     assert result.rc == 2
     assert "selct" in result.err and str(config) in result.err
     assert result.out == ""
     assert "Traceback" not in result.err
 
 
-def test_bad_values_name_the_key_and_the_file(modellint, tmp_path):
+def test_bad_values_name_the_key_and_the_file(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     for body, key in [
         ('select = "ML1"\n', "select"),
@@ -104,20 +104,20 @@ def test_bad_values_name_the_key_and_the_file(modellint, tmp_path):
         ("plugins = [1]\n", "plugins"),
     ]:
         config = _config(tmp_path, body)
-        result = modellint("net.py")
+        result = cli("net.py")
         assert result.rc == 2, (body, result)
         assert f"`{key}`" in result.err and str(config) in result.err, (body, result.err)
 
 
-def test_invalid_toml_is_exit_2_naming_the_file(modellint, tmp_path):
+def test_invalid_toml_is_exit_2_naming_the_file(cli, tmp_path):
     write(tmp_path, "broken.toml", "[tool.modellint\nselect = [\n")
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--config", "broken.toml")
+    result = cli("net.py", "--config", "broken.toml")
     assert result.rc == 2
     assert "broken.toml" in result.err
 
 
-def test_a_broken_pyproject_found_upwards_is_exit_2_not_skipped(modellint, tmp_path):
+def test_a_broken_pyproject_found_upwards_is_exit_2_not_skipped(cli, tmp_path):
     # skipping it would drop its settings: here an `ignore` that the broken line follows,
     # and the nearer config would silently give way to the one above it
     _config(tmp_path, 'select = ["ML1"]\n')
@@ -125,16 +125,16 @@ def test_a_broken_pyproject_found_upwards_is_exit_2_not_skipped(modellint, tmp_p
                    '[tool.modellint]\nignore = ["ML105"]\nselect = [\n')
     write(tmp_path, "proj/net.py", NET)
     for args in (["proj/net.py"], ["proj"]):
-        result = modellint(*args, "--format", "json")
+        result = cli(*args, "--format", "json")
         assert result.rc == 2, result
         assert str(config) in result.err and "not valid TOML" in result.err
         assert result.out == "" and "Traceback" not in result.err
     (tmp_path / "proj" / "pyproject.toml").write_bytes(b'[tool.modellint]\nignore = ["\xff"]\n')
-    result = modellint("proj/net.py")
+    result = cli("proj/net.py")
     assert result.rc == 2 and str(config) in result.err and "UTF-8" in result.err
 
 
-def test_tables_that_are_not_tables_are_errors_not_crashes(modellint, tmp_path):
+def test_tables_that_are_not_tables_are_errors_not_crashes(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     for body, key in [
         ("tool = 1\n", "`tool`"),
@@ -146,13 +146,13 @@ def test_tables_that_are_not_tables_are_errors_not_crashes(modellint, tmp_path):
         ("[[tool.modellint.runtime.models]]\ntarget = 1\n", "`runtime.models[0]`"),
     ]:
         config = write(tmp_path, "pyproject.toml", body)
-        result = modellint("net.py")
+        result = cli("net.py")
         assert result.rc == 2, (body, result)
         assert key in result.err and str(config) in result.err, (body, result.err)
         assert "internal error" not in result.err, (body, result.err)
 
 
-def test_an_empty_rule_code_is_rejected(modellint, tmp_path):
+def test_an_empty_rule_code_is_rejected(cli, tmp_path):
     # "" is a prefix of every code: `ignore = [""]` silenced every rule
     write(tmp_path, "net.py", NET)
     for body, key in [
@@ -163,45 +163,45 @@ def test_an_empty_rule_code_is_rejected(modellint, tmp_path):
         ('[tool.modellint.per-file-ignores]\n"*.py" = [""]\n', "per-file-ignores.*.py"),
     ]:
         config = _config(tmp_path, body)
-        result = modellint("net.py")
+        result = cli("net.py")
         assert result.rc == 2, (body, result)
         assert f"`{key}`" in result.err and "empty rule code" in result.err, (body, result.err)
         assert str(config) in result.err
     # the command line drops empty items of its comma lists, as before
     (tmp_path / "pyproject.toml").unlink()
-    assert modellint("net.py", "--ignore", ",", "--format", "json").rc == 1
+    assert cli("net.py", "--ignore", ",", "--format", "json").rc == 1
 
 
-def test_runtime_timeout_must_be_a_finite_number_in_range(modellint, tmp_path):
+def test_runtime_timeout_must_be_a_finite_number_in_range(cli, tmp_path):
     # inf, nan and 1e10 reached every worker's timer (OverflowError, or no timeout at all)
     write(tmp_path, "net.py", NET)
     for value in ("inf", "-inf", "nan", "1e10", "86401", "0", "-1", "true", '"10"'):
         config = _config(tmp_path, f"[tool.modellint.runtime]\ntimeout = {value}\n")
-        result = modellint("net.py")
+        result = cli("net.py")
         assert result.rc == 2, (value, result)
         assert "`runtime.timeout`" in result.err and str(config) in result.err, (value, result.err)
     for value in ("0.5", "30", "86400"):
         _config(tmp_path, f'select = ["ML105"]\n[tool.modellint.runtime]\ntimeout = {value}\n')
-        assert modellint("net.py", "--format", "json").codes() == [("ML105", 11)], value
+        assert cli("net.py", "--format", "json").codes() == [("ML105", 11)], value
     (tmp_path / "pyproject.toml").unlink()
     for value in ("inf", "nan", "1e10", "0", "-3", "soon"):
-        result = modellint("net.py", "--timeout", value)
+        result = cli("net.py", "--timeout", value)
         assert result.rc == 2, (value, result)
         assert "--timeout" in result.err and "Traceback" not in result.err, (value, result.err)
 
 
-def test_unknown_rule_code_in_config_names_the_code_and_the_file(modellint, tmp_path):
+def test_unknown_rule_code_in_config_names_the_code_and_the_file(cli, tmp_path):
     config = _config(tmp_path, 'extend-select = ["ML105", "QQ12"]\n')
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py")
+    result = cli("net.py")
     assert result.rc == 2
     assert "QQ12" in result.err and str(config) in result.err and "extend-select" in result.err
 
 
-def test_unknown_rule_code_on_the_command_line_is_not_blamed_on_the_config(modellint, tmp_path):
+def test_unknown_rule_code_on_the_command_line_is_not_blamed_on_the_config(cli, tmp_path):
     config = _config(tmp_path, 'select = ["ML105"]\n')
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--ignore", "QQ12")
+    result = cli("net.py", "--ignore", "QQ12")
     assert result.rc == 2
     assert "QQ12" in result.err and "command line" in result.err
     assert str(config) not in result.err

@@ -36,42 +36,42 @@ class Net(nn.Module):
 """
 
 
-def test_line_noqa(modellint, tmp_path):
+def test_line_noqa(cli, tmp_path):
     write(tmp_path, "net.py", LINE_NOQA)
-    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    result = cli("net.py", "--format", "json", "--select", "ML105")
     assert result.rc == 1
     names = [f["message"].split("`")[1] for f in result.json()]
     # only: another linter's code, another rule's code, and a noqa on a different line
     assert names == ["e", "f", "h"]
 
 
-def test_noqa_only_hides_its_own_line(modellint, tmp_path):
+def test_noqa_only_hides_its_own_line(cli, tmp_path):
     text = NET.replace(
         "self.layers = [nn.Linear(2, 2), nn.ReLU()]",
         "self.layers = [nn.Linear(2, 2), nn.ReLU()]  # noqa: ML101, ML103",
     )
     write(tmp_path, "net.py", text)
-    result = modellint("net.py", "--format", "json")
+    result = cli("net.py", "--format", "json")
     assert result.codes() == [("ML103", 9), ("ML105", 11)]
 
 
-def test_file_level_noqa_for_one_code(modellint, tmp_path):
+def test_file_level_noqa_for_one_code(cli, tmp_path):
     write(tmp_path, "net.py", "# modellint: noqa: ML105, ml103\n" + NET)
-    result = modellint("net.py", "--format", "json")
+    result = cli("net.py", "--format", "json")
     assert result.codes() == [("ML101", 9)]
 
 
-def test_file_level_noqa_for_everything(modellint, tmp_path):
+def test_file_level_noqa_for_everything(cli, tmp_path):
     write(tmp_path, "net.py", NET + "# modellint: noqa\n")
-    result = modellint("net.py", "--format", "json")
+    result = cli("net.py", "--format", "json")
     assert result.rc == 0 and result.codes() == []
 
 
-def test_file_level_noqa_must_stand_on_its_own_line(modellint, tmp_path):
+def test_file_level_noqa_must_stand_on_its_own_line(cli, tmp_path):
     # a trailing `# modellint: noqa` is not a whole-file exemption (and not a line noqa)
     text = NET.replace("import torch\n", "import torch  # modellint: noqa\n", 1)
     write(tmp_path, "net.py", text)
-    result = modellint("net.py", "--format", "json")
+    result = cli("net.py", "--format", "json")
     assert result.codes() == [("ML101", 8), ("ML103", 9), ("ML105", 11)]
 
 
@@ -91,14 +91,14 @@ class Net(nn.Module):
 """
 
 
-def test_noqa_on_the_first_line_of_a_multi_line_statement(modellint, tmp_path):
+def test_noqa_on_the_first_line_of_a_multi_line_statement(cli, tmp_path):
     write(tmp_path, "net.py", MULTI_LINE)
-    result = modellint("net.py", "--format", "json", "--select", "ML107")
+    result = cli("net.py", "--format", "json", "--select", "ML107")
     assert result.codes() == [("ML107", 11)]
 
 
 def test_noqa_on_the_first_line_of_a_multi_line_statement_for_a_deferred_rule(
-    modellint, tmp_path
+    cli, tmp_path
 ):
     write(tmp_path, "net.py", """\
         import torch.nn as nn
@@ -117,13 +117,13 @@ def test_noqa_on_the_first_line_of_a_multi_line_statement_for_a_deferred_rule(
                     self.linaer(y)
                 )
         """)
-    result = modellint("net.py", "--format", "json", "--select", "ML106")
+    result = cli("net.py", "--format", "json", "--select", "ML106")
     assert result.codes() == [("ML106", 14)]
 
 
-def test_noqa_does_not_hide_syntax_errors_elsewhere(modellint, tmp_path):
+def test_noqa_does_not_hide_syntax_errors_elsewhere(cli, tmp_path):
     write(tmp_path, "broken.py", "x = 1  # noqa\ndef f(:\n")
-    result = modellint("broken.py", "--format", "json")
+    result = cli("broken.py", "--format", "json")
     assert result.codes() == [("ML000", 2)]
 
 
@@ -144,33 +144,33 @@ ODD_BREAKS = (
 )
 
 
-def test_noqa_and_excerpts_use_pythons_line_ends(modellint, tmp_path):
+def test_noqa_and_excerpts_use_pythons_line_ends(cli, tmp_path):
     (tmp_path / "net.py").write_text(ODD_BREAKS, encoding="utf-8", newline="")
     lines = ODD_BREAKS.split("\n")
     shown = lines.index("    def shown(x):") + 1
-    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    result = cli("net.py", "--format", "json", "--select", "ML105")
     assert [(f["code"], f["line"], f["message"].split("`")[1]) for f in result.json()] == [
         ("ML105", shown, "shown")]
-    text = modellint("net.py", "--select", "ML105", "--color", "never")
+    text = cli("net.py", "--select", "ML105", "--color", "never")
     assert f"{shown} |     def shown(x):" in text.out, text.out
 
 
-def test_noqa_with_carriage_return_line_ends(modellint, tmp_path):
+def test_noqa_with_carriage_return_line_ends(cli, tmp_path):
     # a file saved with \r alone: the whole-file noqa on line 3 and a line noqa are found
     text = ODD_BREAKS.replace("\n", "\r")
     (tmp_path / "net.py").write_text(text, encoding="utf-8", newline="")
-    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    result = cli("net.py", "--format", "json", "--select", "ML105")
     assert [(f["code"], f["message"].split("`")[1]) for f in result.json()] == [
         ("ML105", "shown")]
     exempt = text.replace("# odd '\\x0b'", "# modellint: noqa: ML105\r# odd '\\x0b'")
     (tmp_path / "net.py").write_text(exempt, encoding="utf-8", newline="")
-    result = modellint("net.py", "--format", "json", "--select", "ML105")
+    result = cli("net.py", "--format", "json", "--select", "ML105")
     assert result.rc == 0 and result.json() == []
 
 
-def test_syntax_error_excerpt_uses_pythons_line_ends(modellint, tmp_path):
+def test_syntax_error_excerpt_uses_pythons_line_ends(cli, tmp_path):
     text = "x = 1  # a\x0cb\x1cc\u2028d\ndef f(:\n"
     (tmp_path / "broken.py").write_text(text, encoding="utf-8", newline="")
-    result = modellint("broken.py", "--color", "never")
+    result = cli("broken.py", "--color", "never")
     assert result.out.startswith("broken.py:2:"), result.out
     assert "2 | def f(:" in result.out, result.out
