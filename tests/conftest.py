@@ -124,8 +124,10 @@ def cli(tmp_path, monkeypatch, capsys):
     for name in ("NO_COLOR", "FORCE_COLOR", "MODELLINT_ALLOW_CONFIG_PLUGINS"):
         monkeypatch.delenv(name, raising=False)
 
-    def run(*args: str, cwd: Path | None = None) -> Result:
+    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
         monkeypatch.chdir(cwd or tmp_path)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
         capsys.readouterr()
         rc = main(list(map(str, args)))
         captured = capsys.readouterr()

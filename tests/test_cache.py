@@ -53,51 +53,51 @@ def entries(tmp_path):
     return sorted((tmp_path / "cache").glob("*/*.json"))
 
 
-def test_rerun_uses_the_cache_and_gives_the_same_findings(modellint, tmp_path):
+def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
-    first = modellint("net.py", "--format", "json", env=env)
+    first = cli("net.py", "--format", "json", env=env)
     assert len(entries(tmp_path)) == 1
-    second = modellint("net.py", "--format", "json", env=env)
+    second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
-    text = modellint("net.py", env=env)
+    text = cli("net.py", env=env)
     assert "11 |     def forward(x):" in text.out  # the excerpt survives the cache
 
 
-def test_cache_folder_is_tagged_and_ignored_by_git(modellint, tmp_path):
+def test_cache_folder_is_tagged_and_ignored_by_git(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    modellint("net.py", env=NOT_CI)
+    cli("net.py", env=NOT_CI)
     cache = tmp_path / ".modellint_cache"
     assert (cache / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
     assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
 
 
-def test_no_cache_writes_nothing(modellint, tmp_path):
+def test_no_cache_writes_nothing(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--no-cache")
+    result = cli("net.py", "--no-cache")
     assert result.rc == 1
     assert not (tmp_path / ".modellint_cache").exists()
 
 
-def test_editing_a_file_relints_it(modellint, tmp_path):
+def test_editing_a_file_relints_it(cli, tmp_path):
     path = write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
-    assert ("ML105", 11) in modellint("net.py", "--format", "json", env=env).codes()
+    assert ("ML105", 11) in cli("net.py", "--format", "json", env=env).codes()
     path.write_text(NET.replace("def forward(x):", "def forward(self, x):"))
-    assert ("ML105", 11) not in modellint("net.py", "--format", "json", env=env).codes()
+    assert ("ML105", 11) not in cli("net.py", "--format", "json", env=env).codes()
 
 
-def test_changing_the_configuration_relints(modellint, tmp_path):
+def test_changing_the_configuration_relints(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
-    assert ("ML105", 11) in modellint("net.py", "--format", "json", env=env).codes()
+    assert ("ML105", 11) in cli("net.py", "--format", "json", env=env).codes()
     write(tmp_path, "pyproject.toml", '[tool.modellint]\nignore = ["ML105"]\n')
-    assert ("ML105", 11) not in modellint("net.py", "--format", "json", env=env).codes()
-    assert ("ML105", 11) not in modellint(
+    assert ("ML105", 11) not in cli("net.py", "--format", "json", env=env).codes()
+    assert ("ML105", 11) not in cli(
         "net.py", "--format", "json", "--select", "ML103", env=env).codes()
     (tmp_path / "pyproject.toml").unlink()
-    assert ("ML105", 11) in modellint("net.py", "--format", "json", env=env).codes()
+    assert ("ML105", 11) in cli("net.py", "--format", "json", env=env).codes()
 
 
 def test_changing_a_plugin_relints(modellint, tmp_path):
@@ -111,25 +111,25 @@ def test_changing_a_plugin_relints(modellint, tmp_path):
     assert [f["message"] for f in second.json()] == ["CHANGED"]
 
 
-def test_a_corrupt_cache_entry_is_ignored(modellint, tmp_path):
+def test_a_corrupt_cache_entry_is_ignored(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
-    expected = modellint("net.py", "--format", "json", env=env).json()
+    expected = cli("net.py", "--format", "json", env=env).json()
     for entry in entries(tmp_path):
         entry.write_text('{"format": 1, "findings": [{"code": 3}]')
-    assert modellint("net.py", "--format", "json", env=env).json() == expected
+    assert cli("net.py", "--format", "json", env=env).json() == expected
     for entry in entries(tmp_path):
         entry.write_bytes(b"\x80\x00 not json")
-    assert modellint("net.py", "--format", "json", env=env).json() == expected
+    assert cli("net.py", "--format", "json", env=env).json() == expected
     for entry in entries(tmp_path):
         entry.write_text('{"format": 1, "findings": [{"code": "ML105"}]}')
-    assert modellint("net.py", "--format", "json", env=env).json() == expected
+    assert cli("net.py", "--format", "json", env=env).json() == expected
 
 
-def test_fix_does_not_use_stale_results(modellint, tmp_path):
+def test_fix_does_not_use_stale_results(cli, tmp_path):
     path = write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
-    modellint("net.py", env=env)
-    modellint("net.py", "--fix", env=env)
+    cli("net.py", env=env)
+    cli("net.py", "--fix", env=env)
     assert "def forward(self, x):" in path.read_text()
-    assert ("ML105", 11) not in modellint("net.py", "--format", "json", env=env).codes()
+    assert ("ML105", 11) not in cli("net.py", "--format", "json", env=env).codes()

@@ -13,25 +13,25 @@ JSON_KEYS = {
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def test_bare_paths_mean_check(modellint, tmp_path):
+def test_bare_paths_mean_check(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    bare = modellint("net.py")
-    check = modellint("check", "net.py")
+    bare = cli("net.py")
+    check = cli("check", "net.py")
     assert bare.rc == check.rc == 1, bare
     assert bare.out == check.out
     assert "net.py:11:9: ML105" in bare.out
 
 
-def test_no_findings_is_exit_0(modellint, tmp_path):
+def test_no_findings_is_exit_0(cli, tmp_path):
     write(tmp_path, "clean.py", CLEAN)
-    result = modellint("clean.py")
+    result = cli("clean.py")
     assert result.rc == 0, result
     assert "All checks passed" in result.out
 
 
-def test_no_path_lints_the_working_directory(modellint, tmp_path):
+def test_no_path_lints_the_working_directory(cli, tmp_path):
     write(tmp_path, "pkg/net.py", NET)
-    result = modellint("--format", "concise", "--select", "ML105", "-q")
+    result = cli("--format", "concise", "--select", "ML105", "-q")
     assert result.rc == 1
     assert result.out.splitlines() == [
         "pkg/net.py:11:9: ML105 [*] method `forward` of module class `Net` has no `self`; "
@@ -39,9 +39,9 @@ def test_no_path_lints_the_working_directory(modellint, tmp_path):
     ]
 
 
-def test_nonexistent_path_is_exit_2(modellint, tmp_path):
+def test_nonexistent_path_is_exit_2(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "missing.py")
+    result = cli("net.py", "missing.py")
     assert result.rc == 2
     assert "missing.py" in result.err and "does not exist" in result.err
     assert result.out == ""
@@ -68,17 +68,17 @@ def test_console_script_matches_python_m(tmp_path):
     assert "net.py:11:9: ML105" in proc.stdout
 
 
-def test_unknown_option_is_exit_2(modellint, tmp_path):
+def test_unknown_option_is_exit_2(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--no-such-option")
+    result = cli("net.py", "--no-such-option")
     assert result.rc == 2
     assert "--no-such-option" in result.err
     assert "Traceback" not in result.err
 
 
-def test_text_format_shows_the_source_line_with_carets_and_a_summary(modellint, tmp_path):
+def test_text_format_shows_the_source_line_with_carets_and_a_summary(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--color", "never")
+    result = cli("net.py", "--color", "never")
     assert result.rc == 1
     lines = result.out.splitlines()
     head = lines.index(next(line for line in lines if line.startswith("net.py:11:9: ML105")))
@@ -88,9 +88,9 @@ def test_text_format_shows_the_source_line_with_carets_and_a_summary(modellint, 
     assert not ANSI.search(result.out)
 
 
-def test_concise_format_is_one_line_per_finding(modellint, tmp_path):
+def test_concise_format_is_one_line_per_finding(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--format", "concise", "--quiet")
+    result = cli("net.py", "--format", "concise", "--quiet")
     assert result.rc == 1
     lines = result.out.splitlines()
     assert [line.split(" ")[:2] for line in lines] == [
@@ -98,11 +98,11 @@ def test_concise_format_is_one_line_per_finding(modellint, tmp_path):
     ]
 
 
-def test_json_format(modellint, tmp_path):
+def test_json_format(cli, tmp_path):
     write(tmp_path, "b.py", NET)
     write(tmp_path, "a/z.py", NET)
     write(tmp_path, "a/y.py", "x = (\n")
-    result = modellint("b.py", "a", "--format", "json")
+    result = cli("b.py", "a", "--format", "json")
     assert result.rc == 1
     findings = result.json()
     assert all(set(f) == JSON_KEYS for f in findings)
@@ -127,23 +127,23 @@ def test_json_format(modellint, tmp_path):
     assert result.out.lstrip().startswith("[") and result.out.rstrip().endswith("]")
 
 
-def test_json_format_with_nothing_found_is_an_empty_array(modellint, tmp_path):
+def test_json_format_with_nothing_found_is_an_empty_array(cli, tmp_path):
     write(tmp_path, "clean.py", CLEAN)
-    result = modellint("clean.py", "--format", "json")
+    result = cli("clean.py", "--format", "json")
     assert result.rc == 0
     assert result.json() == []
 
 
-def test_unknown_format_is_exit_2(modellint, tmp_path):
+def test_unknown_format_is_exit_2(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--format", "xml")
+    result = cli("net.py", "--format", "xml")
     assert result.rc == 2
     assert "xml" in result.err
 
 
-def test_output_file(modellint, tmp_path):
+def test_output_file(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--format", "json", "--output-file", "out.json")
+    result = cli("net.py", "--format", "json", "--output-file", "out.json")
     assert result.rc == 1
     assert result.out == ""
     import json
@@ -152,17 +152,17 @@ def test_output_file(modellint, tmp_path):
     assert [(f["code"], f["line"]) for f in data] == [("ML101", 8), ("ML103", 9), ("ML105", 11)]
 
 
-def test_exit_zero(modellint, tmp_path):
+def test_exit_zero(cli, tmp_path):
     write(tmp_path, "net.py", NET)
-    result = modellint("net.py", "--exit-zero", "--format", "concise")
+    result = cli("net.py", "--exit-zero", "--format", "concise")
     assert result.rc == 0
     assert "ML105" in result.out
 
 
-def test_statistics(modellint, tmp_path):
+def test_statistics(cli, tmp_path):
     write(tmp_path, "one.py", NET)
     write(tmp_path, "two.py", NET.replace("self.tens = torch.ones(3, 4)", "pass"))
-    result = modellint("one.py", "two.py", "--statistics", "--format", "concise", "-q")
+    result = cli("one.py", "two.py", "--statistics", "--format", "concise", "-q")
     assert result.rc == 1
     stats = [line.split("\t") for line in result.out.splitlines()]
     counts = {row[1]: int(row[0]) for row in stats}
@@ -170,18 +170,18 @@ def test_statistics(modellint, tmp_path):
     # most frequent first, the table alone (as ruff prints it), with the fixable counts
     assert [row[1] for row in stats][-1] == "ML103"
     assert {row[1]: row[2] for row in stats}["ML105"] == "[*] method-missing-self (2 fixable)"
-    assert modellint("one.py", "two.py", "--statistics").out == result.out
+    assert cli("one.py", "two.py", "--statistics").out == result.out
 
 
-def test_quiet_drops_the_summary(modellint, tmp_path):
+def test_quiet_drops_the_summary(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     write(tmp_path, "clean.py", CLEAN)
-    loud = modellint("net.py", "--format", "concise")
-    quiet = modellint("net.py", "--format", "concise", "--quiet")
+    loud = cli("net.py", "--format", "concise")
+    quiet = cli("net.py", "--format", "concise", "--quiet")
     assert "Found 3 findings" in loud.out
     assert "Found" not in quiet.out
     assert quiet.out.splitlines() == loud.out.splitlines()[:3]
-    assert modellint("clean.py", "-q").out == ""
+    assert cli("clean.py", "-q").out == ""
 
 
 def test_color(modellint, tmp_path):
@@ -195,11 +195,11 @@ def test_color(modellint, tmp_path):
     assert ANSI.sub("", always.out) == never.out == auto.out
 
 
-def test_select_prefix_all_extend_select_and_ignore(modellint, tmp_path):
+def test_select_prefix_all_extend_select_and_ignore(cli, tmp_path):
     write(tmp_path, "net.py", NET)
 
     def codes(*args):
-        result = modellint("net.py", "--format", "json", *args)
+        result = cli("net.py", "--format", "json", *args)
         return sorted({f["code"] for f in result.json()}), result.rc
 
     assert codes() == (["ML101", "ML103", "ML105"], 1)
@@ -212,7 +212,7 @@ def test_select_prefix_all_extend_select_and_ignore(modellint, tmp_path):
     assert codes("--select", "ML000") == ([], 0)
 
 
-def test_select_all_enables_rules_that_are_off_by_default(modellint, tmp_path):
+def test_select_all_enables_rules_that_are_off_by_default(cli, tmp_path):
     from modellint.rule import StaticRule
     from modellint.testing import registry
 
@@ -222,27 +222,27 @@ def test_select_all_enables_rules_that_are_off_by_default(modellint, tmp_path):
     )
     example = rule.invalid[0]
     (tmp_path / "example.py").write_text(example.code)
-    default = modellint("example.py", "--format", "json")
-    everything = modellint("example.py", "--format", "json", "--select", "ALL")
+    default = cli("example.py", "--format", "json")
+    everything = cli("example.py", "--format", "json", "--select", "ALL")
     assert (rule.code, example.line) not in default.codes()
     assert (rule.code, example.line) in everything.codes()
-    row = next(line for line in modellint("rules").out.splitlines() if line.startswith(rule.code))
+    row = next(line for line in cli("rules").out.splitlines() if line.startswith(rule.code))
     assert row.split()[3] == "off"
 
 
-def test_unknown_rule_code_on_the_command_line_is_exit_2(modellint, tmp_path):
+def test_unknown_rule_code_on_the_command_line_is_exit_2(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     for option in ("--select", "--extend-select", "--ignore"):
-        result = modellint("net.py", option, "XY9")
+        result = cli("net.py", option, "XY9")
         assert result.rc == 2, (option, result)
         assert "XY9" in result.err and "command line" in result.err
         assert result.out == ""
 
 
-def test_syntax_error_is_ml000_and_other_files_are_still_linted(modellint, tmp_path):
+def test_syntax_error_is_ml000_and_other_files_are_still_linted(cli, tmp_path):
     write(tmp_path, "a_broken.py", "import torch\n\ndef f(:\n    pass\n")
     write(tmp_path, "b_net.py", NET)
-    result = modellint(".", "--format", "json")
+    result = cli(".", "--format", "json")
     assert result.rc == 1
     findings = result.json()
     broken = [f for f in findings if f["path"] == "a_broken.py"]
@@ -253,9 +253,9 @@ def test_syntax_error_is_ml000_and_other_files_are_still_linted(modellint, tmp_p
     ]
 
 
-def test_syntax_error_alone_is_exit_1(modellint, tmp_path):
+def test_syntax_error_alone_is_exit_1(cli, tmp_path):
     write(tmp_path, "broken.py", "x = (\n")
-    result = modellint("broken.py", "--format", "concise", "-q")
+    result = cli("broken.py", "--format", "concise", "-q")
     assert result.rc == 1
     assert result.out.startswith("broken.py:1:5: ML000 ")
 
@@ -314,10 +314,10 @@ def test_a_failing_rule_is_ml001_naming_the_rule(modellint, tmp_path):
     assert "kaboom in Net" in debug.err
 
 
-def test_rules_lists_every_code(modellint):
+def test_rules_lists_every_code(cli):
     from modellint.testing import registry
 
-    result = modellint("rules")
+    result = cli("rules")
     assert result.rc == 0
     lines = result.out.splitlines()
     assert lines[0].split() == ["code", "name", "pass", "default", "fix"]
@@ -334,8 +334,8 @@ def test_rules_lists_every_code(modellint):
     assert rows["ML103"][3] == "on" and len(rows["ML103"]) == 4  # not fixable
 
 
-def test_rule_shows_documentation_and_examples(modellint):
-    result = modellint("rule", "ml105")  # codes are case-insensitive
+def test_rule_shows_documentation_and_examples(cli):
+    result = cli("rule", "ml105")  # codes are case-insensitive
     assert result.rc == 0
     out = result.out
     assert out.startswith("# ML105 method-missing-self")
@@ -346,8 +346,8 @@ def test_rule_shows_documentation_and_examples(modellint):
     assert "@staticmethod" in out  # a valid example
 
 
-def test_rule_with_unknown_code_is_exit_2(modellint):
-    result = modellint("rule", "ML999")
+def test_rule_with_unknown_code_is_exit_2(cli):
+    result = cli("rule", "ML999")
     assert result.rc == 2
     assert "ML999" in result.err
     assert result.out == ""
