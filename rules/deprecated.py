@@ -69,6 +69,11 @@ class DeprecatedVariable(StaticRule):
             "w = V(torch.zeros(2), requires_grad=True)\n",
             line=4,
         ),
+        # `requires_grad=False` is the default: the advice is to drop the wrapper
+        Invalid(
+            "from torch.autograd import Variable\n\nx = Variable(x, requires_grad=False)\n",
+            line=3,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -80,7 +85,7 @@ class DeprecatedVariable(StaticRule):
                 f"`{name}(..., volatile=...)` does nothing since PyTorch 0.4; drop the "
                 "`Variable` wrapper and run the code under `torch.no_grad()`"
             )
-        elif _keyword(node, "requires_grad") is not None:
+        elif _requires_grad_set(node):
             message = (
                 f"`{name}(...)` is deprecated since PyTorch 0.4; use the tensor itself with "
                 "`.requires_grad_()` (or `requires_grad=True` when building it)"
@@ -91,6 +96,13 @@ class DeprecatedVariable(StaticRule):
                 "unchanged; use the tensor directly"
             )
         self.report(node, message)
+
+
+def _requires_grad_set(call: cst.Call) -> bool:
+    """`requires_grad=` given, and not a literal `False` (which changes nothing)."""
+    arg = _keyword(call, "requires_grad")
+    return arg is not None and not (
+        isinstance(arg.value, cst.Name) and arg.value.value == "False")
 
 
 def _data_receiver(expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -246,3 +246,18 @@ def test_dataloader_next_scopes_and_rebound_next():
               "    return iter(loader).next()\n")
     [finding] = lint_text(source, [DataLoaderIteratorNext])
     assert finding.fix is None
+
+
+@pytest.mark.parametrize(
+    ("call", "advice"),
+    [
+        ("Variable(x, requires_grad=True)", "`.requires_grad_()`"),
+        ("Variable(x, requires_grad=False)", "returns the tensor unchanged"),
+        ("Variable(x)", "returns the tensor unchanged"),
+        ("Variable(x, volatile=True)", "`torch.no_grad()`"),
+    ],
+)
+def test_variable_advice_follows_what_the_call_asks_for(call, advice):
+    source = f"from torch.autograd import Variable\n\ndef f(x):\n    return {call}\n"
+    (finding,) = lint_text(source, [DeprecatedVariable])
+    assert advice in finding.message
