@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import difflib
 import os
+import re
 import stat
 import tempfile
 import warnings
@@ -86,10 +87,19 @@ def check_parses(source: str) -> str | None:
 def unified_diff(path: str, old: str, new: str) -> str:
     return "".join(
         difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True),
+            _lines(old), _lines(new),
             fromfile=_diff_name("a/", path), tofile=_diff_name("b/", path),
         )
     )
+
+
+# a line as Python ends it (\n, \r\n or \r), kept with its end; str.splitlines would also
+# split at a form feed or \x1c in a comment and show the diff at the wrong lines
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _lines(text: str) -> list[str]:
+    return _LINE.findall(text)
 
 
 def _diff_name(prefix: str, path: str) -> str:

@@ -160,3 +160,10 @@ def test_stdin_diff_and_what_cannot_go_with_it(modellint):
     both = modellint("other.py", "--stdin-filename", "net.py", stdin=NET)
     assert (both.rc, both.err.strip()) == (
         2, "modellint: error: --stdin-filename lints standard input: give no PATH (or `-`)")
+
+
+def test_diff_counts_lines_as_python_does(cli, tmp_path):
+    # a form feed in a comment is not a line break (str.splitlines would make it one)
+    write(tmp_path, "net.py", "# page one\x0cpage two\n" + NET)
+    result = cli("net.py", "--diff")
+    assert "@@ -9,5 +9,5 @@" in result.out, result
