@@ -23,8 +23,8 @@ from modellint.fix import (
     write_atomically,
 )
 from modellint.rule import StaticRule
-from modellint.static.cache import Cache
 from modellint.static import notebook
+from modellint.static.cache import Cache
 from modellint.static.discover import read_file_bytes
 from modellint.static.engine import (
     INTERNAL_ERROR,
