@@ -203,15 +203,15 @@ def test_named_file_is_linted_by_content(cli, tmp_path):
 @pytest.mark.parametrize("content, problem", [
     (b"import torch\n", "not a valid notebook: invalid JSON: the file does not hold a JSON "
                         "object (line 1, column 1)"),
-    (b'{"cells": [], "nbformat": 4,}', "not a valid notebook: invalid JSON: expected a property "
-                                      "name in double quotes (line 1, column 29)"),
+    (b'{"cells": [], "nbformat": 4,}', "not a valid notebook: invalid JSON: Expecting property "
+                                      "name enclosed in double quotes (line 1, column 29)"),
     (b'{"cells": [], "nbformat": 3, "metadata": {}}', "not nbformat 4 (the file says "
                                                     "nbformat 3)"),
     (b'{"metadata": {}, "nbformat": 4}', "the JSON has no `cells` key"),
     (b'{"cells": [{"cell_type": "code", "source": 7}], "nbformat": 4}',
      "the source of cell 1 is not text"),
     (b"", "the file is empty"),
-    (b'{"cells": [], "nbformat": 4}\x00', "extra data after the notebook"),
+    (b'{"cells": [], "nbformat": 4}\x00', "invalid JSON: Extra data (line 1, column 29)"),
     (b'\xff{"cells": []}', "not UTF-8 text"),
 ])
 def test_broken_notebook_is_one_ml000_naming_the_problem(cli, tmp_path, content, problem):

@@ -24,7 +24,6 @@ original text.
 from __future__ import annotations
 
 import ast
-import bisect
 import json
 import re
 import warnings
@@ -33,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SUFFIX = ".ipynb"
+# a notebook's outputs (plots, tables) make it far larger than any source file: its own limit
+MAX_BYTES = 100 * 1024 * 1024
 # cell magics whose body is Python (IPython runs it); the body of any other (`%%bash`,
 # `%%writefile`, `%%html`) is not Python and is masked whole
 PYTHON_CELL_MAGICS = frozenset(
@@ -91,7 +92,9 @@ class Notebook:
     line_map: list[tuple[int, int]] = field(default_factory=list)
     language: str = "python"
     trailing_newline: bool = True
-    _newlines: list[int] | None = None
+    # CPython's parse of `source` (None when it does not parse)
+    tree: ast.Module | None = None
+    _counted: tuple[int, int] = (0, 1)  # (offset, its line): where file_line last counted
 
     # --- positions ---------------------------------------------------------------------------
 
@@ -101,6 +104,13 @@ class Notebook:
             return 1, 1
         cell, in_cell = self.line_map[min(max(line, 1), len(self.line_map)) - 1]
         return cell, max(in_cell, 1)
+
+    def spans(self) -> None:
+        """Find where each code cell's `"source"` value lies in the text (once)."""
+        if self.cells and self.cells[0].start < 0:
+            where = {number: rest for number, *rest in _scan(self.text)}
+            for cell in self.cells:
+                cell.start, cell.end, cell.item_offsets = where[cell.number]
 
     def cell(self, number: int) -> CodeCell | None:
         for cell in self.cells:
@@ -112,12 +122,14 @@ class Notebook:
         """The line of the notebook file (its JSON text) that holds line `line` of the cell:
         where a SARIF viewer or a GitHub annotation can point."""
         cell = self.cell(cell_number)
-        if cell is None or not cell.item_offsets:
+        if cell is None:
             return 1
+        self.spans()
         offset = cell.item_offsets[min(max(line, 1), len(cell.item_offsets)) - 1]
-        if self._newlines is None:
-            self._newlines = [m.start() for m in re.finditer("\n", self.text[: self.cells[-1].end])]
-        return bisect.bisect_left(self._newlines, offset) + 1
+        start, number = self._counted if self._counted[0] <= offset else (0, 1)
+        number += self.text.count("\n", start, offset)
+        self._counted = (offset, number)
+        return number
 
     # --- writing back ------------------------------------------------------------------------
 
@@ -148,6 +160,7 @@ class Notebook:
     def with_sources(self, sources: dict[int, str]) -> str:
         """This notebook's text with the `"source"` value of each cell in `sources` replaced
         (when it changed), and every other byte as it was."""
+        self.spans()
         pieces: list[str] = []
         position = 0
         ascii_only = self.text.isascii()
@@ -309,24 +322,74 @@ def _array(text: str, i: int, on_item) -> int:
 
 def read_notebook(data: bytes) -> Notebook:
     """The notebook in `data`; NotebookError (one message, naming the problem) when it is not
-    UTF-8 JSON in nbformat 4."""
+    UTF-8 JSON in nbformat 4. The JSON is parsed by the standard library's C parser; where
+    each cell's `"source"` lies in the text is found only when needed (`Notebook.spans`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise NotebookError(
             f"not a valid notebook: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
             f"{exc.start})") from None
-    start = 1 if text.startswith("\ufeff") else 0
-    top: dict[str, Any] = {}
-    cells: list[CodeCell] = []
-    cells_seen = False
+    start = _skip(text, 1 if text.startswith("\ufeff") else 0)
+    if text[start:start + 1] != "{":
+        raise _fail(text, start, "invalid JSON: the file does not hold a JSON object"
+                    if text[start:start + 1] else "the file is empty")
+    try:
+        top = json.loads(text[start:])
+    except json.JSONDecodeError as exc:
+        raise _fail(text, start + exc.pos, f"invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise _fail(text, start, "invalid JSON: nested too deeply") from None
+    version = top.get("nbformat")
+    if version is None or "cells" not in top:
+        missing = "`nbformat`" if version is None else "`cells`"
+        raise NotebookError(f"not a valid notebook: the JSON has no {missing} key")
+    if version != 4 or isinstance(version, bool):
+        raise NotebookError(
+            f"not nbformat 4 (the file says nbformat {json.dumps(version)}); "
+            "convert it with `jupyter nbconvert --to notebook`")
+    if not isinstance(top["cells"], list):
+        raise NotebookError("not a valid notebook: `cells` is not a list")
+    cells = []
+    for index, cell in enumerate(top["cells"]):
+        if not isinstance(cell, dict):
+            raise NotebookError(f"not a valid notebook: cell {index + 1} is not an object")
+        if cell.get("cell_type") != "code":
+            continue
+        if "source" not in cell:
+            raise NotebookError(f"not a valid notebook: cell {index + 1} has no `source`")
+        value = cell["source"]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            source, is_list = "".join(value), True
+        elif isinstance(value, str):
+            source, is_list = value, False
+        else:
+            raise NotebookError(f"not a valid notebook: the source of cell {index + 1} is "
+                                "not text")
+        cells.append(CodeCell(index + 1, source, -1, -1, is_list))
+    notebook = Notebook(text=text, cells=cells, trailing_newline=text.endswith("\n"))
+    metadata = top.get("metadata")
+    if isinstance(metadata, dict):
+        info = metadata.get("language_info")
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            notebook.language = info["name"]
+    if notebook.language.lower() == "python":
+        _join(notebook)
+    return notebook
+
+
+def _scan(text: str) -> list[tuple[int, int, int, list[int]]]:
+    """(cell number, start, end, item offsets) of the `"source"` value of every code cell, by
+    walking the JSON structure value by value (each value, an output of several MB included,
+    is one call of the C scanner). The text is valid JSON: `read_notebook` parsed it."""
+    found: list[tuple[int, int, int, list[int]]] = []
 
     def on_cell(index: int, i: int) -> int:
         fields: dict[str, Any] = {}
 
         def on_field(key: str, j: int) -> int:
+            value, end = _value(text, j)
             if key == "source":
-                value, end = _value(text, j)
                 items = []
                 if text[j] == "[":
                     k = _skip(text, j + 1)
@@ -338,63 +401,24 @@ def read_notebook(data: bytes) -> Notebook:
                             k = _skip(text, k + 1)
                 else:
                     items.append(j)
-                fields["source"] = (value, j, end, items)
-                return end
-            value, end = _value(text, j)
-            fields[key] = value
+                fields["source"] = (j, end, items)
+            elif key == "cell_type":
+                fields[key] = value
             return end
 
         end = _object(text, i, on_field)
-        if fields.get("cell_type") != "code":
-            return end
-        if "source" not in fields:
-            raise _fail(text, i, f"cell {index + 1} has no `source`")
-        value, j, value_end, items = fields["source"]
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            source, is_list = "".join(value), True
-        elif isinstance(value, str):
-            source, is_list = value, False
-        else:
-            raise _fail(text, j, f"the source of cell {index + 1} is not text")
-        cells.append(CodeCell(index + 1, source, j, value_end, is_list, items))
+        if fields.get("cell_type") == "code" and "source" in fields:
+            found.append((index + 1, *fields["source"]))
         return end
 
     def on_top(key: str, i: int) -> int:
-        nonlocal cells_seen
         if key == "cells":
-            cells.clear()
-            cells_seen = True
+            found.clear()
             return _array(text, i, on_cell)
-        top[key], end = _value(text, i)
-        return end
+        return _value(text, i)[1]
 
-    i = _skip(text, start)
-    if text[i:i + 1] != "{":
-        raise _fail(text, i, "invalid JSON: the file does not hold a JSON object"
-                    if text[i:i + 1] else "the file is empty")
-    try:
-        end = _object(text, i, on_top)
-    except RecursionError:
-        raise _fail(text, i, "invalid JSON: nested too deeply") from None
-    if _skip(text, end) != len(text):
-        raise _fail(text, _skip(text, end), "invalid JSON: extra data after the notebook")
-    version = top.get("nbformat")
-    if version is None or not cells_seen:
-        missing = "`nbformat`" if version is None else "`cells`"
-        raise NotebookError(f"not a valid notebook: the JSON has no {missing} key")
-    if version != 4 or isinstance(version, bool):
-        raise NotebookError(
-            f"not nbformat 4 (the file says nbformat {json.dumps(version)}); "
-            "convert it with `jupyter nbconvert --to notebook`")
-    notebook = Notebook(text=text, cells=cells, trailing_newline=text.endswith("\n"))
-    metadata = top.get("metadata")
-    if isinstance(metadata, dict):
-        info = metadata.get("language_info")
-        if isinstance(info, dict) and isinstance(info.get("name"), str):
-            notebook.language = info["name"]
-    if notebook.language.lower() == "python":
-        _join(notebook)
-    return notebook
+    _object(text, _skip(text, 1 if text.startswith("\ufeff") else 0), on_top)
+    return found
 
 
 # --- magics and joining ----------------------------------------------------------------------
@@ -468,12 +492,45 @@ def _syntax_error(text: str) -> tuple[str, int, int] | None:
 def _join(notebook: Notebook) -> None:
     """Mask each code cell, set aside the ones that do not parse, and join the rest, a
     separator comment between two cells, with the map from joined lines to cell lines."""
+    for position, cell in enumerate(notebook.cells):
+        cell.masked, cell.originals = mask(cell.source, first_cell=position == 0)
+    # one parse of all the cells together: when it succeeds and no statement runs across a
+    # separator (an unclosed bracket or string in one cell), every cell parses on its own
+    _assemble(notebook)
+    tree = _parse(notebook.source)
+    if tree is not None and _cells_whole(tree, notebook.line_map):
+        notebook.tree = tree
+        return
+    for cell in notebook.cells:
+        cell.error = _syntax_error(cell.masked)
+    _assemble(notebook)
+    notebook.tree = _parse(notebook.source)
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _cells_whole(tree: ast.Module, line_map: list[tuple[int, int]]) -> bool:
+    for statement in tree.body:
+        first, last = statement.lineno, statement.end_lineno or statement.lineno
+        if line_map[first - 1][0] != line_map[last - 1][0] or any(
+                line_map[n - 1][1] == 0 for n in range(first, last + 1)):
+            return False
+    return True
+
+
+def _assemble(notebook: Notebook) -> None:
     pieces: list[str] = []
     line_map: list[tuple[int, int]] = []
     line = 1
-    for position, cell in enumerate(notebook.cells):
-        cell.masked, cell.originals = mask(cell.source, first_cell=position == 0)
-        cell.error = _syntax_error(cell.masked)
+    for cell in notebook.cells:
+        cell.first_line = 0
         if cell.error is not None:
             continue
         if pieces:
@@ -518,7 +575,8 @@ def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, An
             findings.append(found)
     if not notebook.source:
         return NotebookLint(findings, FileResult(path=display))
-    result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled)
+    result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled,
+                         tree=notebook.tree)
     for finding in result.findings:
         place(notebook, finding)
     findings.extend(result.findings)

@@ -25,7 +25,7 @@ from modellint.fix import (
 from modellint.rule import StaticRule
 from modellint.static import notebook
 from modellint.static.cache import Cache
-from modellint.static.discover import read_file_bytes
+from modellint.static.discover import MAX_FILE_BYTES, read_file_bytes
 from modellint.static.engine import (
     INTERNAL_ERROR,
     SYNTAX_ERROR,
@@ -100,7 +100,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     try:
         # a FIFO or device named on the command line, or a file past the size limit, is one
         # "cannot read file" finding rather than a hang
-        original = read_file_bytes(path)
+        original = read_file_bytes(path, notebook.MAX_BYTES if str(path).endswith(
+            notebook.SUFFIX) else MAX_FILE_BYTES)
     except OSError as exc:
         if SYNTAX_ERROR[0] not in disabled:
             outcome.findings.append(_read_error(display, exc))
