@@ -17,11 +17,9 @@ from modellint.config import (
     check_timeout,
     did_you_mean,
     enabled_codes,
-    file_ignores,
     find_pyproject,
     is_excluded,
     load_config,
-    matches,
     validate_codes,
 )
 from modellint.plugins import (
@@ -33,6 +31,7 @@ from modellint.plugins import (
     load_registry,
 )
 from modellint.report import printable
+from modellint.suppress import hidden_codes, shown_codes
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -89,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="lint files and folders (the default command)")
     check.add_argument("paths", nargs="*", metavar="PATH")
     check.add_argument("--select", type=_codes, help="comma-separated codes or prefixes, or ALL")
-    check.add_argument("--extend-select", type=_codes, default=[])
-    check.add_argument("--ignore", type=_codes, default=[])
+    check.add_argument("--extend-select", type=_codes, action="extend", default=[],
+                       help="codes or prefixes to add to the selected ones (repeatable)")
+    check.add_argument("--ignore", type=_codes, action="extend", default=[],
+                       help="codes or prefixes not to report (repeatable)")
     check.add_argument("--format", default="text", help="text, concise, json, or a plugin's")
     check.add_argument("--output-file", "-o")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
@@ -409,6 +410,7 @@ def _cmd_check(args) -> int:
         raise UsageError("--jobs must be at least 1")
     registry.manager.hook.modellint_configure(config=config)
     enabled = enabled_codes(config, registry.rules)
+    shown = shown_codes(config, enabled)
     static_rules = [
         registry.rules[code] for code in sorted(enabled)
         if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
@@ -421,8 +423,8 @@ def _cmd_check(args) -> int:
         return EXIT_CLEAN
     tasks = []
     for display, path in discover(paths, lambda p: is_excluded(config, p), warn):
-        ignored = file_ignores(config, path)
-        disabled = frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
+        # hidden in the whole file: not shown in this run, or ignored by per-file-ignores
+        disabled = frozenset(set(registry.rules) - shown) | hidden_codes(config, shown, path)
         tasks.append((display, path, disabled))
     if args.show_files:
         for display, _, _ in tasks:
@@ -450,9 +452,12 @@ def _cmd_check(args) -> int:
         opts.cache.prune()
     findings = [f for outcome in outcomes for f in outcome.findings]
     if args.runtime:
-        from modellint.runtime.pass_ import run_runtime_pass
+        from modellint.runtime.pass_ import LintedFile, run_runtime_pass
 
-        findings = run_runtime_pass(findings, paths, config, registry, enabled, args)
+        # the files discovered once, with the model classes the static pass indexed in them
+        files = [LintedFile(display, os.path.realpath(path), outcome.classes)
+                 for (display, path, _), outcome in zip(tasks, outcomes, strict=True)]
+        findings = run_runtime_pass(findings, files, config, registry, shown, args)
     findings.sort(key=lambda f: f.sort_key())
     for outcome in outcomes:
         for message in outcome.messages:
