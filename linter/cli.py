@@ -34,6 +34,8 @@ from modellint.report import printable
 from modellint.suppress import hidden_codes, shown_codes
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace")
+# the built-in report formats (modellint.report.builtin); plugins may add more
+FORMATS = ("text", "concise", "json", "github", "sarif")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -86,28 +88,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     check = sub.add_parser("check", help="lint files and folders (the default command)")
-    check.add_argument("paths", nargs="*", metavar="PATH")
-    check.add_argument("--select", type=_codes, help="comma-separated codes or prefixes, or ALL")
+    check.add_argument("paths", nargs="*", metavar="PATH",
+                       help="files and folders to lint (default: the current folder)")
+    check.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated codes or prefixes, or ALL")
     check.add_argument("--extend-select", type=_codes, action="extend", default=[],
+                       metavar="CODES",
                        help="codes or prefixes to add to the selected ones (repeatable)")
-    check.add_argument("--ignore", type=_codes, action="extend", default=[],
+    check.add_argument("--ignore", type=_codes, action="extend", default=[], metavar="CODES",
                        help="codes or prefixes not to report (repeatable)")
-    check.add_argument("--format", default="text", help="text, concise, json, or a plugin's")
-    check.add_argument("--output-file", "-o")
+    check.add_argument("--format", default="text",
+                       help=f"{', '.join(FORMATS)} (default text), or a plugin's")
+    check.add_argument("--output-file", "-o", metavar="FILE",
+                       help="write the report to FILE instead of the standard output")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
-    check.add_argument("--config", help="a pyproject.toml or modellint.toml to use")
+    check.add_argument("--config", metavar="FILE", help="a pyproject.toml or modellint.toml to use")
     check.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
                        help="load a plugin module (repeatable)")
     check.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
                        help="load the plugins the config names (runs the repository's code)")
     check.add_argument("--quiet", "-q", action="store_true", help="no summary line")
-    check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    check.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                       help="color the text report (default auto: on a terminal, unless NO_COLOR)")
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
-    check.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
-    check.add_argument("--no-cache", action="store_true")
+    check.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
+                       help="files linted in parallel (default: the number of CPUs)")
+    check.add_argument("--no-cache", action="store_true",
+                       help="lint every file again, without reading or writing the results cache")
     check.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
     check.add_argument("--show-settings", action="store_true",
                        help="print the resolved settings and where each came from; lint nothing")
@@ -115,19 +124,33 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the files that would be linted; lint nothing")
     check.add_argument("--runtime", action="store_true", help="also build and trace the models")
     check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
-    check.add_argument("--timeout", type=_seconds, help="seconds per model (runtime pass)")
+    check.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="seconds per model (runtime pass)")
 
     rules = sub.add_parser("rules", help="list every rule")
-    rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
-    rules.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
-    rules.add_argument("--format", choices=("text", "json"), default="text")
+    rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                       help="load a plugin module (repeatable)")
+    rules.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                       help="load the plugins the config names (runs the repository's code)")
+    rules.add_argument("--format", choices=("text", "json"), default="text",
+                       help="text (a table) or json")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
-    rule.add_argument("code", nargs="?")
+    rule.add_argument("code", nargs="?", help="the rule's code, e.g. ML101")
     rule.add_argument("--all", action="store_true", help="every rule")
-    rule.add_argument("--format", choices=("text", "json"), default="text")
-    rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
-    rule.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
+    rule.add_argument("--format", choices=("text", "json"), default="text",
+                      help="text (markdown) or json")
+    rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                      help="load a plugin module (repeatable)")
+    rule.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                      help="load the plugins the config names (runs the repository's code)")
+
+    # `modellint trace ...` is run by the runtime's own parser (see `main`); listed here, with
+    # its options, for `modellint --help` and for suggestions
+    from modellint.runtime.cli import build_parser as trace_parser
+
+    sub.add_parser("trace", parents=[trace_parser()], add_help=False,
+                   help="build a model and print the shape, parameters, device and dtype of "
+                        "every layer (torchinfo-style); --memory, --feature-maps")
     return parser
 
 
