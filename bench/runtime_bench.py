@@ -3,7 +3,7 @@
 1. `trace` (one traced forward, shape table) against torchinfo's `summary` on ResNet34
    (goal: no slower).
 2. The full runtime check (registration, two eval forwards, state-dict reload, train forward +
-   backward) against one plain forward+backward on ResNet34 (goal: at most 4x).
+   backward) against one plain forward+backward on ResNet34 (goal: at most 2.5x).
 3. The ~70B-parameter fixture built and traced on `meta` (goal: under 10 s, under 2 GB peak).
 4. The isolation of `check --runtime`: the worker's start-up and the wall time per model of
    `run_jobs` over many small models (LeNet), each checked in a fresh process.
@@ -182,7 +182,7 @@ def trace_and_check(args, only: set[str]) -> int:
         t_full, t_plain = interleaved(full, plain_fwd_bwd, args.repeat)
         t_plain_build = best(plain, args.repeat)
         print(f"2. full runtime check {t_full:.3f} s vs plain forward+backward {t_plain:.3f} "
-              f"s: ratio {t_full / t_plain:.2f} (goal <= 4); with model construction in both: "
+              f"s: ratio {t_full / t_plain:.2f} (goal <= 2.5); with model construction in both: "
               f"{t_full / t_plain_build:.2f}")
     return 0
 

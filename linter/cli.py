@@ -17,11 +17,9 @@ from modellint.config import (
     check_timeout,
     did_you_mean,
     enabled_codes,
-    file_ignores,
     find_pyproject,
     is_excluded,
     load_config,
-    matches,
     validate_codes,
 )
 from modellint.plugins import (
@@ -33,8 +31,11 @@ from modellint.plugins import (
     load_registry,
 )
 from modellint.report import printable
+from modellint.suppress import hidden_codes, shown_codes
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace")
+# the built-in report formats (modellint.report.builtin); plugins may add more
+FORMATS = ("text", "concise", "json", "github", "sarif")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -87,26 +88,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     check = sub.add_parser("check", help="lint files and folders (the default command)")
-    check.add_argument("paths", nargs="*", metavar="PATH")
-    check.add_argument("--select", type=_codes, help="comma-separated codes or prefixes, or ALL")
-    check.add_argument("--extend-select", type=_codes, default=[])
-    check.add_argument("--ignore", type=_codes, default=[])
-    check.add_argument("--format", default="text", help="text, concise, json, or a plugin's")
-    check.add_argument("--output-file", "-o")
+    check.add_argument("paths", nargs="*", metavar="PATH",
+                       help="files and folders to lint (default: the current folder)")
+    check.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated codes or prefixes, or ALL")
+    check.add_argument("--extend-select", type=_codes, action="extend", default=[],
+                       metavar="CODES",
+                       help="codes or prefixes to add to the selected ones (repeatable)")
+    check.add_argument("--ignore", type=_codes, action="extend", default=[], metavar="CODES",
+                       help="codes or prefixes not to report (repeatable)")
+    check.add_argument("--format", default="text",
+                       help=f"{', '.join(FORMATS)} (default text), or a plugin's")
+    check.add_argument("--output-file", "-o", metavar="FILE",
+                       help="write the report to FILE instead of the standard output")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument("--statistics", action="store_true", help="count findings per rule")
-    check.add_argument("--config", help="a pyproject.toml or modellint.toml to use")
+    check.add_argument("--config", metavar="FILE", help="a pyproject.toml or modellint.toml to use")
     check.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
                        help="load a plugin module (repeatable)")
     check.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
                        help="load the plugins the config names (runs the repository's code)")
     check.add_argument("--quiet", "-q", action="store_true", help="no summary line")
-    check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    check.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                       help="color the text report (default auto: on a terminal, unless NO_COLOR)")
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
-    check.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
-    check.add_argument("--no-cache", action="store_true")
+    check.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
+                       help="files linted in parallel (default: the number of CPUs)")
+    check.add_argument("--no-cache", action="store_true",
+                       help="lint every file again, without reading or writing the results cache")
     check.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
     check.add_argument("--show-settings", action="store_true",
                        help="print the resolved settings and where each came from; lint nothing")
@@ -117,19 +127,33 @@ def build_parser() -> argparse.ArgumentParser:
                        "and name in messages); with --fix, print the fixed source")
     check.add_argument("--runtime", action="store_true", help="also build and trace the models")
     check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
-    check.add_argument("--timeout", type=_seconds, help="seconds per model (runtime pass)")
+    check.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="seconds per model (runtime pass)")
 
     rules = sub.add_parser("rules", help="list every rule")
-    rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
-    rules.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
-    rules.add_argument("--format", choices=("text", "json"), default="text")
+    rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                       help="load a plugin module (repeatable)")
+    rules.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                       help="load the plugins the config names (runs the repository's code)")
+    rules.add_argument("--format", choices=("text", "json"), default="text",
+                       help="text (a table) or json")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
-    rule.add_argument("code", nargs="?")
+    rule.add_argument("code", nargs="?", help="the rule's code, e.g. ML101")
     rule.add_argument("--all", action="store_true", help="every rule")
-    rule.add_argument("--format", choices=("text", "json"), default="text")
-    rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
-    rule.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
+    rule.add_argument("--format", choices=("text", "json"), default="text",
+                      help="text (markdown) or json")
+    rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                      help="load a plugin module (repeatable)")
+    rule.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                      help="load the plugins the config names (runs the repository's code)")
+
+    # `modellint trace ...` is run by the runtime's own parser (see `main`); listed here, with
+    # its options, for `modellint --help` and for suggestions
+    from modellint.runtime.cli import build_parser as trace_parser
+
+    sub.add_parser("trace", parents=[trace_parser()], add_help=False,
+                   help="build a model and print the shape, parameters, device and dtype of "
+                        "every layer (torchinfo-style); --memory, --feature-maps")
     return parser
 
 
@@ -455,6 +479,7 @@ def _cmd_check(args) -> int:
         raise UsageError("--jobs must be at least 1")
     registry.manager.hook.modellint_configure(config=config)
     enabled = enabled_codes(config, registry.rules)
+    shown = shown_codes(config, enabled)
     static_rules = [
         registry.rules[code] for code in sorted(enabled)
         if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
@@ -474,8 +499,8 @@ def _cmd_check(args) -> int:
     found = ([(stdin_name, Path(stdin_name))] if stdin_name is not None
              else discover(paths, lambda p: is_excluded(config, p), warn, walked))
     for display, path in found:
-        ignored = file_ignores(config, path)
-        disabled = frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
+        # hidden in the whole file: not shown in this run, or ignored by per-file-ignores
+        disabled = frozenset(set(registry.rules) - shown) | hidden_codes(config, shown, path)
         tasks.append((display, path, disabled))
     if args.show_files:
         for display, _, _ in tasks:
@@ -507,9 +532,12 @@ def _cmd_check(args) -> int:
         opts.cache.prune()
     findings = [f for outcome in outcomes for f in outcome.findings]
     if args.runtime:
-        from modellint.runtime.pass_ import run_runtime_pass
+        from modellint.runtime.pass_ import LintedFile, run_runtime_pass
 
-        findings = run_runtime_pass(findings, paths, config, registry, enabled, args)
+        # the files discovered once, with the model classes the static pass indexed in them
+        files = [LintedFile(display, os.path.realpath(path), outcome.classes)
+                 for (display, path, _), outcome in zip(tasks, outcomes, strict=True)]
+        findings = run_runtime_pass(findings, files, config, registry, shown, args)
     findings.sort(key=lambda f: f.sort_key())
     for outcome in outcomes:
         for message in outcome.messages:

@@ -325,12 +325,23 @@ def test_trace_feature_maps_writes_one_grid_per_conv(tmp_path):
     assert result.returncode == 0, result.stderr
     files = sorted(p.name for p in out.iterdir())
     assert files == ["000_conv1.png", "001_conv2.png"]
-    # conv1: 6 maps of 28x28, 3 per row; conv2: 16 maps of 10x10, 4 per row; 2 px padding
-    assert grid_size(6, 28, 28) == (2 * 30 + 2, 3 * 30 + 2)
+    # conv1: 6 maps of 28x28, 3 per row, enlarged 3x (84 px); conv2: 16 maps of 10x10, 4 per
+    # row, enlarged 7x (70 px): each map at least 64 px; 2 px padding
+    assert grid_size(6, 28, 28) == (2 * 86 + 2, 3 * 86 + 2)
     with Image.open(out / "000_conv1.png") as image:
-        assert image.size == (92, 62)
+        assert image.size == (260, 174)
     with Image.open(out / "001_conv2.png") as image:
-        assert image.size == (50, 50)
+        assert image.size == (290, 290)
+        # enlarged without smoothing: each value of the 10x10 map is a 7x7 square of one grey
+        pixels = image.convert("L").load()
+        for row in range(10):
+            for col in range(10):
+                block = {pixels[2 + 7 * col + dx, 2 + 7 * row + dy]
+                         for dx in range(7) for dy in range(7)}
+                assert len(block) == 1, (row, col, block)
+    # noise in, noise out; an untrained model shows untrained filters: both said
+    assert "random noise" in result.stderr and "--image" in result.stderr, result.stderr
+    assert "without `weights=`" in result.stderr, result.stderr
 
 
 def test_trace_feature_maps_of_a_real_image_and_chosen_layers(tmp_path):
@@ -346,7 +357,15 @@ def test_trace_feature_maps_of_a_real_image_and_chosen_layers(tmp_path):
     assert data["inputs"] == "[1, 3, 32, 32]"  # one picture, resized to the model's input
     assert [Path(f).name for f in data["feature_maps"]] == ["000_conv2.png"]
     with Image.open(out / "000_conv2.png") as image:
-        assert image.size == (50, 50)
+        assert image.size == (290, 290)
+    assert "random noise" not in result.stderr  # a real picture was given
+    # --layers given twice: both layers
+    both = _cli("trace", "fixtures/runtime/clean_lenet.py:LeNet", "--feature-maps",
+                str(tmp_path / "both"), "--layers", "conv2", "--layers", "conv1", "--format",
+                "json")
+    assert both.returncode == 0, both.stderr
+    assert [Path(f).name for f in json.loads(both.stdout)["feature_maps"]] == [
+        "000_conv1.png", "001_conv2.png"]
     none = _cli("trace", "fixtures/runtime/clean_lenet.py:LeNet", "--feature-maps", str(out),
                 "--layers", "nothing*")
     assert none.returncode == 2 and "nothing*" in none.stderr

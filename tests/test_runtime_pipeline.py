@@ -173,3 +173,109 @@ def test_broken_registration_gives_no_misleading_forward_failure(tmp_path):
     assert "ML701" not in [code for code, _ in codes], outcome.findings
     [skipped] = [f for f in outcome.findings if f.code == "ML002"]
     assert "could not be inferred because `self.convs`" in skipped.message
+
+
+# one static finding (ML203, line 11) and one runtime finding (ML703, line 9) in one file: every
+# suppression hides both, whichever pass made them
+BOTH_PASSES = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.aux = nn.Linear(8, 8){aux}
+
+    def forward(self, x):
+        return self.fc(x) * torch.ones(x.shape[0], 8){ones}
+"""
+BOTH_SELECTED = ("--runtime", "--select", "ML203,ML703", "--format", "json", "--no-cache")
+
+
+def _both(tmp_path, head="", aux="", ones=""):
+    write(tmp_path, "net.py", head + BOTH_PASSES.format(aux=aux, ones=ones))
+
+
+def test_both_passes_report_without_suppression(modellint, tmp_path):
+    _both(tmp_path)
+    result = modellint("check", "net.py", *BOTH_SELECTED)
+    assert sorted(result.codes()) == [("ML203", 12), ("ML703", 9)], result
+    assert {f["pass"] for f in result.json()} == {"static", "runtime"}
+
+
+@pytest.mark.parametrize("how", ["line noqa", "line noqa, all codes", "file noqa for the codes",
+                                 "file noqa", "per-file-ignores", "--ignore"])
+def test_one_suppression_step_hides_the_findings_of_both_passes(modellint, tmp_path, how):
+    extra: tuple[str, ...] = ()
+    if how == "line noqa":
+        _both(tmp_path, aux="  # noqa: ML703", ones="  # noqa: ML203")
+    elif how == "line noqa, all codes":
+        _both(tmp_path, aux="  # noqa", ones="  # noqa")
+    elif how == "file noqa for the codes":
+        _both(tmp_path, head="# modellint: noqa: ML203, ML703\n")
+    elif how == "file noqa":
+        _both(tmp_path, head="# modellint: noqa\n")
+    elif how == "per-file-ignores":
+        _both(tmp_path)
+        write(tmp_path, "pyproject.toml", """\
+            [tool.modellint.per-file-ignores]
+            "net.py" = ["ML203", "ML7"]
+            """)
+    else:
+        _both(tmp_path)
+        extra = ("--ignore", "ML203", "--ignore", "ML703")
+    result = modellint("check", "net.py", *BOTH_SELECTED, *extra)
+    assert result.rc == 0 and result.json() == [], result
+
+
+def test_a_noqa_for_another_code_hides_neither(modellint, tmp_path):
+    _both(tmp_path, head="# modellint: noqa: ML204\n", aux="  # noqa: ML203", ones="  # noqa: ML703")
+    result = modellint("check", "net.py", *BOTH_SELECTED)
+    assert sorted(result.codes()) == [("ML203", 13), ("ML703", 10)], result
+
+
+def test_runtime_models_are_the_classes_the_static_pass_indexed(cli, tmp_path, monkeypatch):
+    # the runtime pass builds what the static pass found while linting (no second discovery,
+    # no second parse): the classes and their lines come from the linted files' outcomes
+    import modellint.runtime.pass_ as pass_
+    import modellint.static.engine as engine
+
+    indexed, built = [], []
+    real_index = engine.model_classes
+
+    def index(tree):
+        classes = real_index(tree)
+        indexed.append(classes)
+        return classes
+
+    def run_jobs(jobs, *args, **kwargs):
+        built.extend((job.label, job.line) for job in jobs)
+        return []
+
+    monkeypatch.setattr(engine, "model_classes", index)
+    monkeypatch.setattr(pass_, "run_jobs", run_jobs)
+    write(tmp_path, "models/net.py", UNUSED + "\n\nclass Head(nn.Module):\n    pass\n")
+    write(tmp_path, "models/blocks.py", "import torch.nn as nn\n\n\n"
+          "class Block(nn.Module):\n    pass\n\n\nclass Stack(nn.Module):\n"
+          "    def __init__(self):\n        super().__init__()\n        self.b = Block()\n")
+    write(tmp_path, "models/exempt.py", "# modellint: noqa\n" + UNUSED)
+    write(tmp_path, "models/plain.py", "x = 1\n")
+    result = cli("check", "models", "--runtime", "--select", "ML703", "--no-cache", "--jobs", "1")
+    assert result.rc == 0, result
+    # a used sub-module (Block) is checked inside the model that uses it; an exempt file and a
+    # file without a module class give none; a file is parsed once (one index per parsed file)
+    assert sorted(built) == [("models/blocks.py:Stack", 8), ("models/net.py:Head", 14),
+                             ("models/net.py:Net", 4)]
+    assert len(indexed) == 2
+
+
+def test_runtime_models_come_back_from_the_cache(modellint, tmp_path):
+    write(tmp_path, "net.py", UNUSED)
+    args = ("check", "net.py", "--runtime", "--select", "ML703", "--format", "json")
+    env = {"MODELLINT_CACHE_DIR": str(tmp_path / "cache"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    first = modellint(*args, env=env)
+    assert list((tmp_path / "cache").rglob("*.json")), "nothing was cached"
+    again = modellint(*args, env=env)  # the static results (and the index) come from the cache
+    assert first.codes() == again.codes() == [("ML703", 8)], (first, again)

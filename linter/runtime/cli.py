@@ -24,9 +24,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("target", help="package.module:name or path/file.py:Class")
     parser.add_argument("--input", action="append", default=[], metavar="SHAPE",
                         help="1,3,224,224 or 2,16:int64:0:1000 (repeatable); inferred if absent")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda, cuda:N, mps or meta (no memory used; default cpu)")
     parser.add_argument("--depth", type=int, default=None, help="deepest row level to show")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text (a table) or json")
     parser.add_argument("--kwargs", default=None, help="constructor arguments as JSON")
     parser.add_argument("--memory", action="store_true",
                         help="print the memory of a training step (traced activations)")
@@ -40,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compare --memory with this size, e.g. 80GB")
     parser.add_argument("--feature-maps", default=None, metavar="DIR",
                         help="write each matching layer's output channels as a PNG grid")
-    parser.add_argument("--layers", default=None, metavar="GLOB",
-                        help="module paths for --feature-maps (default: every Conv2d)")
+    parser.add_argument("--layers", action="append", default=[], metavar="GLOB",
+                        help="module paths for --feature-maps, e.g. 'layer1.*' (repeatable; "
+                             "default: every Conv2d)")
     parser.add_argument("--image", default=None, metavar="FILE",
                         help="feed this picture (resized and normalised) instead of noise")
     return parser
@@ -75,6 +78,7 @@ def trace_main(argv: list[str]) -> int:
     rows = [r for r in result["rows"] if args.depth is None or r["depth"] <= args.depth]
     if args.format == "json":
         result.pop("memory_text", None)
+        result.pop("unit", None)
         print(json.dumps({**result, "rows": rows}, indent=1))
     else:
         print(render(rows, result))
@@ -83,6 +87,8 @@ def trace_main(argv: list[str]) -> int:
         if result.get("feature_maps") is not None:
             print(f"{len(result['feature_maps'])} feature-map grid(s) written to "
                   f"{args.feature_maps}")
+        for note in result.get("notes", []):
+            print(f"modellint: note: {printable(note)}", file=sys.stderr)
     return 0
 
 
@@ -105,7 +111,7 @@ def _options(args) -> dict:
         raise SpecError("--feature-maps needs real tensors; use --device cpu or cuda")
     return {"memory": args.memory, "optimizer": args.optimizer, "dtype": args.dtype,
             "batch": args.batch, "target": target, "feature_maps": args.feature_maps,
-            "layers": args.layers, "image": args.image}
+            "layers": args.layers or None, "image": args.image}
 
 
 class TraceError(Exception):
@@ -115,7 +121,7 @@ class TraceError(Exception):
 def trace(request: dict, kwargs: dict, specs, device: str, *, memory: bool = False,
           optimizer: str = "adamw", dtype: str | None = None, batch: int | None = None,
           target: int | None = None, feature_maps: str | None = None,
-          layers: str | None = None, image: str | None = None) -> dict:
+          layers: list[str] | None = None, image: str | None = None) -> dict:
     import torch
 
     from modellint.runtime import inputs as inputs_mod
@@ -182,11 +188,16 @@ def trace(request: dict, kwargs: dict, specs, device: str, *, memory: bool = Fal
             "device": device,
         }
         if maps is not None:
+            from modellint.runtime.featuremaps import notes
+
             if not maps.matched:
-                raise TraceError(f"no module matches --layers {layers!r}")
+                raise TraceError("no module matches --layers "
+                                 + " or ".join(repr(p) for p in layers or ()))
             result["feature_maps"] = maps.write(feature_maps)
+            result["notes"] = notes(image, kwargs)
         if memory:
-            result.update(_memory(model, candidate, device, optimizer, dtype, batch, target))
+            result.update(_memory(model, candidate, device, optimizer, dtype, batch, target,
+                                  size))
         result["seconds"] = time.perf_counter() - start
         return result
     raise TraceError(f"no inferred input fits ({error}); pass --input SHAPE")
@@ -198,13 +209,13 @@ def _image_spec(candidate):
     return [first, *candidate[1:]]
 
 
-def _memory(model, candidate, device, optimizer, dtype, batch, target) -> dict:
+def _memory(model, candidate, device, optimizer, dtype, batch, target, param_bytes) -> dict:
     """A train-mode forward with gradients, its saved tensors measured."""
     import torch
 
     from modellint.runtime import inputs as inputs_mod
     from modellint.runtime.engine import first_line
-    from modellint.runtime.memory import ActivationMeter, estimate
+    from modellint.runtime.memory import ActivationMeter, estimate, unit_for
     from modellint.runtime.tracer import Tracer
 
     if batch is not None:
@@ -226,7 +237,9 @@ def _memory(model, candidate, device, optimizer, dtype, batch, target) -> dict:
         model.eval()
     del output
     found = estimate(model, meter, optimizer=optimizer, dtype=dtype, batch=used_batch)
-    out = {"memory": found.to_json(), "memory_text": found.render(target)}
+    # the table's summary line and the memory summary show their sizes in one unit
+    unit = unit_for(found.total, target or 0, param_bytes)
+    out = {"memory": found.to_json(), "memory_text": found.render(target, unit), "unit": unit}
     if target is not None:
         out["memory"]["target"] = target
         out["memory"]["exceeds_target"] = found.total > target
@@ -239,6 +252,9 @@ def _shapes(shapes) -> str:
 
 
 def render(rows: list[dict], result: dict) -> str:
+    from modellint.runtime.memory import size_text, unit_for
+
+    unit = result.get("unit") or unit_for(result["param_bytes"])
     header = ("module", "type", "input", "output", "params", "device", "dtype")
     table = [header]
     for row in rows:
@@ -258,5 +274,5 @@ def render(rows: list[dict], result: dict) -> str:
     lines.append(f"{result['target']} on {result['device']}, input {result['inputs']}: "
                  f"{len(rows)} module calls, {result['total_params']:,} parameters "
                  f"({result['trainable_params']:,} trainable, "
-                 f"{result['param_bytes'] / 2**20:.1f} MiB)")
+                 f"{size_text(result['param_bytes'], unit)})")
     return "\n".join(lines)

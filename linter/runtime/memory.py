@@ -11,6 +11,7 @@ the allocator's rounding come on top.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,12 +39,32 @@ def parse_size(text: str) -> int:
     return int(float(number) * base ** _POWERS[unit])
 
 
-def size_text(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover - the loop returns
+UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def size_text(n: float, unit: str | None = None) -> str:
+    """`n` bytes in `unit` (default: the largest unit in which `n` is at least 1)."""
+    if unit is None:
+        unit = next(u for i, u in reversed(list(enumerate(UNITS)))
+                    if abs(n) >= 1024 ** i or i == 0)
+    if unit == "B":
+        return f"{n:,.0f} B"
+    value = n / 1024 ** UNITS.index(unit)
+    if value and abs(value) < 0.001:  # a tiny part of a large total
+        return f"<0.001 {unit}"
+    if value and abs(value) < 0.05:  # a small part of a large total: two significant digits
+        return f"{value:.{1 - math.floor(math.log10(abs(value)))}f} {unit}"
+    return f"{value:,.1f} {unit}"
+
+
+def unit_for(*sizes: float) -> str:
+    """The one unit for a set of sizes read side by side: the largest unit in which the
+    largest of them is at least 10 (`1,054.1 GiB`, not `1.0 TiB` beside `263.2 GiB`)."""
+    largest = max((abs(n) for n in sizes), default=0)
+    for index in range(len(UNITS) - 1, 0, -1):
+        if largest >= 10 * 1024 ** index:
+            return UNITS[index]
+    return "B" if largest < 1024 else "KiB"
 
 
 def _bytes(numel: int, dtype: torch.dtype, target: torch.dtype | None) -> int:
@@ -146,7 +167,8 @@ class MemoryEstimate:
                 f"{size_text(self.gradients)}, {OPTIMIZER_NAMES[self.optimizer_name]} state "
                 f"{size_text(self.optimizer)}, activations {size_text(self.activations)}")
 
-    def render(self, target: int | None = None) -> str:
+    def render(self, target: int | None = None, unit: str | None = None) -> str:
+        """The summary; `unit`: the one unit of its figures (default: `unit_for` them)."""
         batch = f"batch {self.batch}, " if self.batch is not None else ""
         lines = [f"training memory ({batch}{self.dtype}, "
                  f"{OPTIMIZER_NAMES[self.optimizer_name]}):"]
@@ -158,15 +180,18 @@ class MemoryEstimate:
             ("activations", self.activations, "saved for backward, traced"),
             ("total", self.total, ""),
         ]
+        # one unit for every figure of the summary, so that they read side by side
+        unit = unit or unit_for(self.total, target or 0)
         for name, value, note in rows:
-            lines.append(f"  {name:<16}{size_text(value):>12}" + (f"  ({note})" if note else ""))
+            lines.append(f"  {name:<16}{size_text(value, unit):>14}"
+                         + (f"  ({note})" if note else ""))
         top = [(p, b) for p, b in self.by_module if b > 0][:5]
         if top:
             lines.append("  largest activations: " + ", ".join(
-                f"{p or '(model)'} {size_text(b)}" for p, b in top))
+                f"{p or '(model)'} {size_text(b, unit)}" for p, b in top))
         if target is not None:
             verdict = "exceeds" if self.total > target else "fits in"
-            lines.append(f"  {verdict} the target {size_text(target)} "
+            lines.append(f"  {verdict} the target {size_text(target, unit)} "
                          f"({100 * self.total / target:.0f} %)")
         return "\n".join(lines)
 

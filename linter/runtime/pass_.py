@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from modellint.finding import Finding, line_finding
@@ -15,12 +16,10 @@ from modellint.runtime.specs import (
     DEFAULT_TIMEOUT,
     ModelJob,
     SpecError,
-    candidate_classes,
     configured_jobs,
     display_path,
 )
-from modellint.static.discover import read_file_bytes
-from modellint.static.noqa import file_exemption, line_suppresses
+from modellint.suppress import Suppressions
 
 
 class RuntimeConfigError(Exception):
@@ -41,7 +40,9 @@ def torch_missing() -> str:
             "pip install 'modellint[runtime]' (or install torch)")
 
 
-def _jobs(paths: list[str], config, displays: dict[str, str]) -> list[ModelJob]:
+def _jobs(files: list[LintedFile], config) -> list[ModelJob]:
+    """The configured models, else the model classes the static pass indexed in the linted
+    files (none in a file that a `# modellint: noqa` exempts: the static pass indexes none)."""
     root = str(config.root)
     try:
         jobs = configured_jobs(config.runtime, root)
@@ -51,21 +52,9 @@ def _jobs(paths: list[str], config, displays: dict[str, str]) -> list[ModelJob]:
         raise ConfigError(f"{config.where()}: {exc}") from None
     if jobs:
         return jobs
-    found = []
-    for real, display in displays.items():
-        try:
-            source = read_file_bytes(real).decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if "Module" not in source and "nn." not in source:
-            continue
-        whole, _ = file_exemption(source)
-        if whole:
-            continue
-        for name in candidate_classes(source):
-            found.append(ModelJob(label=f"{display}:{name}", file=real, name=name,
-                                  display=display))
-    return found
+    return [ModelJob(label=f"{file.display}:{name}", file=file.real, name=name,
+                     display=file.display, line=line)
+            for file in files for name, line in file.classes]
 
 
 def _progress(enabled: bool, index: int, total: int, label: str, seconds: float | None) -> None:
@@ -81,10 +70,20 @@ def _progress(enabled: bool, index: int, total: int, label: str, seconds: float 
     sys.stderr.flush()
 
 
-def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, args) -> list[Finding]:
-    from modellint.config import is_excluded
-    from modellint.static.discover import discover
+@dataclass(frozen=True)
+class LintedFile:
+    """A file the static pass linted: as displayed, its real path, and the model classes it
+    indexed there ((name, line), see `modellint.static.classes.model_classes`)."""
 
+    display: str
+    real: str
+    classes: tuple[tuple[str, int], ...] = ()
+
+
+def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, registry,
+                     shown: frozenset[str], args) -> list[Finding]:
+    """`findings` (the static pass's) and the runtime findings of the models of `files` (or
+    the configured ones) that no suppression hides. `shown`: the codes this run reports."""
     runtime = config.runtime or {}
     device = getattr(args, "device", None) or runtime.get("device") or "cpu"
     timeout = float(getattr(args, "timeout", None) or runtime.get("timeout") or DEFAULT_TIMEOUT)
@@ -93,11 +92,9 @@ def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, 
 
         raise ConfigError("--timeout must be a positive number of seconds")
     _check_device(device)
-    displays = {}
-    for display, path in discover(list(paths), lambda p: is_excluded(config, p)):
-        displays[os.path.realpath(path)] = display
-    jobs = _jobs(list(paths), config, displays)
-    runtime_codes = sorted(code for code in enabled if "runtime" in registry.rules[code].passes)
+    displays = {file.real: file.display for file in files}
+    jobs = _jobs(files, config)
+    runtime_codes = sorted(code for code in shown if "runtime" in registry.rules[code].passes)
     checks = [registry.runtime_checks[code] for code in runtime_codes
               if code in registry.runtime_checks]
     memory_target = None
@@ -110,12 +107,12 @@ def run_runtime_pass(findings: list[Finding], paths, config, registry, enabled, 
                        memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
-    suppressions = Suppressions(config)
+    suppressions = Suppressions(config, shown)
     for job, result in results:
         notes.update(result.get("notes", []))
         for raw in result_findings(job, result, registry):
             finding = to_finding(raw, job, registry, displays, suppressions)
-            if finding is not None and finding.code in enabled:
+            if finding is not None:
                 new.append(finding)
     for note in sorted(notes):
         print(f"modellint: {printable(note)}", file=sys.stderr)
@@ -209,12 +206,15 @@ def result_findings(job: ModelJob, result: dict[str, Any],
 
 def _job_location(job: ModelJob) -> tuple[str | None, int]:
     if job.file:
-        return job.file, _class_line(job.file, job.name)
+        return job.file, job.line or _class_line(job.file, job.name)
     return None, 1
 
 
 def _class_line(path: str, name: str) -> int:
+    """The line of `class name` or `def name` in `path` (a configured target's), else 1."""
     import re
+
+    from modellint.static.discover import read_file_bytes
 
     try:
         lines = read_file_bytes(path).decode("utf-8", "replace").split("\n")
@@ -224,37 +224,6 @@ def _class_line(path: str, name: str) -> int:
         if re.match(rf"\s*(class|def)\s+{re.escape(name)}\b", line):
             return number
     return 1
-
-
-class Suppressions:
-    """The suppressions a runtime finding meets, as a static one does: a noqa on its line, a
-    file-level `# modellint: noqa` (all codes or some), and per-file-ignores."""
-
-    def __init__(self, config) -> None:
-        self.config = config
-        self._files: dict[str, tuple[bool, list[str]]] = {}
-
-    def _of_file(self, path: str) -> tuple[bool, list[str]]:
-        if path not in self._files:
-            from pathlib import Path
-
-            from modellint.config import file_ignores
-
-            try:
-                whole, codes = file_exemption(read_file_bytes(path).decode("utf-8", "replace"))
-            except OSError:
-                whole, codes = False, frozenset()
-            ignored = file_ignores(self.config, Path(path)) if self.config is not None else ()
-            self._files[path] = (whole, [*codes, *ignored])
-        return self._files[path]
-
-    def hide(self, code: str, path: str, line_text: str) -> bool:
-        from modellint.config import matches
-
-        if line_suppresses(line_text, code):
-            return True
-        whole, selectors = self._of_file(path)
-        return whole or matches(code, selectors)
 
 
 def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str, str],
@@ -273,11 +242,12 @@ def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str,
     else:
         display = display_path(file, displays)
         text = source_line(file, line)
-        suppressions = suppressions or Suppressions(None)
-        if suppressions.hide(raw["code"], file, text):
-            return None
-    return line_finding(rule, raw["code"], raw["message"], display, line, text, pass_="runtime",
-                        target=job.label if job.configured else "")
+    finding = line_finding(rule, raw["code"], raw["message"], display, line, text,
+                           pass_="runtime", target=job.label if job.configured else "")
+    # the one suppression step, the same as the static engine's (modellint.suppress)
+    if suppressions is not None and suppressions.hides(finding, file or None):
+        return None
+    return finding
 
 
 def merge(static: list[Finding], runtime: list[Finding]) -> list[Finding]:

@@ -33,6 +33,7 @@ class ModelJob:
     inputs: list[dict[str, Any]] | None = None  # normalised specs, or None to infer
     configured: bool = False
     display: str | None = None  # display path of `file` (as the static pass prints it)
+    line: int = 0  # the line of the class in `file`, when the static pass indexed it
 
     def to_request(self) -> dict[str, Any]:
         return {
@@ -140,39 +141,16 @@ def configured_jobs(runtime: dict[str, Any], root: str) -> list[ModelJob]:
 
 # --- discovery of module classes in files, statically (no import) ------------------------
 
-def _base_names(node: ast.ClassDef) -> list[str]:
-    names = []
-    for base in node.bases:
-        parts = []
-        while isinstance(base, ast.Attribute):
-            parts.append(base.attr)
-            base = base.value
-        if isinstance(base, ast.Name):
-            parts.append(base.id)
-            names.append(".".join(reversed(parts)))
-    return names
-
-
 def candidate_classes(source: str) -> list[str]:
-    """Top-level classes of a file worth building as models: subclasses of something (checked
-    for `nn.Module` after import), not used as a sub-module or base by another class of the
-    file (those are checked as part of the model that uses them)."""
+    """The module classes of `source` worth building (see `model_classes`, which the static
+    pass computes for every linted file)."""
+    from modellint.static.classes import model_classes
+
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and n.bases}
-    if not classes:
-        return []
-    used: set[str] = set()
-    for name, node in classes.items():
-        for base in _base_names(node):
-            used.add(base.rsplit(".", 1)[-1])
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
-                if sub.func.id in classes and sub.func.id != name:
-                    used.add(sub.func.id)
-    return [name for name in classes if name not in used]
+    return [name for name, _ in model_classes(tree)]
 
 
 def display_path(path: str, displays: dict[str, str]) -> str:

@@ -35,7 +35,7 @@ from modellint.finding import Finding, Fix, Severity
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
-FORMAT = 3  # 3: a notebook's findings carry `cell` and `notebook_line`
+FORMAT = 4  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 KEY_BYTES = 32
@@ -170,7 +170,8 @@ class Cache:
         message = f"{self.settings}/{key}\0".encode() + payload
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 
-    def get(self, key: str) -> list[Finding] | None:
+    def get(self, key: str) -> tuple[list[Finding], tuple[tuple[str, int], ...]] | None:
+        """(findings, model classes) stored for `key`, or None."""
         try:
             raw, _ = _read_regular(self.directory / f"{key}.json", MAX_ENTRY_BYTES)
             data = json.loads(raw)
@@ -180,11 +181,16 @@ class Cache:
             if not (isinstance(payload, str) and isinstance(mac, str)
                     and hmac.compare_digest(mac, self._mac(key, payload.encode()))):
                 raise ValueError("not an entry of this user's modellint")
-            return [_finding(item) for item in _entries(json.loads(payload))]
+            stored = json.loads(payload)
+            if not isinstance(stored, dict):
+                raise ValueError("bad cache entry")
+            findings = [_finding(item) for item in _entries(stored.get("findings"))]
+            return findings, _classes(stored.get("classes"))
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing, corrupt or forged: lint again, never trust it
 
-    def put(self, key: str, findings: list[Finding]) -> None:
+    def put(self, key: str, findings: list[Finding],
+            classes: tuple[tuple[str, int], ...] = ()) -> None:
         entries = []
         for f in findings:
             item = f.to_json()
@@ -195,7 +201,7 @@ class Cache:
                 None if f.fix is None else {"description": f.fix.description, "safe": f.fix.safe}
             )
             entries.append(item)
-        payload = json.dumps(entries)
+        payload = json.dumps({"findings": entries, "classes": [list(c) for c in classes]})
         entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
         try:
             _write_atomically(self.directory / f"{key}.json", json.dumps(entry).encode())
@@ -301,6 +307,15 @@ def _entries(findings: Any) -> list[dict[str, Any]]:
         ):
             raise ValueError("bad cache fix")
     return findings
+
+
+def _classes(classes: Any) -> tuple[tuple[str, int], ...]:
+    if not isinstance(classes, list) or not all(
+        isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and c[0].isidentifier()
+        and isinstance(c[1], int) for c in classes
+    ):
+        raise ValueError("bad cache classes")
+    return tuple((name, line) for name, line in classes)
 
 
 def _finding(item: dict[str, Any]) -> Finding:

@@ -22,8 +22,10 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 from modellint.finding import Finding, Severity
 from modellint.rule import StaticRule
 from modellint.static import noqa
+from modellint.static.classes import model_classes
 from modellint.static.context import FileContext
 from modellint.static.walk import dispatch_table, every_node, walk
+from modellint.suppress import FileSuppressions
 
 SYNTAX_ERROR = ("ML000", "syntax-error")
 INTERNAL_ERROR = ("ML001", "internal-error")
@@ -50,6 +52,10 @@ class FileResult:
     tracebacks: list[str] = field(default_factory=list)
     # a RecursionError happened: `lint_source` retries with a deep stack
     too_deep: bool = False
+    # the module classes the runtime pass would build (name, line): the static pass's index
+    # of them, so that the runtime pass does not parse the file again
+    classes: tuple[tuple[str, int], ...] = ()
+    suppressions: FileSuppressions = field(default_factory=FileSuppressions)
 
 
 class _Tracker(cst.BatchableCSTVisitor):
@@ -274,11 +280,14 @@ def lint_source(
     disabled_codes: frozenset[str] = frozenset(),
     tree: ast.Module | None = None,
 ) -> FileResult:
-    """Every finding of `rules` in one file. `disabled_codes` are ignored for this file.
-    `tree`: CPython's parse of `data` when the caller already has it (a notebook's cells)."""
+    """Every finding of `rules` in one file that no suppression hides. `disabled_codes` are
+    hidden in the whole file (not selected, or per-file-ignores). `tree`: CPython's parse of
+    `data` when the caller already has it (a notebook's cells)."""
     result = _lint_source(path, data, rules, options, disabled_codes, deep=False, tree=tree)
     if result.too_deep:
         result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True, tree)
+    # the one suppression step, the same as the runtime pass's (modellint.suppress)
+    result.findings = result.suppressions.visible(result.findings)
     return result
 
 
@@ -291,30 +300,29 @@ def _lint_source(
     deep: bool,
     tree: ast.Module | None = None,
 ) -> FileResult:
-    result = FileResult(path=path)
+    result = FileResult(path=path, suppressions=FileSuppressions(codes=disabled_codes))
     try:
         text, result.encoding = decode(data)
     except DecodeError as exc:
-        if SYNTAX_ERROR[0] not in disabled_codes:
-            result.findings.append(_finding(SYNTAX_ERROR, path, str(exc), exc.line, exc.column))
+        result.findings.append(_finding(SYNTAX_ERROR, path, str(exc), exc.line, exc.column))
         return result
     result.source = text
-    whole_file, file_codes = noqa.file_exemption(text)
-    if whole_file:
-        return result
-    disabled = disabled_codes | file_codes
+    result.suppressions = FileSuppressions.of(text, disabled_codes)
+    if result.suppressions.whole:
+        return result  # nothing in it is reported
     active = [
         rule for rule in rules
-        if rule.code not in disabled
+        if not result.suppressions.hides_code(rule.code)
         and (not rule.triggers or any(word in text for word in rule.triggers))
     ]
     # CPython decides whether the file is Python, whatever rules are selected: LibCST also
     # accepts syntax newer than this Python, and crashes on nesting CPython refuses
     tree, error = (tree, None) if tree is not None else _parse_with_cpython(path, text)
     if error is not None:
-        if SYNTAX_ERROR[0] not in disabled:
-            result.findings.append(error)
+        result.findings.append(error)
         return result
+    if "Module" in text or "nn." in text:
+        result.classes = model_classes(tree)
     if not active:
         return result
     nesting = _nesting(tree)
@@ -440,11 +448,6 @@ def run_rules(
         else:
             # reported after the walk (from leave_Module): the innermost statement around it
             statement_line = positions.statement_around(node)
-        if noqa.line_suppresses(_line(lines, line), rule.code) or (
-            statement_line != line
-            and noqa.line_suppresses(_line(lines, statement_line), rule.code)
-        ):
-            continue
         findings.append(
             Finding(
                 code=rule.code, name=rule.name, message=message, severity=severity,

@@ -62,6 +62,9 @@ class FileOutcome:
     messages: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
     notebook: bool = False
+    # the file's model classes (name, line), from the static pass's parse: what the runtime
+    # pass builds
+    classes: tuple[tuple[str, int], ...] = ()
 
 
 def _file_finding(code_name: tuple[str, str], display: str, message: str) -> Finding:
@@ -119,7 +122,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         key = opts.cache.file_key(display, original, disabled)
         cached = opts.cache.get(key)
         if cached is not None:
-            outcome.findings = cached
+            outcome.findings, outcome.classes = cached
             return outcome
     if outcome.notebook:
         return _lint_notebook_file(display, path, original, disabled, opts, outcome, key,
@@ -189,9 +192,10 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             # the nodes stay in this process; reporters only need to know it is fixable
             finding.fix = Fix((), finding.fix.description, finding.fix.safe)
     outcome.findings = result.findings
+    outcome.classes = result.classes
     # a file whose linting failed is linted again next time
     if key is not None and not result.tracebacks:
-        opts.cache.put(key, result.findings)
+        opts.cache.put(key, result.findings, result.classes)
     return outcome
 
 
