@@ -1175,6 +1175,15 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     prediction (first argument) is checked: soft targets from a softmax are fine, and so is
     `nll_loss(F.log_softmax(x))`.
 
+    It also knows, from the semantic model, where the probabilities come from the model: a
+    model (of any file of the project) whose last layer is `nn.Softmax`/`nn.LogSoftmax`/
+    `nn.Sigmoid` (an `nn.Sequential` ending in one, a head attribute built so) or whose
+    `forward` returns `F.softmax(...)`/`torch.sigmoid(...)` (not when `forward` reads
+    `self.training`: such models return logits while training); and which losses expect
+    logits: a criterion kept on `self` or at module level, and a project's own loss class or
+    function that passes its first argument to `F.cross_entropy`/`F.nll_loss`/
+    `binary_cross_entropy_with_logits` (or to such a loss module).
+
     ## Why is this bad?
     `cross_entropy` computes `log_softmax` itself and `BCEWithLogitsLoss` a sigmoid: applied
     to probabilities, the loss squashes them a second time, its gradients shrink and
@@ -1206,6 +1215,19 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         # reassigned to the logits before the loss
         HEADER + "def step(model, x, y):\n    out = F.softmax(model(x), 1)\n    show(out)\n"
         "    out = model(x)\n    return F.cross_entropy(out, y)\n",
+        # softmax only in eval mode: the loss sees logits while training
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(784, 10)\n\n    def forward(self, x):\n"
+        "        x = self.fc(x)\n        if self.training:\n            return x\n"
+        "        return F.softmax(x, dim=1)\n\n\n"
+        "def step(x, y):\n    model = Net()\n    return F.cross_entropy(model(x), y)\n",
+        # a model ending in LogSoftmax, with nll_loss
+        HEADER + "model = nn.Sequential(nn.Linear(784, 10), nn.LogSoftmax(dim=1))\n\n\n"
+        "def step(x, y):\n    return F.nll_loss(model(x), y)\n",
+        # a loss that takes probabilities and applies the log itself
+        HEADER + "class ProbLoss(nn.Module):\n    def forward(self, probs, target):\n"
+        "        return F.nll_loss(torch.log(probs), target)\n\n\n"
+        "def step(model, x, y):\n    return ProbLoss()(F.softmax(model(x), dim=1), y)\n",
     ]
     invalid = [
         Invalid(
@@ -1232,6 +1254,39 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "    return F.cross_entropy(F.log_softmax(model(x), dim=1), y)\n",
             line=6,
         ),
+        # the model ends in a softmax
+        invalid_at(
+            HEADER + "model = nn.Sequential(nn.Linear(784, 10), nn.Softmax(dim=1))\n"
+            "criterion = nn.CrossEntropyLoss()\n\n\ndef step(x, y):\n"
+            "    out = model(x)\n    return criterion(out, y)\n",
+            "return criterion(out, y)",
+        ),
+        # forward returns probabilities
+        invalid_at(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n\n"
+            "    def forward(self, x):\n        return F.softmax(self.fc(x), dim=1)\n\n\n"
+            "def step(x, y):\n    model = Net()\n    return F.cross_entropy(model(x), y)\n",
+            "return F.cross_entropy(model(x), y)",
+        ),
+        # a project's own loss that wraps cross_entropy
+        invalid_at(
+            HEADER + "class LabelLoss(nn.Module):\n    def forward(self, pred, target):\n"
+            "        return F.cross_entropy(pred, target)\n\n\n"
+            "def step(model, x, y):\n    criterion = LabelLoss()\n"
+            "    return criterion(F.softmax(model(x), dim=1), y)\n",
+            "return criterion(",
+        ),
+        # sigmoid before BCEWithLogitsLoss, from the model's head
+        invalid_at(
+            HEADER + "class Detector(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.head = nn.Sequential(nn.Linear(16, 1), nn.Sigmoid())\n"
+            "        self.loss = nn.BCEWithLogitsLoss()\n\n"
+            "    def forward(self, x):\n        return self.head(x)\n\n"
+            "    def training_step(self, x, y):\n        return self.loss(self(x), y)\n",
+            "return self.loss(self(x), y)",
+        ),
     ]
 
     def _loss_kind(self, scope: Scope, call: cst.Call, order: int) -> str | None:
@@ -1242,23 +1297,29 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         if isinstance(func, cst.Call):
             return _LOSSES.get(self.context.call_name(func) or "")
         name = dotted_name(func)
-        if name is None:
-            return None
-        constructor = constructor_of(self.context, scope, name, order)
-        if constructor is None:
-            return None
-        return _LOSSES.get(self.context.call_name(constructor) or "")
+        if name is not None:
+            constructor = constructor_of(self.context, scope, name, order)
+            found = _LOSSES.get(self.context.call_name(constructor) or "") if (
+                constructor is not None) else None
+            if found is not None:
+                return found
+        # the semantic model: a loss kept on self, at module level, or a project's own loss
+        # class or function that wraps one
+        kind = self.context.semantic.kind(func, scope, order)
+        if kind is not None and kind.loss in _BAD_INPUTS:
+            return kind.loss
+        return None
 
     def _activation(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
         """`softmax`, `log_softmax` or `sigmoid` when `expr` (or the value last assigned to
         the name `expr`) is the output of one."""
+        original = expr
         if isinstance(expr, cst.Name):
             found = scope.assigned(expr.value, order)
-            if not found or found[-1].value is None:
-                return None
-            expr = found[-1].value
+            if found and found[-1].value is not None:
+                expr = found[-1].value
         if not isinstance(expr, cst.Call):
-            return None
+            return self._model_output(scope, original, order)
         qualified = self.context.call_name(expr)
         if qualified in _ACTIVATIONS:
             return _ACTIVATIONS[qualified]
@@ -1276,7 +1337,17 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         if name is not None:
             constructor = constructor_of(self.context, scope, name, order)
             if constructor is not None:
-                return _ACTIVATION_MODULES.get(self.context.call_name(constructor) or "")
+                found = _ACTIVATION_MODULES.get(self.context.call_name(constructor) or "")
+                if found is not None:
+                    return found
+        return self._model_output(scope, original, order)
+
+    def _model_output(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
+        """The activation a model's output already went through (its last layer is
+        `nn.Softmax`, its `forward` returns `F.softmax(...)`), from the semantic model."""
+        kind = self.context.semantic.kind(expr, scope, order)
+        if kind is not None and kind.kind == "tensor" and kind.outputs:
+            return kind.outputs
         return None
 
     def check(self, scope: Scope) -> None:

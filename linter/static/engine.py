@@ -272,11 +272,15 @@ def lint_source(
     rules: Sequence[type[StaticRule]],
     options: dict[str, Any],
     disabled_codes: frozenset[str] = frozenset(),
+    index: Any = None,
 ) -> FileResult:
-    """Every finding of `rules` in one file. `disabled_codes` are ignored for this file."""
-    result = _lint_source(path, data, rules, options, disabled_codes, deep=False)
+    """Every finding of `rules` in one file. `disabled_codes` are ignored for this file;
+    `index` is the run's project index (`modellint.static.index.ProjectIndex`), None for a
+    file alone."""
+    result = _lint_source(path, data, rules, options, disabled_codes, False, index)
     if result.too_deep:
-        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True)
+        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True,
+                             index)
     return result
 
 
@@ -287,6 +291,7 @@ def _lint_source(
     options: dict[str, Any],
     disabled_codes: frozenset[str],
     deep: bool,
+    index: Any = None,
 ) -> FileResult:
     result = FileResult(path=path)
     try:
@@ -339,7 +344,8 @@ def _lint_source(
             "it was not linted", 1, 1))
         return result
     try:
-        result.findings.extend(run_rules(path, text, module, active, options, result.tracebacks))
+        result.findings.extend(
+            run_rules(path, text, module, active, options, result.tracebacks, index))
     except RecursionError:
         result.too_deep = True
         result.findings.append(_finding(
@@ -364,10 +370,11 @@ def run_rules(
     rules: Sequence[type[StaticRule]],
     options: dict[str, Any],
     tracebacks: list[str],
+    index: Any = None,
 ) -> list[Finding]:
     """The findings of `rules`; raises RecursionError when the tree is too deep to walk."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = FileContext(path, text, options)
+    context = FileContext(path, text, options, index)
     findings: list[Finding] = []
     instances = []
     for rule in rules:
