@@ -13,6 +13,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
 from modellint.rules._loops import (
     Scope,
     ScopeRule,
@@ -21,6 +22,7 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
+    is_optimizer,
     is_no_grad_item,
     last_segment,
     line_of,
@@ -73,11 +75,11 @@ def _receiver(site: Site) -> str:
 
 # -- ML301 ------------------------------------------------------------------------------------
 
-EPOCH_SCHEDULERS = frozenset(
-    {"StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau"}
-)
+# every scheduler of torch.optim.lr_scheduler whose arguments count epochs (the engine's table)
+EPOCH_SCHEDULERS = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 # constructor arguments that count iterations rather than epochs
 _ITERATION_WORDS = re.compile(r"iter|batch|loader|len\(|steps|Steps", re.IGNORECASE)
+_EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
 
 
 def _counts_iterations(call: cst.Call) -> bool:
@@ -85,14 +87,33 @@ def _counts_iterations(call: cst.Call) -> bool:
     return any(_ITERATION_WORDS.search(code(arg.value)) for arg in call.args[1:])
 
 
+def _period_counts_epochs(kind: str, call: cst.Call) -> bool:
+    """For a scheduler whose period is often given in iterations (`CosineAnnealingLR`'s
+    `T_max`): the period argument names epochs (`args.epochs`, `num_epochs`). Others: yes."""
+    if kind not in PERIOD_ARGUMENT:
+        return True
+    position, keyword = PERIOD_ARGUMENT[kind]
+    period = None
+    for index, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == keyword) or (
+            arg.keyword is None and not arg.star and index == position
+        ):
+            period = arg.value
+    return period is not None and bool(
+        _EPOCH_WORD.search(cst.Module(body=[]).code_for_node(period)))
+
+
 class SchedulerStepInBatchLoop(ScopeRule):
     """An epoch-based learning-rate scheduler is stepped once per batch.
 
     ## What it does
     Finds `scheduler.step()` inside the batch loop (the loop that calls `optimizer.step()`,
-    nested in an epoch loop) when `scheduler` was built in the same function as a scheduler
-    whose arguments count epochs: `StepLR`, `MultiStepLR`, `ExponentialLR`,
-    `MultiplicativeLR` or `ReduceLROnPlateau`. Schedulers meant to step per batch
+    nested in an epoch loop) when `scheduler` was built in the same function (or is a `self`
+    attribute assigned once in the class) as a scheduler whose arguments count epochs: every
+    such class of `torch.optim.lr_scheduler`, from one table checked against the installed
+    torch (`StepLR`, `MultiStepLR`, `ExponentialLR`, `MultiplicativeLR`,
+    `ReduceLROnPlateau`, `PolynomialLR`, and `CosineAnnealingLR` when its `T_max` names
+    epochs, as in `CosineAnnealingLR(optimizer, num_epochs)`). Schedulers meant to step per batch
     (`OneCycleLR`, `CyclicLR`, `LambdaLR` warm-ups, `CosineAnnealingWarmRestarts.step(epoch +
     i / n)`), schedulers whose arguments are computed from iteration counts
     (`len(loader)`, `total_steps`), and schedulers of unknown kind are never flagged.
@@ -140,6 +161,11 @@ class SchedulerStepInBatchLoop(ScopeRule):
                batch_end="scheduler.step(epoch + i / len(loader))"),
         # unknown kind: built elsewhere
         _train("scheduler = build_scheduler(optimizer)", batch_end="scheduler.step()"),
+        # a cosine period counted in iterations (or not known to count epochs)
+        _train("scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, "
+               "T_max=epochs * len(loader))", batch_end="scheduler.step()"),
+        _train("scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 1000)",
+               batch_end="scheduler.step()"),
         # step_size counted in iterations
         _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, "
                "step_size=10 * len(loader))", batch_end="scheduler.step()"),
@@ -171,6 +197,16 @@ class SchedulerStepInBatchLoop(ScopeRule):
                    batch_end="sched.step(loss)"),
             "sched.step(loss)",
         ),
+        invalid_at(
+            _train("scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)",
+                   batch_end="scheduler.step()"),
+            "scheduler.step()",
+        ),
+        invalid_at(
+            _train("scheduler = torch.optim.lr_scheduler.PolynomialLR(optimizer, "
+                   "total_iters=epochs)", batch_end="scheduler.step()"),
+            "scheduler.step()",
+        ),
     ]
 
     def check(self, scope: Scope) -> None:
@@ -186,7 +222,7 @@ class SchedulerStepInBatchLoop(ScopeRule):
                 continue
             if site.node.args and kind != "ReduceLROnPlateau":
                 continue  # an explicit epoch
-            if _counts_iterations(constructor):
+            if _counts_iterations(constructor) or not _period_counts_epochs(kind, constructor):
                 continue
             for step in steps:
                 if not step.loops:
@@ -327,6 +363,12 @@ class MissingZeroGrad(ScopeRule):
     `set_to_none` anywhere in the function. Gradient accumulation, which zeroes under a
     condition, is fine.
 
+    Per optimizer: when the function clears gradients only through `<optimizer>.zero_grad()`
+    calls, an optimizer stepped in the loop (known to be one: built by `torch.optim`, or named
+    so) that is never zeroed is reported, as in a GAN that zeroes `opt_d` but not `opt_g`. A
+    `model.zero_grad()`, `p.grad = None` or a helper that clears gradients keeps it silent: which
+    optimizers those cover is not known.
+
     ## Why is this bad?
     `backward()` adds to `.grad`; it does not overwrite it. Without zeroing, every step uses
     the sum of all gradients since the start of training, so updates grow without bound and
@@ -375,6 +417,16 @@ class MissingZeroGrad(ScopeRule):
         # DeepSpeed's engine zeroes in its own step()
         HEADER + "def train(engine, loader):\n    for x, y in loader:\n"
         "        loss = engine(x, y)\n        engine.backward(loss)\n        engine.step()\n",
+        # a GAN that zeroes both optimizers
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n    for real in loader:\n"
+        "        opt_d.zero_grad()\n        D(G(real).detach()).mean().backward()\n"
+        "        opt_d.step()\n        opt_g.zero_grad()\n"
+        "        (-D(G(real)).mean()).backward()\n        opt_g.step()\n",
+        # the models are zeroed: which optimizer each covers is not known
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n    for real in loader:\n"
+        "        D.zero_grad()\n        D(G(real).detach()).mean().backward()\n"
+        "        opt_d.step()\n        G.zero_grad()\n"
+        "        (-D(G(real)).mean()).backward()\n        opt_g.step()\n",
     ]
     invalid = [
         Invalid(
@@ -395,6 +447,22 @@ class MissingZeroGrad(ScopeRule):
             "        scaler.update()\n",
             "scaler.step(opt)",
         ),
+        # a GAN: only the discriminator's optimizer is zeroed
+        invalid_at(
+            HEADER + "def train(G, D, loader, z_dim):\n"
+            "    opt_g = torch.optim.Adam(G.parameters(), lr=2e-4)\n"
+            "    opt_d = torch.optim.Adam(D.parameters(), lr=2e-4)\n"
+            "    for real in loader:\n"
+            "        fake = G(torch.randn(real.size(0), z_dim))\n"
+            "        opt_d.zero_grad()\n"
+            "        d_loss = D(fake.detach()).mean() - D(real).mean()\n"
+            "        d_loss.backward()\n"
+            "        opt_d.step()\n"
+            "        g_loss = -D(fake).mean()\n"
+            "        g_loss.backward()\n"
+            "        opt_g.step()\n",
+            "opt_g.step()",
+        ),
     ]
 
     def check(self, scope: Scope) -> None:
@@ -408,18 +476,59 @@ class MissingZeroGrad(ScopeRule):
             step for step in steps
             if any(any(b.inside(loop) for b in backwards) for loop in step.loops)
         ]
-        if not candidates or _ZEROING.search(scope.code()):
+        if not candidates:
+            return
+        if _ZEROING.search(scope.code()):
+            self._per_optimizer(scope, candidates)
             return
         for step in candidates:
-            optimizer = _receiver(step)
-            if step.node.args and "scaler" in last_segment(optimizer):
-                optimizer = dotted_name(step.node.args[0].value) or optimizer
+            optimizer = _stepped(step)
             self.report_at(
                 step, step.node,
                 f"this loop calls `backward()` and steps `{optimizer}` but never clears the "
                 f"gradients, so they accumulate across steps; call `{optimizer}.zero_grad()` "
                 "each iteration",
             )
+
+    def _per_optimizer(self, scope: Scope, candidates: list[Site]) -> None:
+        """Gradients are cleared, but maybe not for every optimizer: when every clearing in
+        the function is `<optimizer>.zero_grad()`, an optimizer stepped in the loop that is
+        never zeroed (a GAN whose discriminator's optimizer alone is) accumulates."""
+        code = scope.code()
+        zeroed: set[str] = set()
+        for site, receiver in scope.method_calls("zero_grad"):
+            name = dotted_name(receiver)
+            if name is None or not is_optimizer(self.context, scope, name):
+                return  # a model's zero_grad(): which optimizers it covers is not known
+            zeroed.add(name)
+            code = code.replace(cst.Module(body=[]).code_for_node(site.node), "")
+        if not zeroed or _ZEROING.search(code):
+            return  # cleared some other way (p.grad = None, a helper, a closure)
+        aliases = {
+            dotted_name(a.value) for a in scope.assignments if a.value is not None
+        } | {a.target for a in scope.assignments
+             if a.value is not None and dotted_name(a.value) in zeroed}
+        for step in candidates:
+            optimizer = _stepped(step)
+            if optimizer in zeroed or optimizer in aliases:
+                continue
+            kind = self.context.semantic.kind_of_name(optimizer, scope, step.order)
+            if kind is not None and kind.kind != "optimizer":
+                continue
+            self.report_at(
+                step, step.node,
+                f"`{optimizer}` is stepped after `backward()` in this loop but never zeroed "
+                f"(only {', '.join(f'`{z}`' for z in sorted(zeroed))} is), so its gradients "
+                f"accumulate across steps; call `{optimizer}.zero_grad()` each iteration",
+            )
+
+
+def _stepped(step: Site) -> str:
+    """The optimizer an `optimizer.step()` / `scaler.step(optimizer)` call steps."""
+    optimizer = _receiver(step)
+    if step.node.args and "scaler" in last_segment(optimizer):
+        optimizer = dotted_name(step.node.args[0].value) or optimizer
+    return optimizer
 
 
 # -- ML304 ------------------------------------------------------------------------------------
@@ -1201,7 +1310,9 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
 
     code = "ML308"
     name = "softmax-before-cross-entropy"
-    triggers = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit")
+    # the probabilities may come from a model of another file: a file that computes a loss
+    triggers = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit", "loss", "Loss",
+                "criterion", "cross_entropy")
     valid = [
         HEADER + "def step(model, x, y):\n    return F.cross_entropy(model(x), y)\n",
         HEADER + "def step(model, x, y):\n"
