@@ -1458,6 +1458,7 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         `nn.Softmax`, its `forward` returns `F.softmax(...)`), from the semantic model."""
         kind = self.context.semantic.kind(expr, scope, order)
         if kind is not None and kind.kind == "tensor" and kind.outputs:
+            self._from_model = True
             return kind.outputs
         return None
 
@@ -1474,24 +1475,27 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
                     break
             if prediction is None:
                 continue
+            self._from_model = False
             activation = self._activation(scope, prediction, site.order)
             if activation not in _BAD_INPUTS[kind]:
                 continue
+            given = (f"the model's output, which its last layer (or `forward`) already put "
+                     f"through `{activation}`") if self._from_model else f"`{activation}` output"
             if kind == "cross_entropy" and activation == "log_softmax":
                 message = ("`cross_entropy` already applies `log_softmax`; pass the logits "
-                           "instead of `log_softmax` output (or use `nll_loss`)")
+                           f"instead of {given} (or use `nll_loss`)")
                 severity = Severity.WARNING
             elif kind == "nll_loss":
-                message = ("`nll_loss` expects log-probabilities but is given `softmax` "
-                           "output; use `log_softmax` (or `cross_entropy` on the logits)")
+                message = (f"`nll_loss` expects log-probabilities but is given {given}; use "
+                           "`log_softmax` (or `cross_entropy` on the logits)")
                 severity = None
             elif kind == "cross_entropy":
-                message = ("`cross_entropy` applies `log_softmax` itself but is given `softmax`"
-                           " output; pass the logits")
+                message = (f"`cross_entropy` applies `log_softmax` itself but is given {given}"
+                           "; pass the logits")
                 severity = None
             else:
-                message = ("`BCEWithLogitsLoss` applies a sigmoid itself but is given `sigmoid`"
-                           " output; pass the logits (or use `BCELoss`)")
+                message = (f"`BCEWithLogitsLoss` applies a sigmoid itself but is given {given}"
+                           "; pass the logits (or use `BCELoss`)")
                 severity = None
             self.report_at(site, prediction, message, severity=severity)
 
