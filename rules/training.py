@@ -13,6 +13,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.static.classes import first_param_name
 from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
 from modellint.rules._loops import (
     Scope,
@@ -29,6 +30,7 @@ from modellint.rules._loops import (
     mode_calls,
     names_in,
     optimizer_steps,
+    scope_of,
     scheduler_class,
     scheduler_steps,
     under_no_grad,
@@ -986,8 +988,11 @@ class EvalWithoutEvalMode(ScopeRule):
     flagged; nor is code inside module classes.
 
     Only modules whose behaviour depends on the mode are reported: losses, activations such as
-    `nn.Softmax`, `nn.Linear`, an `nn.LSTM` without `dropout=` and module classes of the file
-    built only from such layers behave the same in both modes. Nor is a `no_grad` block that
+    `nn.Softmax`, `nn.Linear`, an `nn.LSTM` without `dropout=` and module classes of the
+    project (of any file) built only from such layers behave the same in both modes. From the
+    semantic model it also knows a model built here from a project class or factory of
+    another file, when that class holds dropout or batch norm, and what a `self` attribute
+    or a module-level model is. Nor is a `no_grad` block that
     sits in the loop body calling `backward()` or `optimizer.step()`: it is part of a training
     step (a GAN's generator sampling for the discriminator's step, a sample logged every N
     steps), and `eval()` there would train the next steps in eval mode.
@@ -1093,12 +1098,23 @@ class EvalWithoutEvalMode(ScopeRule):
                 continue
             if not (decorated or under_no_grad(context, site)):
                 continue
+            # the semantic model knows it has no train/eval behaviour (a loss, a softmax, an
+            # upsampling layer, a project model without dropout or batch norm)
+            kind = context.semantic.kind_of_name(name, scope, site.order)
+            if kind is not None and kind.kind == "module" and kind.mode is False:
+                continue
             # a model this function built (attributes of classes are set up elsewhere)
             constructor = constructor_of(context, scope, name, site.order) if (
                 "." not in name) else None
             built = constructor is not None and context.builds_module(constructor)
             if built and not has_mode_behaviour(context, constructor):
                 continue  # a loss, an activation, a layer without dropout or batch norm
+            if constructor is not None and not built and kind is not None and (
+                kind.kind == "module" and kind.mode is True
+            ):
+                # built from a project class or factory of another file that has dropout or
+                # batch norm
+                built = True
             if not decorated and _in_training_step(context, scope, site):
                 continue
             if not built:
@@ -1126,7 +1142,9 @@ class EvalWithoutNoGrad(ScopeRule):
     """An evaluation loop after `model.eval()` builds autograd graphs it never uses.
 
     ## What it does
-    Finds a loop, after `model.eval()` in the same function, that calls `model(...)` outside
+    Finds a loop, after `model.eval()` in the same function (or, in a method, after the
+    class's `__init__` put `self.model` in eval mode for good: no method calls
+    `self.model.train(`), that calls `model(...)` outside
     any `torch.no_grad()` / `torch.inference_mode()` block (or decorator, or
     `torch.set_grad_enabled(False)`) and never calls `backward()` or asks for gradients.
 
@@ -1174,6 +1192,14 @@ class EvalWithoutNoGrad(ScopeRule):
         HEADER + "from utils.torch_utils import smart_inference_mode\n\n"
         "@smart_inference_mode()\ndef run(model, loader):\n    model.eval()\n"
         "    for x, y in loader:\n        out = model(x)\n",
+        # __init__ sets eval mode, but another method trains
+        HEADER + "class Runner:\n    def __init__(self, model):\n"
+        "        self.model = model\n        self.model.eval()\n\n"
+        "    def fit(self, loader):\n        self.model.train()\n\n"
+        "    def predict_all(self, loader):\n"
+        "        return [self.model(x) for x in loader]\n\n"
+        "    def scores(self, loader):\n        out = []\n        for x in loader:\n"
+        "            out.append(self.model(x))\n        return out\n",
     ]
     invalid = [
         Invalid(
@@ -1195,6 +1221,15 @@ class EvalWithoutNoGrad(ScopeRule):
             "            val_loss = F.cross_entropy(model(x), y).item()\n",
             "val_loss =",
         ),
+        # eval mode set once, in __init__, of a predictor class
+        invalid_at(
+            HEADER + "class Predictor:\n    def __init__(self, model):\n"
+            "        self.model = model\n        self.model.eval()\n\n"
+            "    def predict_all(self, loader):\n        outputs = []\n"
+            "        for x in loader:\n            outputs.append(self.model(x))\n"
+            "        return outputs\n",
+            "outputs.append(self.model(x))",
+        ),
     ]
 
     def check(self, scope: Scope) -> None:
@@ -1202,6 +1237,8 @@ class EvalWithoutNoGrad(ScopeRule):
         if function_without_grad(context, scope.root):
             return
         evals, trains = mode_calls(scope)
+        for name, site in _evaluated_in_init(context, scope).items():
+            evals.setdefault(name, []).insert(0, site)
         if not evals:
             return
         for site in scope.calls:
@@ -1242,6 +1279,35 @@ class EvalWithoutNoGrad(ScopeRule):
                     "torch.no_grad():` (or `torch.inference_mode()`)",
                 )
                 break
+
+
+def _evaluated_in_init(context, scope: Scope) -> dict[str, Site]:
+    """For a method: the `self.X` that the class's `__init__` puts in eval mode and that no
+    method of the class puts back in training mode -> a site standing for that eval() call,
+    ordered before everything in this method."""
+    root = scope.root
+    if not isinstance(root, cst.FunctionDef) or root.name.value == "__init__":
+        return {}
+    owner = context.method_owners.get(id(root))
+    if owner is None or context.is_module_class(owner):
+        return {}  # a module's own mode is its caller's to set
+    init = next((s for s in owner.body.body if isinstance(s, cst.FunctionDef)
+                 and s.name.value == "__init__"), None)
+    self_name = first_param_name(root)
+    if init is None or self_name is None or first_param_name(init) != self_name:
+        return {}
+    evals, _ = mode_calls(scope_of(context, init))
+    found = {}
+    code = None
+    for name, sites in evals.items():
+        if not name.startswith(self_name + ".") or name.count(".") != 1:
+            continue
+        if code is None:
+            code = cst.Module(body=[]).code_for_node(owner)
+        if f"{name}.train(" in code or f"{name[len(self_name) + 1:]}.train(" in code:
+            continue
+        found[name] = Site(sites[-1].node, 0, (), None)
+    return found
 
 
 # -- ML308 ------------------------------------------------------------------------------------

@@ -272,3 +272,74 @@ def test_ml301_a_cosine_schedule_over_epochs_stepped_per_batch():
     '''
     found = lint_project({"runner.py": train}, [rule("ML301")])
     assert codes(found, "runner.py") == [("ML301", 16)]
+
+
+NETS = '''\
+import torch.nn as nn
+
+
+class Dropper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
+
+
+class Linear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+        self.up = nn.Upsample(scale_factor=2)
+
+
+def make_dropper():
+    return Dropper()
+'''
+
+EVALUATE = '''\
+import torch
+from nets import {cls}
+
+def main(loader):
+    model = {cls}()
+    with torch.no_grad():
+        for x in loader:
+            print(model(x))
+'''
+
+
+def test_ml306_a_model_of_another_file_with_dropout_is_reported():
+    found = lint_project({"nets.py": NETS, "run.py": EVALUATE.format(cls="Dropper")},
+                         [rule("ML306")])
+    assert codes(found, "run.py") == [("ML306", 8)]
+    found = lint_project({"nets.py": NETS, "run.py": EVALUATE.format(cls="make_dropper")},
+                         [rule("ML306")])
+    assert codes(found, "run.py") == [("ML306", 8)]
+
+
+def test_ml306_not_on_a_model_that_the_project_knows_has_no_mode():
+    found = lint_project({"nets.py": NETS, "run.py": EVALUATE.format(cls="Linear")},
+                         [rule("ML306")])
+    assert codes(found, "run.py") == []
+    # trained here, then evaluated under no_grad without eval(): no dropout, no batch norm
+    train = '''\
+    import torch
+    import torch.nn.functional as F
+    from nets import Linear
+
+    model = Linear()
+
+    def fit(loader, optimizer):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        with torch.no_grad():
+            for x, y in loader:
+                print(model(x))
+    '''
+    found = lint_project({"nets.py": NETS, "run.py": train}, [rule("ML306")])
+    assert codes(found, "run.py") == []
+    found = lint_project({"nets.py": NETS.replace("nn.Linear(8, 2)", "nn.Dropout()"),
+                          "run.py": train}, [rule("ML306")])
+    assert codes(found, "run.py") == [("ML306", 15)]
