@@ -38,6 +38,8 @@ class FileContext:
         # the run's ProjectIndex (None: this file alone); see `semantic`
         self.index = index
         self._semantic: Any = None
+        # the module being walked
+        self.module_node: cst.Module | None = None
         self.imports = ImportMap()
         self.module_classes: dict[str, cst.ClassDef] = {}
         self.class_stack: list[cst.ClassDef] = []

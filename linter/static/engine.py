@@ -73,6 +73,9 @@ class _Tracker(cst.BatchableCSTVisitor):
 class _Enter(_Tracker):
     """Runs first for each node: records imports, classes, functions and statements."""
 
+    def visit_Module(self, node: cst.Module) -> None:
+        self.context.module_node = node
+
     def visit_Import(self, node: cst.Import) -> None:
         self.context.imports.add_import(node)
 

@@ -75,6 +75,7 @@ class Scope:
     assignments: list[Assignment] = field(default_factory=list)
     site_of: dict[int, Site] = field(default_factory=dict)
     _code: str | None = field(default=None, repr=False)
+    _sites: dict[int, Site] | None = field(default=None, repr=False)
 
     def assigned(self, name: str, before: int | None = None) -> list[Assignment]:
         """Assignments to the dotted `name`, in source order (only those before `before`)."""
@@ -82,6 +83,13 @@ class Scope:
             a for a in self.assignments
             if a.target == name and (before is None or a.site.order < before)
         ]
+
+    def site(self, node: cst.CSTNode) -> Site | None:
+        """The site of a call, augmented assignment or loop of this scope."""
+        if self._sites is None:
+            self._sites = {id(site.node): site for site in self.sites}
+            self._sites.update(self.site_of)
+        return self._sites.get(id(node))
 
     def method_calls(self, method: str) -> list[tuple[Site, cst.BaseExpression]]:
         """`receiver.method(...)` calls: (site, receiver)."""
