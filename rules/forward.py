@@ -7,7 +7,6 @@ import libcst as cst
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, snippet
 from modellint.rules._loops import invalid_at
-from modellint.static.scope import scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
@@ -484,13 +483,7 @@ class ForwardCalledDirectly(StaticRule):
         """The semantic model knows `receiver` holds a module: a `self` attribute assigned
         a module class anywhere in the class (also by tuple), a model built from a project
         class or factory of another file, a module-level model."""
-        context = self.context
-        root = context.current_function or context.module_node
-        if root is None:
-            return False
-        scope = scope_of(context, root)
-        site = scope.site(self._call) if self._call is not None else None
-        kind = context.semantic.kind(receiver, scope, site.order if site is not None else None)
+        kind = self.context.semantic.kind_here(receiver, self._call)
         return kind is not None and kind.kind == "module"
 
     def _remote(self, receiver: cst.BaseExpression) -> bool:

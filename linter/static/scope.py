@@ -85,10 +85,12 @@ class Scope:
         ]
 
     def site(self, node: cst.CSTNode) -> Site | None:
-        """The site of a call, augmented assignment or loop of this scope."""
+        """The site of a call, assignment, augmented assignment or loop of this scope."""
         if self._sites is None:
             self._sites = {id(site.node): site for site in self.sites}
             self._sites.update(self.site_of)
+            for assignment in self.assignments:
+                self._sites.setdefault(id(assignment.site.node), assignment.site)
         return self._sites.get(id(node))
 
     def method_calls(self, method: str) -> list[tuple[Site, cst.BaseExpression]]:

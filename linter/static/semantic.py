@@ -111,6 +111,19 @@ class SemanticModel:
         self_name, cls = self._method_of(scope)
         return self.index.kind(summarize(expr, self_name), self._where(scope, before, cls, self_name))
 
+    def kind_here(self, expr: cst.BaseExpression, node: cst.CSTNode | None = None) -> Kind | None:
+        """What `expr` holds, for a rule that visits nodes during the walk: names as they are
+        in the function being walked (or the module) at `node` (a call, assignment, augmented
+        assignment or loop that holds `expr`; without it, their last values there)."""
+        from modellint.static.scope import scope_of
+
+        root = self.context.current_function or self.context.module_node
+        if root is None:
+            return None
+        scope = scope_of(self.context, root)
+        site = scope.site(node) if node is not None else None
+        return self.kind(expr, scope, site.order if site is not None else None)
+
     def kind_of_name(self, name: str, scope: Scope | None = None,
                      before: int | None = None) -> Kind | None:
         """What the dotted `name` (`model`, `self.net`) holds."""
