@@ -46,6 +46,25 @@ def lint_text(
     return sorted(result.findings, key=lambda f: f.sort_key())
 
 
+def lint_project(
+    files: Mapping[str, str],
+    rules: Iterable[type[StaticRule]],
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, list[Finding]]:
+    """Findings of `rules` on a project of several files ({path: source}, dedented), linted
+    as one run: each file sees the project index of all of them. Path -> findings."""
+    from modellint.static.index import build
+
+    texts = {path: textwrap.dedent(source) for path, source in files.items()}
+    index = build(texts.items())
+    rules = list(rules)
+    found = {}
+    for path, text in texts.items():
+        result = lint_source(path, text.encode(), rules, _options(options), index=index)
+        found[path] = sorted(result.findings, key=lambda f: f.sort_key())
+    return found
+
+
 def fix_text(
     source: str,
     rules: Iterable[type[StaticRule]],

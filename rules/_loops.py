@@ -1,29 +1,24 @@
 """Shared analysis of one function (or a module's top-level code) for the training rules.
 
-A `Scope` records, in source order, every node of a function body without descending into
-nested functions, classes or lambdas, with the compound statements that enclose it: loops
-(only their bodies count as "inside"), `with` bodies and `if`/`else` branches. Rules ask it
-where `optimizer.step()`, `scheduler.step()` and `backward()` are and which loops enclose them.
-It is computed once per function and shared by every rule of the file.
+The `Scope` of a function (where calls, loops and assignments are) is the engine's
+(`modellint.static.scope`); this module holds what the training rules ask of it: which names
+are optimizers and schedulers, where they step, where gradients are off.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import weakref
-from dataclasses import dataclass, field
 
 import libcst as cst
 
 from modellint.rule import FileContext, Invalid, StaticRule, dotted_name
-
-LOOPS = (cst.For, cst.While)
-# nodes whose body is another scope
-_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-_STATEMENTS = (
-    cst.SimpleStatementLine, cst.For, cst.While, cst.If, cst.With, cst.Try, cst.TryStar,
-    cst.Match,
+from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
+    LOOPS,
+    Assignment,
+    Scope,
+    Site,
+    _NESTED,
+    scope_of,
 )
 
 _OPTIMIZER_NAME = re.compile(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
@@ -33,224 +28,6 @@ _NO_GRAD = frozenset({
     "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode",
 })
 _SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
-
-
-@dataclass
-class Site:
-    """One node of the scope: its position in source order, the enclosing loops/withs/ifs
-    (outermost first) and the statement it belongs to."""
-
-    node: cst.CSTNode
-    order: int
-    ancestors: tuple[cst.CSTNode, ...]
-    statement: cst.CSTNode | None
-
-    @property
-    def loops(self) -> tuple[cst.CSTNode, ...]:
-        return tuple(a for a in self.ancestors if isinstance(a, LOOPS))
-
-    def inside(self, node: cst.CSTNode) -> bool:
-        return any(a is node for a in self.ancestors)
-
-    def ancestors_below(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-        for index, ancestor in enumerate(self.ancestors):
-            if ancestor is node:
-                return self.ancestors[index + 1 :]
-        return ()
-
-
-@dataclass
-class Assignment:
-    target: str
-    value: cst.BaseExpression | None
-    site: Site
-
-
-@dataclass
-class Scope:
-    root: cst.CSTNode
-    sites: list[Site] = field(default_factory=list)
-    calls: list[Site] = field(default_factory=list)
-    loops: list[Site] = field(default_factory=list)
-    assignments: list[Assignment] = field(default_factory=list)
-    site_of: dict[int, Site] = field(default_factory=dict)
-    _code: str | None = field(default=None, repr=False)
-
-    def assigned(self, name: str, before: int | None = None) -> list[Assignment]:
-        """Assignments to the dotted `name`, in source order (only those before `before`)."""
-        return [
-            a for a in self.assignments
-            if a.target == name and (before is None or a.site.order < before)
-        ]
-
-    def method_calls(self, method: str) -> list[tuple[Site, cst.BaseExpression]]:
-        """`receiver.method(...)` calls: (site, receiver)."""
-        found = []
-        for site in self.calls:
-            func = site.node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == method:
-                found.append((site, func.value))
-        return found
-
-    def code(self) -> str:
-        # several rules search the function's text; generating it is costly, so once
-        if self._code is None:
-            self._code = cst.Module(body=[]).code_for_node(self.root)
-        return self._code
-
-
-_CACHE: weakref.WeakKeyDictionary[FileContext, dict[int, Scope]] = weakref.WeakKeyDictionary()
-
-
-def scope_of(context: FileContext, root: cst.CSTNode) -> Scope:
-    """The (cached) analysis of a FunctionDef or Module."""
-    per_file = _CACHE.setdefault(context, {})
-    scope = per_file.get(id(root))
-    if scope is None or scope.root is not root:
-        scope = per_file[id(root)] = _build(root)
-    return scope
-
-
-def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        found: list[cst.BaseExpression] = []
-        for element in target.elements:
-            found.extend(_targets(element.value))
-        return found
-    if isinstance(target, cst.StarredElement):
-        return _targets(target.value)
-    return [target]
-
-
-_SKIPPED_FIELDS = frozenset({
-    "lpar", "rpar", "lbracket", "rbracket", "lbrace", "rbrace", "comma", "semicolon", "colon",
-    "equal", "dot", "header", "footer", "leading_lines", "lines_after_decorators",
-    "trailing_whitespace", "operator", "asynchronous", "first_colon", "second_colon",
-    "default_indent", "default_newline", "encoding", "has_trailing_newline", "indent",
-    "newline", "star", "relative", "conversion", "start", "end", "whitespace", "decorators",
-})
-# fields whose dataclass order differs from the source order
-_SOURCE_ORDER = {
-    cst.IfExp: ("body", "test", "orelse"),
-    cst.ExceptHandler: ("type", "name", "body"),
-    cst.MatchCase: ("pattern", "guard", "body"),
-    cst.Arg: ("keyword", "value"),
-}
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_IS_NODE: dict[type, bool] = {}
-
-
-def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The code-bearing children of a node in source order (whitespace and punctuation
-    skipped); much cheaper than LibCST's `children`."""
-    cls = type(node)
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _SOURCE_ORDER.get(cls) or tuple(
-            f.name for f in dataclasses.fields(cls)
-            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
-        )
-        _FIELDS[cls] = fields
-    found: list[cst.CSTNode] = []
-    for name in fields:
-        value = getattr(node, name)
-        if type(value) in (tuple, list):
-            found.extend(v for v in value if _node(v))
-        elif _node(value):
-            found.append(value)
-    return found
-
-
-def _node(value: object) -> bool:
-    cls = type(value)
-    known = _IS_NODE.get(cls)
-    if known is None:
-        known = _IS_NODE[cls] = isinstance(value, cst.CSTNode)
-    return known
-
-
-_STATEMENT_TYPES = frozenset(_STATEMENTS)
-_NESTED_TYPES = frozenset(_NESTED)
-
-
-def _build(root: cst.CSTNode) -> Scope:
-    scope = Scope(root)
-    body = root.body if type(root) is cst.FunctionDef else root
-    # (node, ancestors, statement); children pushed in reverse so they pop in source order
-    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...], cst.CSTNode | None]] = [
-        (body, (), None)
-    ]
-    order = 0
-    while stack:
-        node, ancestors, statement = stack.pop()
-        kind = type(node)
-        if kind in _STATEMENT_TYPES:
-            statement = node
-        order += 1
-        if kind in _NESTED_TYPES:
-            continue
-        if kind is cst.Call or kind is cst.AugAssign:
-            site = Site(node, order, ancestors, statement)
-            scope.sites.append(site)
-            if kind is cst.Call:
-                scope.calls.append(site)
-        elif kind is cst.Assign:
-            site = Site(node, order, ancestors, statement)
-            for target in node.targets:
-                parts = _targets(target.target)
-                single = len(parts) == 1
-                for part in parts:
-                    name = dotted_name(part)
-                    if name:
-                        scope.assignments.append(
-                            Assignment(name, node.value if single else None, site))
-        elif kind is cst.AnnAssign and node.value is not None:
-            name = dotted_name(node.target)
-            if name:
-                scope.assignments.append(
-                    Assignment(name, node.value, Site(node, order, ancestors, statement)))
-        elif kind is cst.For or kind is cst.While:
-            site = Site(node, order, ancestors, statement)
-            scope.loops.append(site)
-            scope.site_of[id(node)] = site
-            if kind is cst.For:
-                for part in _targets(node.target):
-                    name = dotted_name(part)
-                    if name:
-                        scope.assignments.append(Assignment(name, None, site))
-        elif kind is cst.WithItem and node.asname is not None:
-            for part in _targets(node.asname.name):
-                name = dotted_name(part)
-                if name:
-                    scope.assignments.append(
-                        Assignment(name, None, Site(node, order, ancestors, statement)))
-        elif kind is cst.Name or kind is cst.SimpleString or kind is cst.Integer:
-            continue
-        if kind is cst.For:
-            inner = ancestors + (node,)
-            children = [(node.target, ancestors), (node.iter, ancestors), (node.body, inner)]
-            if node.orelse is not None:
-                children.append((node.orelse, ancestors))
-        elif kind is cst.While:
-            inner = ancestors + (node,)
-            children = [(node.test, inner), (node.body, inner)]
-            if node.orelse is not None:
-                children.append((node.orelse, ancestors))
-        elif kind is cst.With:
-            children = [(item, ancestors) for item in node.items]
-            children.append((node.body, ancestors + (node,)))
-        elif kind is cst.If:
-            children = [(node.test, ancestors), (node.body, ancestors + (node,))]
-            if node.orelse is not None:
-                children.append((node.orelse, ancestors))
-        elif kind is cst.Else:
-            children = [(node.body, ancestors + (node,))]
-        else:
-            children = [(child, ancestors) for child in _children(node)]
-        for child, child_ancestors in reversed(children):
-            stack.append((child, child_ancestors, statement))
-    return scope
-
 
 # -- what a name is ---------------------------------------------------------------------------
 

@@ -123,9 +123,11 @@ class DataAttributeMutation(StaticRule):
     Finds writes through a tensor's `.data`: in-place methods (`p.data.add_(...)`,
     `m.weight.data.normal_(...)`), assignments (`p.data = t`, `p.data[...] = t`) and augmented
     assignments (`p.data += t`). Reading `.data` is not reported. The receiver must look like a
-    tensor: an attribute (`m.weight.data`), an item (`params[0].data`), or a name bound by
-    `for p in model.parameters()`; `self.data` and other names are not reported, since
-    datasets and containers often have a `data` attribute of their own.
+    tensor: an attribute (`m.weight.data`), an item (`params[0].data`), a name bound by
+    `for p in model.parameters()`, or a name the semantic model knows holds a tensor (built by
+    a torch tensor function, `p` of `for p in group["params"]` over an optimizer's
+    `param_groups`); `self.data` and other names are not reported, since datasets and
+    containers often have a `data` attribute of their own.
 
     ## Why is this bad?
     `.data` gives a tensor that shares storage but is invisible to autograd: a change through
@@ -180,6 +182,18 @@ class DataAttributeMutation(StaticRule):
             "        p.data += 1\n",
             line=7,
         ),
+        # known tensors: a leaf built here, the parameters of an optimizer's groups
+        Invalid(
+            HEADER + "def fit(x, lr):\n    w = torch.zeros(3, requires_grad=True)\n"
+            "    (x @ w).sum().backward()\n    w.data -= lr * w.grad\n",
+            line=8,
+        ),
+        Invalid(
+            HEADER + "def clip(model):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    for group in opt.param_groups:\n        for p in group['params']:\n"
+            "            p.data.clamp_(-1, 1)\n",
+            line=9,
+        ),
     ]
 
     def __init__(self, context) -> None:
@@ -204,9 +218,14 @@ class DataAttributeMutation(StaticRule):
     def leave_For(self, original_node: cst.For) -> None:
         self._loop_tensors.pop()
 
-    def _tensor_like(self, receiver: cst.BaseExpression) -> bool:
+    def _tensor_like(self, receiver: cst.BaseExpression, node: cst.CSTNode) -> bool:
         if isinstance(receiver, cst.Name):
-            return any(receiver.value in names for names in self._loop_tensors)
+            if any(receiver.value in names for names in self._loop_tensors):
+                return True
+            # the semantic model knows it is a tensor (`w = torch.zeros(3, requires_grad=True)`,
+            # `p` of an optimizer's `group["params"]`)
+            kind = self.context.semantic.kind_here(receiver, node)
+            return kind is not None and kind.kind == "tensor"
         if isinstance(receiver, cst.Subscript):
             return True
         if isinstance(receiver, cst.Attribute):
@@ -214,11 +233,11 @@ class DataAttributeMutation(StaticRule):
             return True
         return False
 
-    def _check_target(self, target: cst.BaseExpression, what: str) -> None:
+    def _check_target(self, target: cst.BaseExpression, what: str, statement: cst.CSTNode) -> None:
         # `p.data = ...`, `p.data[i] = ...`
         node = target.value if isinstance(target, cst.Subscript) else target
         receiver = _data_receiver(node)
-        if receiver is None or not self._tensor_like(receiver):
+        if receiver is None or not self._tensor_like(receiver, statement):
             return
         text = snippet(receiver)
         self.report(
@@ -229,17 +248,17 @@ class DataAttributeMutation(StaticRule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self._check_target(target.target, "assigning to")
+            self._check_target(target.target, "assigning to", node)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._check_target(node.target, "updating")
+        self._check_target(node.target, "updating", node)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not (isinstance(func, cst.Attribute) and _in_place_method(func.attr.value)):
             return
         receiver = _data_receiver(func.value)
-        if receiver is None or not self._tensor_like(receiver):
+        if receiver is None or not self._tensor_like(receiver, node):
             return
         text = snippet(receiver)
         method = func.attr.value

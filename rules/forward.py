@@ -6,6 +6,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, snippet
+from modellint.rules._loops import invalid_at
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
@@ -301,8 +302,10 @@ class ForwardCalledDirectly(StaticRule):
 
     ## What it does
     Finds calls of a `forward` method through an object, such as `self.encoder.forward(x)`,
-    inside `nn.Module` subclasses, and outside them on names built from a module class
-    (`model = Net(); model.forward(x)`). `super().forward(...)` and the unbound form
+    inside `nn.Module` subclasses, and outside them on values the semantic model knows hold a
+    module: names built from a module class (`model = Net(); model.forward(x)`, also a class
+    or factory of another file of the project) and `self` attributes assigned a module
+    anywhere in the class (also by tuple: `self.net, self.ema = Net(), Net()`). `super().forward(...)` and the unbound form
     `Base.forward(self, ...)` are how a subclass extends its parent and are not reported, nor
     are `forward` methods of other objects (pipelines, `torch.classes` objects), nor RPC
     proxies (`rref.remote().forward(...)`) and `RemoteModule`s, whose documented API is
@@ -398,6 +401,18 @@ class ForwardCalledDirectly(StaticRule):
             "        for block in self.blocks:\n            x = block(x)\n"
             "        return x\n",
         ),
+        # a trainer (no module) whose models are set by tuple in __init__
+        invalid_at(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(2, 2)\n\n\n"
+            "class Trainer:\n    def __init__(self):\n        self.net, self.ema = Net(), Net()\n\n"
+            "    def step(self, x):\n        return self.net.forward(x)\n",
+            "return self.net.forward(x)",
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(2, 2)\n\n\n"
+            "class Trainer:\n    def __init__(self):\n        self.net, self.ema = Net(), Net()\n\n"
+            "    def step(self, x):\n        return self.net(x)\n",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -409,6 +424,7 @@ class ForwardCalledDirectly(StaticRule):
             return
         if self._remote(receiver):
             return
+        self._call = node
         if self._names_a_class(receiver) or not self._may_be_module(receiver):
             return
         positional = _positional(node)
@@ -441,9 +457,9 @@ class ForwardCalledDirectly(StaticRule):
         module's)."""
         found = self.context.current_method()
         if found is None:
-            if self.context.class_stack or not isinstance(receiver, cst.Name):
-                return False
-            return receiver.value in self._module_names
+            if isinstance(receiver, cst.Name) and receiver.value in self._module_names:
+                return True
+            return self._known_module(receiver)
         cls, method = found
         self_name = _self_name(self.context, cls, method)
         if (
@@ -462,6 +478,13 @@ class ForwardCalledDirectly(StaticRule):
                 ):
                     return False
         return True
+
+    def _known_module(self, receiver: cst.BaseExpression) -> bool:
+        """The semantic model knows `receiver` holds a module: a `self` attribute assigned
+        a module class anywhere in the class (also by tuple), a model built from a project
+        class or factory of another file, a module-level model."""
+        kind = self.context.semantic.kind_here(receiver, self._call)
+        return kind is not None and kind.kind == "module"
 
     def _remote(self, receiver: cst.BaseExpression) -> bool:
         """An RPC proxy (`rref.remote()`, `rref.rpc_sync()`, `rref.rpc_async()`) or a
@@ -502,6 +525,7 @@ class ForwardCalledDirectly(StaticRule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._module_names: set[str] = set()
+        self._call: cst.Call | None = None
 
     def _local_classes(self) -> set[str]:
         return {cls.name.value for cls in self.context.class_stack}

@@ -483,8 +483,10 @@ class UnregisteredTensor(StaticRule):
 
     ## What it does
     Finds `self.x = torch.ones(3, 4)` (any torch tensor factory, directly or through a local
-    variable) in a module's `__init__` when `x` is never registered with `register_buffer`
-    or wrapped in `nn.Parameter`.
+    variable, or any expression the semantic model knows is a tensor: a torch function of a
+    tensor, `.to(device)` of one, a helper method of the class that returns one) in a
+    module's `__init__` when `x` is never registered with `register_buffer` or wrapped in
+    `nn.Parameter`.
 
     ## Why is this bad?
     A plain tensor attribute is not in `parameters()`, not moved by `.to(device)` / `.cuda()`,
@@ -517,6 +519,10 @@ class UnregisteredTensor(StaticRule):
         HEADER + "class Helper:\n    def __init__(self):\n        self.scale = torch.ones(3)\n",
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.register_buffer('scale', None)\n        self.scale = torch.ones(3)\n",
+        # a parameter, whatever expression builds it
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = self._make()\n\n"
+        "    def _make(self):\n        return nn.Parameter(torch.zeros(3))\n",
     ]
     invalid = [
         Invalid(
@@ -528,6 +534,18 @@ class UnregisteredTensor(StaticRule):
             HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        mask = torch.tril(torch.ones(4, 4))\n        self.mask = mask\n",
             line=8,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self, device):\n"
+            "        super().__init__()\n"
+            "        self.scale = torch.sqrt(torch.tensor([0.5])).to(device)\n",
+            line=7,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.mask = self._causal_mask(8)\n\n"
+            "    def _causal_mask(self, n):\n        return torch.tril(torch.ones(n, n))\n",
+            line=7,
         ),
     ]
 
@@ -543,7 +561,11 @@ class UnregisteredTensor(StaticRule):
             bound = self.context.lookup(value.value)
             value = bound if bound is not None else value
         if not self.context.builds_tensor(value):
-            return
+            # any tensor-valued expression the semantic model knows (`torch.sqrt(...).to(d)`,
+            # a helper method that returns a tensor), not a parameter
+            kind = self.context.semantic.kind_here(node.value, node)
+            if kind is None or kind.kind != "tensor" or kind.parameter:
+                return
         info = self.context.class_info(cls)
         for target in node.targets:
             attr = self_attribute(target.target)

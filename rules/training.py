@@ -13,6 +13,8 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.static.classes import first_param_name
+from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
 from modellint.rules._loops import (
     Scope,
     ScopeRule,
@@ -21,12 +23,14 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
+    is_optimizer,
     is_no_grad_item,
     last_segment,
     line_of,
     mode_calls,
     names_in,
     optimizer_steps,
+    scope_of,
     scheduler_class,
     scheduler_steps,
     under_no_grad,
@@ -73,11 +77,11 @@ def _receiver(site: Site) -> str:
 
 # -- ML301 ------------------------------------------------------------------------------------
 
-EPOCH_SCHEDULERS = frozenset(
-    {"StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau"}
-)
+# every scheduler of torch.optim.lr_scheduler whose arguments count epochs (the engine's table)
+EPOCH_SCHEDULERS = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 # constructor arguments that count iterations rather than epochs
 _ITERATION_WORDS = re.compile(r"iter|batch|loader|len\(|steps|Steps", re.IGNORECASE)
+_EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
 
 
 def _counts_iterations(call: cst.Call) -> bool:
@@ -85,14 +89,33 @@ def _counts_iterations(call: cst.Call) -> bool:
     return any(_ITERATION_WORDS.search(code(arg.value)) for arg in call.args[1:])
 
 
+def _period_counts_epochs(kind: str, call: cst.Call) -> bool:
+    """For a scheduler whose period is often given in iterations (`CosineAnnealingLR`'s
+    `T_max`): the period argument names epochs (`args.epochs`, `num_epochs`). Others: yes."""
+    if kind not in PERIOD_ARGUMENT:
+        return True
+    position, keyword = PERIOD_ARGUMENT[kind]
+    period = None
+    for index, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == keyword) or (
+            arg.keyword is None and not arg.star and index == position
+        ):
+            period = arg.value
+    return period is not None and bool(
+        _EPOCH_WORD.search(cst.Module(body=[]).code_for_node(period)))
+
+
 class SchedulerStepInBatchLoop(ScopeRule):
     """An epoch-based learning-rate scheduler is stepped once per batch.
 
     ## What it does
     Finds `scheduler.step()` inside the batch loop (the loop that calls `optimizer.step()`,
-    nested in an epoch loop) when `scheduler` was built in the same function as a scheduler
-    whose arguments count epochs: `StepLR`, `MultiStepLR`, `ExponentialLR`,
-    `MultiplicativeLR` or `ReduceLROnPlateau`. Schedulers meant to step per batch
+    nested in an epoch loop) when `scheduler` was built in the same function (or is a `self`
+    attribute assigned once in the class) as a scheduler whose arguments count epochs: every
+    such class of `torch.optim.lr_scheduler`, from one table checked against the installed
+    torch (`StepLR`, `MultiStepLR`, `ExponentialLR`, `MultiplicativeLR`,
+    `ReduceLROnPlateau`, `PolynomialLR`, and `CosineAnnealingLR` when its `T_max` names
+    epochs, as in `CosineAnnealingLR(optimizer, num_epochs)`). Schedulers meant to step per batch
     (`OneCycleLR`, `CyclicLR`, `LambdaLR` warm-ups, `CosineAnnealingWarmRestarts.step(epoch +
     i / n)`), schedulers whose arguments are computed from iteration counts
     (`len(loader)`, `total_steps`), and schedulers of unknown kind are never flagged.
@@ -140,6 +163,11 @@ class SchedulerStepInBatchLoop(ScopeRule):
                batch_end="scheduler.step(epoch + i / len(loader))"),
         # unknown kind: built elsewhere
         _train("scheduler = build_scheduler(optimizer)", batch_end="scheduler.step()"),
+        # a cosine period counted in iterations (or not known to count epochs)
+        _train("scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, "
+               "T_max=epochs * len(loader))", batch_end="scheduler.step()"),
+        _train("scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 1000)",
+               batch_end="scheduler.step()"),
         # step_size counted in iterations
         _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, "
                "step_size=10 * len(loader))", batch_end="scheduler.step()"),
@@ -171,6 +199,16 @@ class SchedulerStepInBatchLoop(ScopeRule):
                    batch_end="sched.step(loss)"),
             "sched.step(loss)",
         ),
+        invalid_at(
+            _train("scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)",
+                   batch_end="scheduler.step()"),
+            "scheduler.step()",
+        ),
+        invalid_at(
+            _train("scheduler = torch.optim.lr_scheduler.PolynomialLR(optimizer, "
+                   "total_iters=epochs)", batch_end="scheduler.step()"),
+            "scheduler.step()",
+        ),
     ]
 
     def check(self, scope: Scope) -> None:
@@ -186,7 +224,7 @@ class SchedulerStepInBatchLoop(ScopeRule):
                 continue
             if site.node.args and kind != "ReduceLROnPlateau":
                 continue  # an explicit epoch
-            if _counts_iterations(constructor):
+            if _counts_iterations(constructor) or not _period_counts_epochs(kind, constructor):
                 continue
             for step in steps:
                 if not step.loops:
@@ -327,6 +365,12 @@ class MissingZeroGrad(ScopeRule):
     `set_to_none` anywhere in the function. Gradient accumulation, which zeroes under a
     condition, is fine.
 
+    Per optimizer: when the function clears gradients only through `<optimizer>.zero_grad()`
+    calls, an optimizer stepped in the loop (known to be one: built by `torch.optim`, or named
+    so) that is never zeroed is reported, as in a GAN that zeroes `opt_d` but not `opt_g`. A
+    `model.zero_grad()`, `p.grad = None` or a helper that clears gradients keeps it silent: which
+    optimizers those cover is not known.
+
     ## Why is this bad?
     `backward()` adds to `.grad`; it does not overwrite it. Without zeroing, every step uses
     the sum of all gradients since the start of training, so updates grow without bound and
@@ -375,6 +419,16 @@ class MissingZeroGrad(ScopeRule):
         # DeepSpeed's engine zeroes in its own step()
         HEADER + "def train(engine, loader):\n    for x, y in loader:\n"
         "        loss = engine(x, y)\n        engine.backward(loss)\n        engine.step()\n",
+        # a GAN that zeroes both optimizers
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n    for real in loader:\n"
+        "        opt_d.zero_grad()\n        D(G(real).detach()).mean().backward()\n"
+        "        opt_d.step()\n        opt_g.zero_grad()\n"
+        "        (-D(G(real)).mean()).backward()\n        opt_g.step()\n",
+        # the models are zeroed: which optimizer each covers is not known
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n    for real in loader:\n"
+        "        D.zero_grad()\n        D(G(real).detach()).mean().backward()\n"
+        "        opt_d.step()\n        G.zero_grad()\n"
+        "        (-D(G(real)).mean()).backward()\n        opt_g.step()\n",
     ]
     invalid = [
         Invalid(
@@ -395,6 +449,22 @@ class MissingZeroGrad(ScopeRule):
             "        scaler.update()\n",
             "scaler.step(opt)",
         ),
+        # a GAN: only the discriminator's optimizer is zeroed
+        invalid_at(
+            HEADER + "def train(G, D, loader, z_dim):\n"
+            "    opt_g = torch.optim.Adam(G.parameters(), lr=2e-4)\n"
+            "    opt_d = torch.optim.Adam(D.parameters(), lr=2e-4)\n"
+            "    for real in loader:\n"
+            "        fake = G(torch.randn(real.size(0), z_dim))\n"
+            "        opt_d.zero_grad()\n"
+            "        d_loss = D(fake.detach()).mean() - D(real).mean()\n"
+            "        d_loss.backward()\n"
+            "        opt_d.step()\n"
+            "        g_loss = -D(fake).mean()\n"
+            "        g_loss.backward()\n"
+            "        opt_g.step()\n",
+            "opt_g.step()",
+        ),
     ]
 
     def check(self, scope: Scope) -> None:
@@ -408,18 +478,59 @@ class MissingZeroGrad(ScopeRule):
             step for step in steps
             if any(any(b.inside(loop) for b in backwards) for loop in step.loops)
         ]
-        if not candidates or _ZEROING.search(scope.code()):
+        if not candidates:
+            return
+        if _ZEROING.search(scope.code()):
+            self._per_optimizer(scope, candidates)
             return
         for step in candidates:
-            optimizer = _receiver(step)
-            if step.node.args and "scaler" in last_segment(optimizer):
-                optimizer = dotted_name(step.node.args[0].value) or optimizer
+            optimizer = _stepped(step)
             self.report_at(
                 step, step.node,
                 f"this loop calls `backward()` and steps `{optimizer}` but never clears the "
                 f"gradients, so they accumulate across steps; call `{optimizer}.zero_grad()` "
                 "each iteration",
             )
+
+    def _per_optimizer(self, scope: Scope, candidates: list[Site]) -> None:
+        """Gradients are cleared, but maybe not for every optimizer: when every clearing in
+        the function is `<optimizer>.zero_grad()`, an optimizer stepped in the loop that is
+        never zeroed (a GAN whose discriminator's optimizer alone is) accumulates."""
+        code = scope.code()
+        zeroed: set[str] = set()
+        for site, receiver in scope.method_calls("zero_grad"):
+            name = dotted_name(receiver)
+            if name is None or not is_optimizer(self.context, scope, name):
+                return  # a model's zero_grad(): which optimizers it covers is not known
+            zeroed.add(name)
+            code = code.replace(cst.Module(body=[]).code_for_node(site.node), "")
+        if not zeroed or _ZEROING.search(code):
+            return  # cleared some other way (p.grad = None, a helper, a closure)
+        aliases = {
+            dotted_name(a.value) for a in scope.assignments if a.value is not None
+        } | {a.target for a in scope.assignments
+             if a.value is not None and dotted_name(a.value) in zeroed}
+        for step in candidates:
+            optimizer = _stepped(step)
+            if optimizer in zeroed or optimizer in aliases:
+                continue
+            kind = self.context.semantic.kind_of_name(optimizer, scope, step.order)
+            if kind is not None and kind.kind != "optimizer":
+                continue
+            self.report_at(
+                step, step.node,
+                f"`{optimizer}` is stepped after `backward()` in this loop but never zeroed "
+                f"(only {', '.join(f'`{z}`' for z in sorted(zeroed))} is), so its gradients "
+                f"accumulate across steps; call `{optimizer}.zero_grad()` each iteration",
+            )
+
+
+def _stepped(step: Site) -> str:
+    """The optimizer an `optimizer.step()` / `scaler.step(optimizer)` call steps."""
+    optimizer = _receiver(step)
+    if step.node.args and "scaler" in last_segment(optimizer):
+        optimizer = dotted_name(step.node.args[0].value) or optimizer
+    return optimizer
 
 
 # -- ML304 ------------------------------------------------------------------------------------
@@ -877,8 +988,11 @@ class EvalWithoutEvalMode(ScopeRule):
     flagged; nor is code inside module classes.
 
     Only modules whose behaviour depends on the mode are reported: losses, activations such as
-    `nn.Softmax`, `nn.Linear`, an `nn.LSTM` without `dropout=` and module classes of the file
-    built only from such layers behave the same in both modes. Nor is a `no_grad` block that
+    `nn.Softmax`, `nn.Linear`, an `nn.LSTM` without `dropout=` and module classes of the
+    project (of any file) built only from such layers behave the same in both modes. From the
+    semantic model it also knows a model built here from a project class or factory of
+    another file, when that class holds dropout or batch norm, and what a `self` attribute
+    or a module-level model is. Nor is a `no_grad` block that
     sits in the loop body calling `backward()` or `optimizer.step()`: it is part of a training
     step (a GAN's generator sampling for the discriminator's step, a sample logged every N
     steps), and `eval()` there would train the next steps in eval mode.
@@ -984,12 +1098,23 @@ class EvalWithoutEvalMode(ScopeRule):
                 continue
             if not (decorated or under_no_grad(context, site)):
                 continue
+            # the semantic model knows it has no train/eval behaviour (a loss, a softmax, an
+            # upsampling layer, a project model without dropout or batch norm)
+            kind = context.semantic.kind_of_name(name, scope, site.order)
+            if kind is not None and kind.kind == "module" and kind.mode is False:
+                continue
             # a model this function built (attributes of classes are set up elsewhere)
             constructor = constructor_of(context, scope, name, site.order) if (
                 "." not in name) else None
             built = constructor is not None and context.builds_module(constructor)
             if built and not has_mode_behaviour(context, constructor):
                 continue  # a loss, an activation, a layer without dropout or batch norm
+            if constructor is not None and not built and kind is not None and (
+                kind.kind == "module" and kind.mode is True
+            ):
+                # built from a project class or factory of another file that has dropout or
+                # batch norm
+                built = True
             if not decorated and _in_training_step(context, scope, site):
                 continue
             if not built:
@@ -1017,7 +1142,9 @@ class EvalWithoutNoGrad(ScopeRule):
     """An evaluation loop after `model.eval()` builds autograd graphs it never uses.
 
     ## What it does
-    Finds a loop, after `model.eval()` in the same function, that calls `model(...)` outside
+    Finds a loop, after `model.eval()` in the same function (or, in a method, after the
+    class's `__init__` put `self.model` in eval mode for good: no method calls
+    `self.model.train(`), that calls `model(...)` outside
     any `torch.no_grad()` / `torch.inference_mode()` block (or decorator, or
     `torch.set_grad_enabled(False)`) and never calls `backward()` or asks for gradients.
 
@@ -1065,6 +1192,14 @@ class EvalWithoutNoGrad(ScopeRule):
         HEADER + "from utils.torch_utils import smart_inference_mode\n\n"
         "@smart_inference_mode()\ndef run(model, loader):\n    model.eval()\n"
         "    for x, y in loader:\n        out = model(x)\n",
+        # __init__ sets eval mode, but another method trains
+        HEADER + "class Runner:\n    def __init__(self, model):\n"
+        "        self.model = model\n        self.model.eval()\n\n"
+        "    def fit(self, loader):\n        self.model.train()\n\n"
+        "    def predict_all(self, loader):\n"
+        "        return [self.model(x) for x in loader]\n\n"
+        "    def scores(self, loader):\n        out = []\n        for x in loader:\n"
+        "            out.append(self.model(x))\n        return out\n",
     ]
     invalid = [
         Invalid(
@@ -1086,6 +1221,15 @@ class EvalWithoutNoGrad(ScopeRule):
             "            val_loss = F.cross_entropy(model(x), y).item()\n",
             "val_loss =",
         ),
+        # eval mode set once, in __init__, of a predictor class
+        invalid_at(
+            HEADER + "class Predictor:\n    def __init__(self, model):\n"
+            "        self.model = model\n        self.model.eval()\n\n"
+            "    def predict_all(self, loader):\n        outputs = []\n"
+            "        for x in loader:\n            outputs.append(self.model(x))\n"
+            "        return outputs\n",
+            "outputs.append(self.model(x))",
+        ),
     ]
 
     def check(self, scope: Scope) -> None:
@@ -1093,6 +1237,8 @@ class EvalWithoutNoGrad(ScopeRule):
         if function_without_grad(context, scope.root):
             return
         evals, trains = mode_calls(scope)
+        for name, site in _evaluated_in_init(context, scope).items():
+            evals.setdefault(name, []).insert(0, site)
         if not evals:
             return
         for site in scope.calls:
@@ -1135,6 +1281,35 @@ class EvalWithoutNoGrad(ScopeRule):
                 break
 
 
+def _evaluated_in_init(context, scope: Scope) -> dict[str, Site]:
+    """For a method: the `self.X` that the class's `__init__` puts in eval mode and that no
+    method of the class puts back in training mode -> a site standing for that eval() call,
+    ordered before everything in this method."""
+    root = scope.root
+    if not isinstance(root, cst.FunctionDef) or root.name.value == "__init__":
+        return {}
+    owner = context.method_owners.get(id(root))
+    if owner is None or context.is_module_class(owner):
+        return {}  # a module's own mode is its caller's to set
+    init = next((s for s in owner.body.body if isinstance(s, cst.FunctionDef)
+                 and s.name.value == "__init__"), None)
+    self_name = first_param_name(root)
+    if init is None or self_name is None or first_param_name(init) != self_name:
+        return {}
+    evals, _ = mode_calls(scope_of(context, init))
+    found = {}
+    code = None
+    for name, sites in evals.items():
+        if not name.startswith(self_name + ".") or name.count(".") != 1:
+            continue
+        if code is None:
+            code = cst.Module(body=[]).code_for_node(owner)
+        if f"{name}.train(" in code or f"{name[len(self_name) + 1:]}.train(" in code:
+            continue
+        found[name] = Site(sites[-1].node, 0, (), None)
+    return found
+
+
 # -- ML308 ------------------------------------------------------------------------------------
 
 _ACTIVATIONS = {
@@ -1175,6 +1350,15 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     prediction (first argument) is checked: soft targets from a softmax are fine, and so is
     `nll_loss(F.log_softmax(x))`.
 
+    It also knows, from the semantic model, where the probabilities come from the model: a
+    model (of any file of the project) whose last layer is `nn.Softmax`/`nn.LogSoftmax`/
+    `nn.Sigmoid` (an `nn.Sequential` ending in one, a head attribute built so) or whose
+    `forward` returns `F.softmax(...)`/`torch.sigmoid(...)` (not when `forward` reads
+    `self.training`: such models return logits while training); and which losses expect
+    logits: a criterion kept on `self` or at module level, and a project's own loss class or
+    function that passes its first argument to `F.cross_entropy`/`F.nll_loss`/
+    `binary_cross_entropy_with_logits` (or to such a loss module).
+
     ## Why is this bad?
     `cross_entropy` computes `log_softmax` itself and `BCEWithLogitsLoss` a sigmoid: applied
     to probabilities, the loss squashes them a second time, its gradients shrink and
@@ -1192,7 +1376,9 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
 
     code = "ML308"
     name = "softmax-before-cross-entropy"
-    triggers = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit")
+    # the probabilities may come from a model of another file: a file that computes a loss
+    triggers = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit", "loss", "Loss",
+                "criterion", "cross_entropy")
     valid = [
         HEADER + "def step(model, x, y):\n    return F.cross_entropy(model(x), y)\n",
         HEADER + "def step(model, x, y):\n"
@@ -1206,6 +1392,19 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         # reassigned to the logits before the loss
         HEADER + "def step(model, x, y):\n    out = F.softmax(model(x), 1)\n    show(out)\n"
         "    out = model(x)\n    return F.cross_entropy(out, y)\n",
+        # softmax only in eval mode: the loss sees logits while training
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(784, 10)\n\n    def forward(self, x):\n"
+        "        x = self.fc(x)\n        if self.training:\n            return x\n"
+        "        return F.softmax(x, dim=1)\n\n\n"
+        "def step(x, y):\n    model = Net()\n    return F.cross_entropy(model(x), y)\n",
+        # a model ending in LogSoftmax, with nll_loss
+        HEADER + "model = nn.Sequential(nn.Linear(784, 10), nn.LogSoftmax(dim=1))\n\n\n"
+        "def step(x, y):\n    return F.nll_loss(model(x), y)\n",
+        # a loss that takes probabilities and applies the log itself
+        HEADER + "class ProbLoss(nn.Module):\n    def forward(self, probs, target):\n"
+        "        return F.nll_loss(torch.log(probs), target)\n\n\n"
+        "def step(model, x, y):\n    return ProbLoss()(F.softmax(model(x), dim=1), y)\n",
     ]
     invalid = [
         Invalid(
@@ -1232,6 +1431,39 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "    return F.cross_entropy(F.log_softmax(model(x), dim=1), y)\n",
             line=6,
         ),
+        # the model ends in a softmax
+        invalid_at(
+            HEADER + "model = nn.Sequential(nn.Linear(784, 10), nn.Softmax(dim=1))\n"
+            "criterion = nn.CrossEntropyLoss()\n\n\ndef step(x, y):\n"
+            "    out = model(x)\n    return criterion(out, y)\n",
+            "return criterion(out, y)",
+        ),
+        # forward returns probabilities
+        invalid_at(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n\n"
+            "    def forward(self, x):\n        return F.softmax(self.fc(x), dim=1)\n\n\n"
+            "def step(x, y):\n    model = Net()\n    return F.cross_entropy(model(x), y)\n",
+            "return F.cross_entropy(model(x), y)",
+        ),
+        # a project's own loss that wraps cross_entropy
+        invalid_at(
+            HEADER + "class LabelLoss(nn.Module):\n    def forward(self, pred, target):\n"
+            "        return F.cross_entropy(pred, target)\n\n\n"
+            "def step(model, x, y):\n    criterion = LabelLoss()\n"
+            "    return criterion(F.softmax(model(x), dim=1), y)\n",
+            "return criterion(",
+        ),
+        # sigmoid before BCEWithLogitsLoss, from the model's head
+        invalid_at(
+            HEADER + "class Detector(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.head = nn.Sequential(nn.Linear(16, 1), nn.Sigmoid())\n"
+            "        self.loss = nn.BCEWithLogitsLoss()\n\n"
+            "    def forward(self, x):\n        return self.head(x)\n\n"
+            "    def training_step(self, x, y):\n        return self.loss(self(x), y)\n",
+            "return self.loss(self(x), y)",
+        ),
     ]
 
     def _loss_kind(self, scope: Scope, call: cst.Call, order: int) -> str | None:
@@ -1242,23 +1474,29 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         if isinstance(func, cst.Call):
             return _LOSSES.get(self.context.call_name(func) or "")
         name = dotted_name(func)
-        if name is None:
-            return None
-        constructor = constructor_of(self.context, scope, name, order)
-        if constructor is None:
-            return None
-        return _LOSSES.get(self.context.call_name(constructor) or "")
+        if name is not None:
+            constructor = constructor_of(self.context, scope, name, order)
+            found = _LOSSES.get(self.context.call_name(constructor) or "") if (
+                constructor is not None) else None
+            if found is not None:
+                return found
+        # the semantic model: a loss kept on self, at module level, or a project's own loss
+        # class or function that wraps one
+        kind = self.context.semantic.kind(func, scope, order)
+        if kind is not None and kind.loss in _BAD_INPUTS:
+            return kind.loss
+        return None
 
     def _activation(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
         """`softmax`, `log_softmax` or `sigmoid` when `expr` (or the value last assigned to
         the name `expr`) is the output of one."""
+        original = expr
         if isinstance(expr, cst.Name):
             found = scope.assigned(expr.value, order)
-            if not found or found[-1].value is None:
-                return None
-            expr = found[-1].value
+            if found and found[-1].value is not None:
+                expr = found[-1].value
         if not isinstance(expr, cst.Call):
-            return None
+            return self._model_output(scope, original, order)
         qualified = self.context.call_name(expr)
         if qualified in _ACTIVATIONS:
             return _ACTIVATIONS[qualified]
@@ -1276,7 +1514,18 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         if name is not None:
             constructor = constructor_of(self.context, scope, name, order)
             if constructor is not None:
-                return _ACTIVATION_MODULES.get(self.context.call_name(constructor) or "")
+                found = _ACTIVATION_MODULES.get(self.context.call_name(constructor) or "")
+                if found is not None:
+                    return found
+        return self._model_output(scope, original, order)
+
+    def _model_output(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
+        """The activation a model's output already went through (its last layer is
+        `nn.Softmax`, its `forward` returns `F.softmax(...)`), from the semantic model."""
+        kind = self.context.semantic.kind(expr, scope, order)
+        if kind is not None and kind.kind == "tensor" and kind.outputs:
+            self._from_model = True
+            return kind.outputs
         return None
 
     def check(self, scope: Scope) -> None:
@@ -1292,24 +1541,27 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
                     break
             if prediction is None:
                 continue
+            self._from_model = False
             activation = self._activation(scope, prediction, site.order)
             if activation not in _BAD_INPUTS[kind]:
                 continue
+            given = (f"the model's output, which its last layer (or `forward`) already put "
+                     f"through `{activation}`") if self._from_model else f"`{activation}` output"
             if kind == "cross_entropy" and activation == "log_softmax":
                 message = ("`cross_entropy` already applies `log_softmax`; pass the logits "
-                           "instead of `log_softmax` output (or use `nll_loss`)")
+                           f"instead of {given} (or use `nll_loss`)")
                 severity = Severity.WARNING
             elif kind == "nll_loss":
-                message = ("`nll_loss` expects log-probabilities but is given `softmax` "
-                           "output; use `log_softmax` (or `cross_entropy` on the logits)")
+                message = (f"`nll_loss` expects log-probabilities but is given {given}; use "
+                           "`log_softmax` (or `cross_entropy` on the logits)")
                 severity = None
             elif kind == "cross_entropy":
-                message = ("`cross_entropy` applies `log_softmax` itself but is given `softmax`"
-                           " output; pass the logits")
+                message = (f"`cross_entropy` applies `log_softmax` itself but is given {given}"
+                           "; pass the logits")
                 severity = None
             else:
-                message = ("`BCEWithLogitsLoss` applies a sigmoid itself but is given `sigmoid`"
-                           " output; pass the logits (or use `BCELoss`)")
+                message = (f"`BCEWithLogitsLoss` applies a sigmoid itself but is given {given}"
+                           "; pass the logits (or use `BCELoss`)")
                 severity = None
             self.report_at(site, prediction, message, severity=severity)
 

@@ -57,7 +57,7 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
     first = cli("net.py", "--format", "json", env=env)
-    assert len(entries(tmp_path)) == 1
+    assert len(entries(tmp_path)) == 2  # the file's findings and its project facts
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
@@ -133,3 +133,42 @@ def test_fix_does_not_use_stale_results(cli, tmp_path):
     cli("net.py", "--fix", env=env)
     assert "def forward(self, x):" in path.read_text()
     assert ("ML105", 11) not in cli("net.py", "--format", "json", env=env).codes()
+
+
+MODEL_LOGITS = """\
+import torch.nn as nn
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(784, 10))
+
+    def forward(self, x):
+        return self.head(x)
+"""
+TRAIN = """\
+import torch.nn.functional as F
+from models import Classifier
+
+
+def step(x, y):
+    model = Classifier()
+    return F.cross_entropy(model(x), y)
+"""
+
+
+def test_editing_a_file_relints_the_files_that_import_it(cli, tmp_path):
+    models = write(tmp_path, "models.py", MODEL_LOGITS)
+    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "other.py", "x = 1\n")
+    env = cache_env(tmp_path)
+    assert cli(".", "--select", "ML308", "--format", "json", env=env).codes() == []
+    before = set(entries(tmp_path))
+    # the model now ends in a softmax: train.py's findings change though train.py did not
+    models.write_text(MODEL_LOGITS.replace("nn.Linear(784, 10))", "nn.Linear(784, 10), "
+                                           "nn.Softmax(dim=1))"))
+    assert cli(".", "--select", "ML308", "--format", "json",
+               env=env).codes() == [("ML308", 7)]
+    # models.py (facts, findings) and train.py (findings) were linted again; other.py was not
+    assert len(set(entries(tmp_path)) - before) == 3

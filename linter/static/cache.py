@@ -158,11 +158,45 @@ class Cache:
         return self.problem is None
 
     @staticmethod
-    def file_key(display: str, data: bytes, disabled: frozenset[str]) -> str:
+    def file_key(display: str, data: bytes, disabled: frozenset[str], facts: str = "") -> str:
+        """`facts`: the digest of the project facts the file's findings depend on (the files
+        it imports, `ProjectIndex.digest`), so that editing one of those re-lints it."""
         digest = hashlib.sha256(data)
         digest.update(b"\0" + display.encode("utf-8", "surrogateescape"))
         digest.update(b"\0" + ",".join(sorted(disabled)).encode())
+        digest.update(b"\0" + facts.encode())
         return digest.hexdigest()
+
+    @staticmethod
+    def facts_key(data: bytes) -> str:
+        return hashlib.sha256(b"project-facts\0" + data).hexdigest()
+
+    def get_facts(self, key: str) -> dict | None:
+        """The project facts of a file (`modellint.static.index.extract`) stored under `key`."""
+        try:
+            raw, _ = _read_regular(self.directory / f"{key}.json", MAX_ENTRY_BYTES)
+            data = json.loads(raw)
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError("unknown cache format")
+            payload, mac = data["payload"], data["mac"]
+            if not (isinstance(payload, str) and isinstance(mac, str)
+                    and hmac.compare_digest(mac, self._mac(key, payload.encode()))):
+                raise ValueError("not an entry of this user's modellint")
+            facts = json.loads(payload)
+            if not isinstance(facts, dict) or not {"imports", "classes", "functions",
+                                                   "globals"} <= facts.keys():
+                raise ValueError("bad facts entry")
+            return facts
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put_facts(self, key: str, facts: dict) -> None:
+        payload = json.dumps(facts)
+        entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
+        try:
+            _write_atomically(self.directory / f"{key}.json", json.dumps(entry).encode())
+        except OSError:
+            pass
 
     def _mac(self, key: str, payload: bytes) -> str:
         # the settings and file keys are signed too: an entry cannot be moved to another file

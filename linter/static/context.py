@@ -30,10 +30,16 @@ _NN_CLASS = re.compile(r"^torch\.nn\.([A-Z]\w*)$")
 
 
 class FileContext:
-    def __init__(self, path: str, source: str, options: dict[str, Any]) -> None:
+    def __init__(self, path: str, source: str, options: dict[str, Any],
+                 index: Any = None) -> None:
         self.path = path
         self.source = source
         self.options = options
+        # the run's ProjectIndex (None: this file alone); see `semantic`
+        self.index = index
+        self._semantic: Any = None
+        # the module being walked
+        self.module_node: cst.Module | None = None
         self.imports = ImportMap()
         self.module_classes: dict[str, cst.ClassDef] = {}
         self.class_stack: list[cst.ClassDef] = []
@@ -49,6 +55,16 @@ class FileContext:
         self._top_level_marks: list[tuple[int, cst.CSTNode | None]] = []
         self._class_infos: dict[int, ClassInfo] = {}
         self._module_class_ids: set[int] = set()
+
+    @property
+    def semantic(self):
+        """The semantic model of this file (`modellint.static.semantic.SemanticModel`): what
+        an expression holds, across the project's files. Made on first use."""
+        if self._semantic is None:
+            from modellint.static.semantic import SemanticModel
+
+            self._semantic = SemanticModel(self, self.index)
+        return self._semantic
 
     # -- names ---------------------------------------------------------------------------
     def qualified_name(self, node: cst.BaseExpression) -> str | None:

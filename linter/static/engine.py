@@ -79,6 +79,9 @@ class _Tracker(cst.BatchableCSTVisitor):
 class _Enter(_Tracker):
     """Runs first for each node: records imports, classes, functions and statements."""
 
+    def visit_Module(self, node: cst.Module) -> None:
+        self.context.module_node = node
+
     def visit_Import(self, node: cst.Import) -> None:
         self.context.imports.add_import(node)
 
@@ -279,13 +282,16 @@ def lint_source(
     options: dict[str, Any],
     disabled_codes: frozenset[str] = frozenset(),
     tree: ast.Module | None = None,
+    index: Any = None,
 ) -> FileResult:
     """Every finding of `rules` in one file that no suppression hides. `disabled_codes` are
     hidden in the whole file (not selected, or per-file-ignores). `tree`: CPython's parse of
-    `data` when the caller already has it (a notebook's cells)."""
-    result = _lint_source(path, data, rules, options, disabled_codes, deep=False, tree=tree)
+    `data` when the caller already has it (a notebook's cells); `index` is the run's project
+    index (`modellint.static.index.ProjectIndex`), None for a file alone."""
+    result = _lint_source(path, data, rules, options, disabled_codes, False, tree, index)
     if result.too_deep:
-        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True, tree)
+        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True,
+                             tree, index)
     # the one suppression step, the same as the runtime pass's (modellint.suppress)
     result.findings = result.suppressions.visible(result.findings)
     return result
@@ -299,6 +305,7 @@ def _lint_source(
     disabled_codes: frozenset[str],
     deep: bool,
     tree: ast.Module | None = None,
+    index: Any = None,
 ) -> FileResult:
     result = FileResult(path=path, suppressions=FileSuppressions(codes=disabled_codes))
     try:
@@ -350,7 +357,8 @@ def _lint_source(
             "it was not linted", 1, 1))
         return result
     try:
-        result.findings.extend(run_rules(path, text, module, active, options, result.tracebacks))
+        result.findings.extend(
+            run_rules(path, text, module, active, options, result.tracebacks, index))
     except RecursionError:
         result.too_deep = True
         result.findings.append(_finding(
@@ -391,10 +399,11 @@ def run_rules(
     rules: Sequence[type[StaticRule]],
     options: dict[str, Any],
     tracebacks: list[str],
+    index: Any = None,
 ) -> list[Finding]:
     """The findings of `rules`; raises RecursionError when the tree is too deep to walk."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = FileContext(path, text, options)
+    context = FileContext(path, text, options, index)
     findings: list[Finding] = []
     instances = []
     for rule in rules:

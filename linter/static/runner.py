@@ -47,6 +47,8 @@ class StaticOptions:
     cache: Cache | None = None
     # the folders being linted: --fix writes no file whose real path leaves them
     tree: tuple[Path, ...] = ()
+    # the project index of every file of the run (made by `run` when None)
+    index: Any = None
 
 
 @dataclass
@@ -119,7 +121,9 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     outcome.notebook = is_notebook(path, original)
     key = None
     if opts.cache is not None and not wants_fix:
-        key = opts.cache.file_key(display, original, disabled)
+        # the facts of the project files it imports decide its findings too
+        key = opts.cache.file_key(display, original, disabled,
+                                  opts.index.digest(display) if opts.index is not None else "")
         cached = opts.cache.get(key)
         if cached is not None:
             outcome.findings, outcome.classes = cached
@@ -127,7 +131,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     if outcome.notebook:
         return _lint_notebook_file(display, path, original, disabled, opts, outcome, key,
                                    piped=stdin is not None)
-    result = lint_source(display, original, opts.rules, opts.options, disabled)
+    result = lint_source(display, original, opts.rules, opts.options, disabled,
+                         index=opts.index)
     outcome.tracebacks.extend(result.tracebacks)
     if wants_fix and result.module is None:
         unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
@@ -154,7 +159,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 )
                 text = result.source
                 outcome.fixed = 0
-                result = lint_source(display, original, opts.rules, opts.options, disabled)
+                result = lint_source(display, original, opts.rules, opts.options, disabled,
+                             index=opts.index)
                 break
             if fixed == 0 or new_text == text:
                 break
@@ -165,18 +171,20 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 )
                 text = result.source
                 outcome.fixed = 0
-                result = lint_source(display, original, opts.rules, opts.options, disabled)
+                result = lint_source(display, original, opts.rules, opts.options, disabled,
+                             index=opts.index)
                 break
             outcome.fixed += fixed
             text = new_text
             result = lint_source(
-                display, new_text.encode(result.encoding), opts.rules, opts.options, disabled
-            )
+                display, new_text.encode(result.encoding), opts.rules, opts.options, disabled,
+                index=opts.index)
         if outcome.fixed:
             if opts.diff:
                 outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
                 # --diff writes nothing: report what is still there now
-                result = lint_source(display, original, opts.rules, opts.options, disabled)
+                result = lint_source(display, original, opts.rules, opts.options, disabled,
+                             index=opts.index)
                 outcome.would_fix, outcome.fixed = outcome.fixed, 0
             elif stdin is not None:
                 outcome.fixed_source = text.encode(result.encoding)
@@ -186,7 +194,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 except WriteError as exc:
                     outcome.messages.append(str(exc))
                     outcome.fixed = 0
-                    result = lint_source(display, original, opts.rules, opts.options, disabled)
+                    result = lint_source(display, original, opts.rules, opts.options, disabled,
+                             index=opts.index)
     for finding in result.findings:
         if finding.fix is not None:
             # the nodes stay in this process; reporters only need to know it is fixable
@@ -339,6 +348,10 @@ def _died(display: str, exitcode: int | None) -> FileOutcome:
 def run(
     tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
 ) -> list[FileOutcome]:
+    if opts.index is None and opts.rules:
+        from modellint.static.index import index_files
+
+        opts.index = index_files([(display, path) for display, path, _ in tasks], opts.cache)
     jobs = max(1, min(opts.jobs, len(tasks)))
     if jobs == 1 or len(tasks) < 4:
         return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]

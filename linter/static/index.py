@@ -1,0 +1,898 @@
+"""The project index: what each file of the project defines, read with CPython's `ast` (never
+imported), and the evaluator that tells what a value is (`Kind`) across the project's files.
+
+Per file, `extract` keeps JSON-serialisable *facts*: its imports, and for each top-level class
+and function a summary of what it assigns and returns. A *summary* is a small JSON tree of an
+expression:
+
+    ["ref", "a.b"]              a dotted name as written
+    ["self", "x"]               self.x inside a method
+    ["this"]                    self itself
+    ["call", f, [args], {kw}]   a call
+    ["attr", base, "name"]      an attribute of something that is not a dotted name
+    ["sub", base, "key"|None]   a subscript (a string key is kept)
+    ["iter", s]                 an element of the iterable s (a `for` target)
+    ["num", 1.0] ["const", "True"] ["seq", [...]] ["?"]
+
+`ProjectIndex` holds the facts of every file of the run, resolves `from models import Net` to
+the project's own file, and evaluates summaries to Kinds. What it cannot know is None.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from modellint.static import kinds as K
+from modellint.static.imports import canonical
+from modellint.static.kinds import Kind
+
+UNKNOWN: list = ["?"]
+FACTS_VERSION = 1
+_MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
+_MAX_DEPTH = 40
+_BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
+                       "set", "isinstance", "getattr", "hasattr", "print", "zip", "enumerate",
+                       "min", "max", "sum", "abs", "round", "sorted", "type", "bool"})
+
+
+# -- extraction (ast) -------------------------------------------------------------------------
+
+
+def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0) -> list:
+    """The summary of an ast expression."""
+    if node is None or depth > 12:
+        return UNKNOWN
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        parts = []
+        inner = node
+        while isinstance(inner, ast.Attribute):
+            parts.append(inner.attr)
+            inner = inner.value
+        if isinstance(inner, ast.Name):
+            parts.append(inner.id)
+            parts.reverse()
+            if self_name is not None and parts[0] == self_name and len(parts) == 1:
+                return ["this"]
+            if self_name is not None and parts[0] == self_name and len(parts) > 1:
+                summary: list = ["self", parts[1]]
+                for attr in parts[2:]:
+                    summary = ["attr", summary, attr]
+                return summary
+            return ["ref", ".".join(parts)]
+        return ["attr", summarize(node.value, self_name, depth + 1), node.attr]
+    if isinstance(node, ast.Call):
+        args = [UNKNOWN if isinstance(a, ast.Starred) else summarize(a, self_name, depth + 1)
+                for a in node.args]
+        keywords = {k.arg: summarize(k.value, self_name, depth + 1)
+                    for k in node.keywords if k.arg is not None}
+        if any(k.arg is None for k in node.keywords):
+            keywords["**"] = UNKNOWN
+        return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        literal = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+        return ["sub", summarize(node.value, self_name, depth + 1), literal]
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or node.value is None:
+            return ["const", str(node.value)]
+        if isinstance(node.value, (int, float)):
+            return ["num", float(node.value)]
+        return ["str"]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return ["seq", [summarize(e, self_name, depth + 1) for e in node.elts]]
+    return UNKNOWN
+
+
+def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = func.args
+    return [a.arg for a in (*args.posonlyargs, *args.args)]
+
+
+def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> dict:
+    """params, assigns (name -> summary, when assigned once), iters (name -> iterable),
+    returns (summaries), reads_training."""
+    assigns: dict[str, Any] = {}
+    iters: dict[str, Any] = {}
+    returns: list = []
+    reads_training = False
+    stack = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                _assign(target, node.value, self_name, assigns, attrs, func.name)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            _assign(node.target, node.value, self_name, assigns, attrs, func.name)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            assigns[node.target.id] = UNKNOWN
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            if isinstance(node.target, ast.Name):
+                name = node.target.id
+                iters[name] = summarize(node.iter, self_name) if name not in iters else UNKNOWN
+                assigns[name] = ["iter", iters[name]] if name not in assigns else UNKNOWN
+        elif isinstance(node, ast.Return):
+            returns.append(summarize(node.value, self_name) if node.value is not None
+                           else ["const", "None"])
+        elif isinstance(node, ast.Attribute) and node.attr == "training":
+            reads_training = True
+        stack.extend(ast.iter_child_nodes(node))
+    return {"params": _params(func), "assigns": assigns, "returns": returns,
+            "training": reads_training}
+
+
+def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str) -> None:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
+            value.elts) == len(target.elts) else None
+        for index, element in enumerate(target.elts):
+            _assign(element, values[index] if values else None, self_name, assigns, attrs, method)
+        return
+    if isinstance(target, ast.Name):
+        assigns[target.id] = summarize(value, self_name) if target.id not in assigns else UNKNOWN
+    elif (attrs is not None and isinstance(target, ast.Attribute)
+          and isinstance(target.value, ast.Name) and target.value.id == self_name):
+        attrs.setdefault(target.attr, []).append([method, summarize(value, self_name)])
+
+
+def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
+    attrs: dict[str, list] = {}
+    methods: dict[str, dict] = {}
+    calls: dict[str, list] = {}
+    super_init = False
+    for statement in node.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = _params(statement)
+            static = any(isinstance(d, ast.Name) and d.id == "staticmethod"
+                         for d in statement.decorator_list)
+            self_name = params[0] if params and not static else None
+            methods.setdefault(statement.name, _function_facts(statement, self_name, attrs))
+            for sub in ast.walk(statement):
+                if isinstance(sub, ast.Call):
+                    func = sub.func
+                    if (statement.name == "__init__" and isinstance(func, ast.Attribute)
+                            and func.attr == "__init__" and isinstance(func.value, ast.Call)
+                            and isinstance(func.value.func, ast.Name)
+                            and func.value.func.id == "super"):
+                        super_init = True
+                    if isinstance(func, (ast.Name, ast.Attribute)):
+                        summary = summarize(sub, self_name)
+                        if summary[1][0] == "ref":
+                            calls.setdefault(json.dumps(summary), summary)
+    start, end = node.lineno - 1, getattr(node, "end_lineno", node.lineno) or node.lineno
+    text = "\n".join(lines[start:end])
+    return {
+        "bases": [summarize(b) for b in node.bases],
+        "attrs": attrs,
+        "methods": methods,
+        "calls": list(calls.values()),
+        "super_init": super_init,
+        "mode_text": bool(_MODE_TEXT.search(text)),
+    }
+
+
+def _imports(tree: ast.Module) -> dict[str, str]:
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    head = alias.name.split(".", 1)[0]
+                    aliases[head] = head
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                local = alias.asname or alias.name
+                aliases[local] = f"{module}.{alias.name}" if module.strip(".") else (
+                    module + alias.name)
+    return aliases
+
+
+def _top_level(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements at module level, also inside if/try blocks."""
+    for statement in body:
+        if isinstance(statement, ast.If):
+            yield from _top_level(statement.body)
+            yield from _top_level(statement.orelse)
+        elif isinstance(statement, ast.Try):
+            yield from _top_level(statement.body)
+            for handler in statement.handlers:
+                yield from _top_level(handler.body)
+            yield from _top_level(statement.orelse)
+        else:
+            yield statement
+
+
+def extract(text: str, tree: ast.Module | None = None) -> dict:
+    """The facts of one file's text (empty facts when it does not parse)."""
+    facts: dict[str, Any] = {"v": FACTS_VERSION, "imports": {}, "classes": {}, "functions": {},
+                             "globals": {}}
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return facts
+    try:
+        facts["imports"] = _imports(tree)
+        lines = text.splitlines()
+        globals_: dict[str, Any] = {}
+        for statement in _top_level(tree.body):
+            if isinstance(statement, ast.ClassDef):
+                facts["classes"][statement.name] = _class_facts(statement, lines)
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                facts["functions"][statement.name] = _function_facts(statement, None)
+            elif isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    _assign(target, statement.value, None, globals_, None, "")
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                _assign(statement.target, statement.value, None, globals_, None, "")
+        facts["globals"] = globals_
+    except RecursionError:
+        return {"v": FACTS_VERSION, "imports": {}, "classes": {}, "functions": {}, "globals": {}}
+    return facts
+
+
+def module_name(path: str) -> str:
+    """`pkg/models/net.py` -> `pkg.models.net`; `pkg/__init__.py` -> `pkg`."""
+    parts = [p for p in re.split(r"[\\/]+", path) if p and p != "."]
+    if parts and parts[-1].endswith((".py", ".pyi")):
+        parts[-1] = parts[-1].rsplit(".", 1)[0]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+# -- the index --------------------------------------------------------------------------------
+
+
+@dataclass
+class Where:
+    """Where a summary is evaluated: the file, the class (for `self.x`), and the names local
+    to the function (`local(name)` gives the summary of its value, UNKNOWN for a parameter,
+    None when the function does not bind it)."""
+
+    file: str
+    cls: str | None = None
+    local: Callable[[str], list | None] | None = None
+    # the same function, at another point of it (for ["local", summary, order])
+    at: Callable[[int], Where] | None = None
+
+
+class ProjectIndex:
+    def __init__(self, files: dict[str, dict] | None = None) -> None:
+        # path -> facts
+        self.files: dict[str, dict] = {}
+        # dotted module name (and each of its suffixes, when unambiguous) -> path
+        self._modules: dict[str, str] = {}
+        self._ambiguous: set[str] = set()
+        self._memo: dict[Any, Any] = {}
+        self._busy: set[Any] = set()
+        self._digests: dict[str, str] = {}
+        # path -> text_hash of the text its facts were read from, when known
+        self.hashes: dict[str, str] = {}
+        for path, facts in (files or {}).items():
+            self.add(path, facts)
+
+    def copy(self) -> ProjectIndex:
+        other = ProjectIndex(dict(self.files))
+        other.hashes = dict(self.hashes)
+        return other
+
+    def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
+        self.files[path] = facts
+        if text_digest is not None:
+            self.hashes[path] = text_digest
+        self._memo.clear()
+        self._digests.clear()
+        parts = module_name(path).split(".")
+        for start in range(len(parts)):
+            name = ".".join(parts[start:])
+            if not name:
+                continue
+            other = self._modules.get(name)
+            if other is not None and other != path:
+                if start == 0:
+                    self._modules[name] = path  # a full name wins over a suffix
+                else:
+                    self._ambiguous.add(name)
+            else:
+                self._modules[name] = path
+
+    def module_file(self, name: str) -> str | None:
+        path = self._modules.get(name)
+        if path is None or (name in self._ambiguous and module_name(path) != name):
+            return None
+        return path
+
+    # -- what a file depends on ---------------------------------------------------------
+    def dependencies(self, path: str) -> list[str]:
+        """The project files whose facts `path`'s findings may depend on: those it imports,
+        and theirs, transitively (itself excluded)."""
+        seen = {path}
+        order: list[str] = []
+        stack = [path]
+        while stack:
+            current = stack.pop()
+            facts = self.files.get(current)
+            if facts is None:
+                continue
+            for qualified in facts["imports"].values():
+                target = self._import_target(current, qualified)
+                if target is not None and target not in seen:
+                    seen.add(target)
+                    order.append(target)
+                    stack.append(target)
+        return sorted(order)
+
+    def digest(self, path: str) -> str:
+        """A hash of the facts of every file `path` depends on: part of its cache key."""
+        found = self._digests.get(path)
+        if found is None:
+            digest = hashlib.sha256(f"facts={FACTS_VERSION}".encode())
+            for dependency in self.dependencies(path):
+                digest.update(b"\0" + dependency.encode("utf-8", "surrogateescape") + b"\0")
+                digest.update(json.dumps(self.files[dependency], sort_keys=True).encode())
+            found = self._digests[path] = digest.hexdigest()
+        return found
+
+    def _absolute(self, path: str, qualified: str) -> str:
+        """A relative import (`..models.Net`) made absolute from the file's package."""
+        if not qualified.startswith("."):
+            return qualified
+        level = len(qualified) - len(qualified.lstrip("."))
+        package = module_name(path).split(".")
+        if not path.replace("\\", "/").endswith("__init__.py"):
+            package = package[:-1]
+        if level - 1 > len(package):
+            return qualified.lstrip(".")
+        base = package[: len(package) - (level - 1)]
+        rest = qualified[level:]
+        return ".".join([*base, rest]) if rest else ".".join(base)
+
+    def _import_target(self, path: str, qualified: str) -> str | None:
+        """The project file an import names (the module itself or the module of a name)."""
+        absolute = self._absolute(path, qualified)
+        parts = absolute.split(".")
+        for end in range(len(parts), 0, -1):
+            target = self.module_file(".".join(parts[:end]))
+            if target is not None:
+                return target
+        return None
+
+    # -- resolving names ----------------------------------------------------------------
+    def resolve(self, path: str, dotted: str, depth: int = 0) -> tuple[str, str, str] | None:
+        """What a module-level dotted name of `path` stands for: ("torch", qualified, "") for
+        an outside name, ("class"|"function"|"global", file, name + rest) for the project's."""
+        facts = self.files.get(path)
+        if facts is None or depth > 10:
+            return None
+        head, _, rest = dotted.partition(".")
+        for table, what in (("classes", "class"), ("functions", "function")):
+            if head in facts[table]:
+                return (what, path, dotted)
+        if head in facts["globals"]:
+            return ("global", path, dotted)
+        qualified = facts["imports"].get(head)
+        if qualified is None:
+            return None
+        qualified = self._absolute(path, qualified)
+        full = f"{qualified}.{rest}" if rest else qualified
+        return self.resolve_qualified(full, depth + 1)
+
+    def resolve_qualified(self, qualified: str, depth: int = 0):
+        parts = qualified.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            target = self.module_file(".".join(parts[:end]))
+            if target is not None:
+                return self.resolve(target, ".".join(parts[end:]), depth + 1)
+        return ("torch", canonical(qualified), "")
+
+    # -- evaluation ---------------------------------------------------------------------
+    def kind(self, summary: list, where: Where, depth: int = 0) -> Kind | None:
+        try:
+            return self._kind(summary, where, depth)
+        except RecursionError:
+            return None
+
+    def _kind(self, s: list, where: Where, depth: int) -> Kind | None:
+        if depth > _MAX_DEPTH or not s:
+            return None
+        tag = s[0]
+        if tag == "ref":
+            return self._ref(s[1], where, depth)
+        if tag == "self":
+            return self._self_attr(where, s[1], depth)
+        if tag == "this":
+            return self.instance(where.file, where.cls, depth + 1) if where.cls else None
+        if tag == "attr":
+            return self._attribute(self._kind(s[1], where, depth + 1), s[2], where, depth)
+        if tag == "call":
+            return self._call(s, where, depth)
+        if tag == "local":
+            return self._kind(s[1], where.at(s[2]) if where.at is not None else where, depth + 1)
+        if tag == "iter":
+            return _element(self._kind(s[1], where, depth + 1))
+        if tag == "sub":
+            base = self._kind(s[1], where, depth + 1)
+            if base is not None and base.kind == K.PARAM_GROUP and s[2] == "params":
+                return Kind(K.PARAMETERS)
+            return None
+        return None
+
+    def _ref(self, dotted: str, where: Where, depth: int) -> Kind | None:
+        head, _, rest = dotted.partition(".")
+        if where.local is not None:
+            local = where.local(head)
+            if local is not None:
+                kind = self._kind(local, where, depth + 1)
+                for attr in rest.split(".") if rest else ():
+                    kind = self._attribute(kind, attr, where, depth)
+                return kind
+        found = self.resolve(where.file, dotted)
+        if found is None:
+            return None
+        what, path, name = found
+        if what == "torch":
+            return _torch_reference(path)
+        head, _, rest = name.partition(".")
+        if what == "global":
+            value = self.files[path]["globals"].get(head, UNKNOWN)
+            kind = self._kind(value, Where(path), depth + 1)
+            for attr in rest.split(".") if rest else ():
+                kind = self._attribute(kind, attr, where, depth)
+            return kind
+        if rest:
+            return None
+        if what == "class":
+            return Kind("class", cls=f"{path}:{name}")
+        return self._function_reference(path, name, depth)
+
+    def _function_reference(self, path: str, name: str, depth: int) -> Kind | None:
+        """A project function used as a value: a loss when it returns a torch loss of its
+        first parameter."""
+        func = self.files[path]["functions"].get(name)
+        if func is None:
+            return None
+        loss = self._wrapped_loss(func, Where(path, None, _locals(func)), first=0, depth=depth)
+        return Kind(K.FUNCTION, cls=f"{path}:{name}", loss=loss) if loss else None
+
+    def _wrapped_loss(self, func: dict, where: Where, first: int, depth: int) -> str | None:
+        params = func["params"]
+        if len(params) <= first or not func["returns"]:
+            return None
+        losses = set()
+        for value in func["returns"]:
+            if value[0] != "call" or not value[2] or value[2][0] != ["ref", params[first]]:
+                return None
+            callee = self._kind(value[1], where, depth + 1)
+            if callee is None or callee.loss is None:
+                return None
+            losses.add(callee.loss)
+        return losses.pop() if len(losses) == 1 else None
+
+    def _self_attr(self, where: Where, attr: str, depth: int) -> Kind | None:
+        if where.cls is None:
+            return None
+        return self._class_attr(where.file, where.cls, attr, depth)
+
+    def _class_attr(self, path: str, cls: str, attr: str, depth: int, seen=()) -> Kind | None:
+        key = ("attr", path, cls, attr)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or key in seen:
+            return None
+        self._busy.add(key)
+        try:
+            result = self._class_attr_uncached(path, cls, attr, depth, (*seen, key))
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _class_attr_uncached(self, path, cls, attr, depth, seen) -> Kind | None:
+        facts = self.files[path]["classes"].get(cls)
+        if facts is None:
+            return None
+        values = facts["attrs"].get(attr)
+        if not values:
+            for base in facts["bases"]:
+                found = self._class_of(base, path) if base[0] == "ref" else None
+                if found is not None:
+                    kind = self._class_attr(found[0], found[1], attr, depth, seen)
+                    if kind is not None:
+                        return kind
+            return None
+        kinds = []
+        for method, value in values:
+            if value == ["const", "None"]:
+                continue
+            func = facts["methods"].get(method)
+            local = _locals(func) if func is not None else None
+            kinds.append(self._kind(value, Where(path, cls, local), depth + 1))
+        if not kinds or any(k is None for k in kinds):
+            return None
+        first = kinds[0]
+        if all(k == first for k in kinds):
+            return first
+        if all(k.kind == first.kind for k in kinds):
+            return Kind(first.kind, mode=K.combine_modes(k.mode for k in kinds))
+        return None
+
+    def _class_of(self, base: list, path: str) -> tuple[str, str] | None:
+        found = self.resolve(path, base[1])
+        if found is None or found[0] != "class" or "." in found[2]:
+            return None
+        return found[1], found[2]
+
+    def _attribute(self, kind: Kind | None, attr: str, where: Where, depth: int) -> Kind | None:
+        if kind is None:
+            return None
+        if kind.kind == K.OPTIMIZER and attr == "param_groups":
+            return Kind(K.PARAM_GROUPS)
+        if kind.kind == K.MODULE and kind.cls and ":" in kind.cls:
+            path, cls = kind.cls.split(":", 1)
+            return self._class_attr(path, cls, attr, depth + 1)
+        return None
+
+    def _call(self, s: list, where: Where, depth: int) -> Kind | None:
+        func, args, keywords = s[1], s[2], s[3]
+        if func[0] == "ref":
+            dotted = func[1]
+            head, _, rest = dotted.partition(".")
+            local = where.local(head) if where.local is not None else None
+            if local is None:
+                found = self.resolve(where.file, dotted)
+                if found is not None:
+                    what, path, name = found
+                    if what == "torch":
+                        return _torch_call(path, args, keywords, self, where, depth)
+                    if what == "class" and "." not in name:
+                        return self.instance(path, name, depth + 1)
+                    if what == "function" and "." not in name:
+                        return self._returns(path, name, depth + 1)
+                    if what == "global" and "." not in name:
+                        return _called(self._ref(dotted, where, depth + 1))
+                    if "." in name:
+                        base, _, method = dotted.rpartition(".")
+                        return _method(self._ref(base, where, depth + 1), method, args)
+                    return None
+                if head in _BUILTINS or rest:
+                    if rest:
+                        base, _, method = dotted.rpartition(".")
+                        return _method(self._ref(base, where, depth + 1), method, args)
+                    return None
+                return None
+            if rest:
+                base, _, method = dotted.rpartition(".")
+                return _method(self._ref(base, where, depth + 1), method, args)
+            return _called(self._kind(local, where, depth + 1))
+        if func[0] == "self":
+            # self.method(...) or self.layer(...)
+            if where.cls is not None:
+                facts = self.files[where.file]["classes"].get(where.cls)
+                if facts is not None and func[1] in facts["methods"] and func[1] not in facts[
+                        "attrs"]:
+                    return self._method_returns(where.file, where.cls, func[1], depth + 1)
+            return _called(self._self_attr(where, func[1], depth + 1))
+        if func[0] == "attr":
+            return _method(self._kind(func[1], where, depth + 1), func[2], args)
+        return _called(self._kind(func, where, depth + 1))
+
+    def _returns(self, path: str, name: str, depth: int) -> Kind | None:
+        key = ("returns", path, name)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            func = self.files[path]["functions"][name]
+            result = self._same(func["returns"], Where(path, None, _locals(func)), depth)
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _method_returns(self, path: str, cls: str, name: str, depth: int) -> Kind | None:
+        key = ("method", path, cls, name)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            func = self.files[path]["classes"][cls]["methods"][name]
+            result = self._same(func["returns"], Where(path, cls, _locals(func)), depth)
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _same(self, values: list, where: Where, depth: int) -> Kind | None:
+        """The kind of every one of `values` when they agree; else None."""
+        kinds = [self._kind(v, where, depth + 1) for v in values]
+        if not kinds or any(k is None for k in kinds) or any(k != kinds[0] for k in kinds):
+            return None
+        return kinds[0]
+
+    # -- classes ------------------------------------------------------------------------
+    def instance(self, path: str, cls: str, depth: int = 0) -> Kind | None:
+        """What an instance of the project class `cls` of `path` is: a module (its mode,
+        its outputs, the loss it computes) or None (not known to be a module)."""
+        key = ("instance", path, cls)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or depth > _MAX_DEPTH:
+            return None
+        self._busy.add(key)
+        try:
+            result = self._instance(path, cls, depth)
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _instance(self, path: str, cls: str, depth: int) -> Kind | None:
+        facts = self.files[path]["classes"].get(cls)
+        if facts is None:
+            return None
+        where = Where(path, cls)
+        is_module = False
+        base_modes: list[bool | None] = []
+        outputs = loss = None
+        unknown_base = False
+        for base in facts["bases"]:
+            kind = self._kind(base, where, depth + 1) if base[0] == "ref" else None
+            if kind is not None and kind.kind == "class" and kind.cls:
+                base_path, base_cls = kind.cls.split(":", 1)
+                parent = self.instance(base_path, base_cls, depth + 1)
+                if parent is not None and parent.kind == K.MODULE:
+                    is_module = True
+                    base_modes.append(parent.mode)
+                    outputs, loss = parent.outputs, parent.loss
+                    continue
+            found = self.resolve(path, base[1]) if base[0] == "ref" else None
+            if found is not None and found[0] == "torch":
+                qualified = found[1]
+                if qualified == "torch.nn.Module":
+                    is_module = True
+                    continue
+                layer = _nn_layer(qualified)
+                if layer is not None:
+                    is_module = True
+                    base_modes.append(None if layer in K.CONTAINERS else _nn_kind(
+                        layer, [], {}, self, where, depth).mode)
+                    continue
+                if qualified == "object":
+                    continue
+            if base != ["ref", "object"]:
+                unknown_base = True
+                base_modes.append(None)
+        built_modes = []
+        builds_modules = False
+        for call in facts["calls"]:
+            kind = self._kind(call, where, depth + 1)
+            if kind is not None and kind.kind == K.MODULE:
+                builds_modules = True
+                built_modes.append(kind.mode)
+            elif kind is None and call[1][1].rsplit(".", 1)[-1][:1].isupper():
+                built_modes.append(None)
+        if not is_module:
+            # a base from another package that the class uses as a module
+            if not (unknown_base and facts["super_init"] and builds_modules):
+                return None
+        mode = True if facts["mode_text"] else K.combine_modes([*base_modes, *built_modes])
+        forward = facts["methods"].get("forward")
+        if forward is not None:
+            where_forward = Where(path, cls, _locals(forward))
+            outputs = None
+            if not forward["training"] and forward["returns"]:
+                result = self._same(forward["returns"], where_forward, depth)
+                if result is not None and result.kind == K.TENSOR:
+                    outputs = result.outputs
+            loss = self._wrapped_loss(forward, where_forward, first=1, depth=depth)
+        return Kind(K.MODULE, cls=f"{path}:{cls}", mode=mode, outputs=outputs, loss=loss)
+
+
+def _locals(func: dict) -> Callable[[str], list | None]:
+    params = set(func["params"])
+    assigns = func["assigns"]
+
+    def local(name: str) -> list | None:
+        if name in assigns:
+            return assigns[name]
+        if name in params:
+            return UNKNOWN
+        return None
+
+    return local
+
+
+def _element(kind: Kind | None) -> Kind | None:
+    """What iterating over a value of `kind` gives."""
+    if kind is None:
+        return None
+    if kind.kind == K.PARAMETERS:
+        return K.PARAMETER
+    if kind.kind == K.MODULES:
+        return K.SOME_MODULE
+    if kind.kind == K.PARAM_GROUPS:
+        return Kind(K.PARAM_GROUP)
+    return None
+
+
+def _called(kind: Kind | None) -> Kind | None:
+    """What calling a value of `kind` gives."""
+    if kind is None:
+        return None
+    if kind.kind == K.MODULE:
+        return Kind(K.TENSOR, outputs=kind.outputs)
+    if kind.kind == K.FUNCTION:
+        return Kind(K.TENSOR)
+    if kind.kind == "class" and kind.cls:
+        return None  # resolved by the caller, which has the index
+    return None
+
+
+def _method(kind: Kind | None, method: str, args: list) -> Kind | None:
+    """What `value.method(...)` gives, for a value of `kind`."""
+    if method in K.ACTIVATION_METHODS and (kind is None or kind.kind == K.TENSOR):
+        return Kind(K.TENSOR, outputs=K.ACTIVATION_METHODS[method])
+    if kind is None:
+        return None
+    if kind.kind == K.MODULE:
+        if method in K.RETURNS_SELF:
+            return kind
+        if method == "parameters":
+            return Kind(K.PARAMETERS)
+        if method in ("modules", "children"):
+            return Kind(K.MODULES)
+        if method == "forward":
+            return _called(kind)
+        return None
+    if kind.kind == K.TENSOR and method in K.TENSOR_METHODS:
+        return Kind(K.TENSOR)
+    return None
+
+
+def _nn_layer(qualified: str) -> str | None:
+    if qualified.startswith("torch.nn.") and qualified.count(".") == 2:
+        layer = qualified[len("torch.nn."):]
+        if layer[:1].isupper() and layer not in K.NN_NON_MODULES:
+            return layer
+    return None
+
+
+def _torch_reference(qualified: str) -> Kind | None:
+    """An outside name used as a value (not called)."""
+    if qualified in K.LOSS_FUNCTIONS:
+        return Kind(K.FUNCTION, cls=qualified, loss=K.LOSS_FUNCTIONS[qualified])
+    return None
+
+
+def _number(s: list) -> float | None:
+    return s[1] if s and s[0] == "num" else None
+
+
+def _nn_kind(layer: str, args: list, keywords: dict, index: ProjectIndex, where: Where,
+             depth: int) -> Kind:
+    cls = f"torch.nn.{layer}"
+    if layer in K.ACTIVATION_MODULES:
+        return Kind(K.MODULE, cls=cls, mode=False, outputs=K.ACTIVATION_MODULES[layer])
+    if layer in K.LOSS_MODULES or layer.endswith("Loss"):
+        return Kind(K.MODULE, cls=cls, mode=False, loss=K.LOSS_MODULES.get(layer, "other"))
+    if layer in K.MODE_LAYERS:
+        return Kind(K.MODULE, cls=cls, mode=True)
+    if "**" in keywords or any(a == UNKNOWN for a in args) and layer in K.CONTAINERS:
+        return Kind(K.MODULE, cls=cls, mode=None)
+    if layer in K.DROPOUT_ARGUMENT:
+        dropout = keywords.get("dropout")
+        if dropout is None:
+            return Kind(K.MODULE, cls=cls, mode=K.DROPOUT_ARGUMENT[layer] != 0)
+        value = _number(dropout)
+        return Kind(K.MODULE, cls=cls, mode=None if value is None else value != 0)
+    if layer in K.INSTANCE_NORMS:
+        tracked = keywords.get("track_running_stats")
+        return Kind(K.MODULE, cls=cls, mode=tracked is not None and tracked != ["const", "False"])
+    if layer in K.CONTAINERS:
+        children = [index._kind(a, where, depth + 1) for a in args]
+        if layer == "Sequential" and len(args) == 1 and args[0][0] == "call":
+            # Sequential(OrderedDict(...)): not followed
+            return Kind(K.MODULE, cls=cls, mode=None)
+        if layer != "Sequential":
+            # ModuleList([...]) / ModuleDict({...}): the list's elements
+            if len(args) == 1 and args[0][0] == "seq":
+                children = [index._kind(a, where, depth + 1) for a in args[0][1]]
+            else:
+                return Kind(K.MODULE, cls=cls, mode=None)
+        modes = [c.mode if c is not None and c.kind == K.MODULE else None for c in children]
+        last = children[-1] if children and layer == "Sequential" else None
+        outputs = last.outputs if last is not None and last.kind == K.MODULE else None
+        return Kind(K.MODULE, cls=cls, mode=K.combine_modes(modes), outputs=outputs)
+    if layer in K.WRAPPERS:
+        return Kind(K.MODULE, cls=cls, mode=None)
+    return Kind(K.MODULE, cls=cls, mode=False)
+
+
+def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex, where: Where,
+                depth: int) -> Kind | None:
+    """What a call of an outside (torch) name gives."""
+    layer = _nn_layer(qualified)
+    if layer is not None:
+        return _nn_kind(layer, args, keywords, index, where, depth)
+    if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter",
+                     "torch.nn.UninitializedParameter"):
+        return K.PARAMETER
+    if qualified in K.ACTIVATION_FUNCTIONS:
+        return Kind(K.TENSOR, outputs=K.ACTIVATION_FUNCTIONS[qualified])
+    if qualified in K.LOSS_FUNCTIONS:
+        return Kind(K.TENSOR)
+    if qualified.startswith("torch.optim.lr_scheduler."):
+        name = qualified.rsplit(".", 1)[1]
+        if name in K.SCHEDULERS:
+            return Kind(K.SCHEDULER, cls=qualified, step=K.SCHEDULERS[name])
+        return None
+    if qualified.startswith("torch.optim.") and not qualified.startswith(K.OPTIMIZER_NOT):
+        name = qualified.rsplit(".", 1)[1]
+        return Kind(K.OPTIMIZER, cls=qualified) if name[:1].isupper() else None
+    if qualified in K.DATALOADERS:
+        return Kind(K.DATALOADER, cls=qualified)
+    if qualified.startswith("torch.") and qualified.count(".") == 1:
+        name = qualified[len("torch."):]
+        if name in K.TENSOR_FACTORIES:
+            grad = keywords.get("requires_grad")
+            return Kind(K.TENSOR, leaf=grad == ["const", "True"])
+        if name in K.TENSOR_FUNCTIONS:
+            return Kind(K.TENSOR)
+    if qualified.startswith("torchvision.models.") and qualified.count(".") == 2:
+        last = qualified.rsplit(".", 1)[1]
+        if last[:1].islower() and last not in ("get_weight", "get_model_weights", "list_models"):
+            return Kind(K.MODULE, cls=qualified, mode=None)
+    return None
+
+
+def index_files(files: Iterable[tuple[str, Any]], cache: Any = None) -> ProjectIndex:
+    """The index of the files of a run: (display path, path on disk) pairs. A file's facts
+    come from the cache when its bytes are unchanged; a file that cannot be read or decoded
+    has no facts (its own lint reports why)."""
+    from modellint.static.discover import read_file_bytes
+    from modellint.static.engine import DecodeError, decode
+
+    index = ProjectIndex()
+    for display, path in files:
+        try:
+            data = read_file_bytes(path)
+            text, _ = decode(data)
+        except (OSError, DecodeError):
+            continue
+        key = cache.facts_key(data) if cache is not None else None
+        facts = cache.get_facts(key) if key is not None else None
+        if facts is None or facts.get("v") != FACTS_VERSION:
+            facts = extract(text)
+            if key is not None:
+                cache.put_facts(key, facts)
+        index.add(display, facts, text_hash(text))
+    return index
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def build(files: Iterable[tuple[str, str]]) -> ProjectIndex:
+    """The index of (path, text) pairs."""
+    index = ProjectIndex()
+    for path, text in files:
+        index.add(path, extract(text), text_hash(text))
+    return index

@@ -1,0 +1,181 @@
+"""What a value is, for the semantic model: the `Kind` of a value and the tables of torch's own
+classes and functions (which layers behave differently in train and eval mode, which output
+probabilities, which losses expect logits, which schedulers step per epoch).
+
+These tables are the static pass's knowledge of torch: it never imports torch. A test checks
+the scheduler table against the `torch.optim.lr_scheduler` of the installed torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+MODULE = "module"
+TENSOR = "tensor"
+OPTIMIZER = "optimizer"
+SCHEDULER = "scheduler"
+DATALOADER = "dataloader"
+# a plain function that computes a loss (`F.cross_entropy`, a project's `def loss_fn`)
+FUNCTION = "function"
+# what iterating over `model.parameters()`, `optimizer.param_groups`, `model.modules()` gives
+PARAMETERS = "parameters"
+PARAM_GROUPS = "param_groups"
+PARAM_GROUP = "param_group"
+MODULES = "modules"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a value holds, as far as it is known. Fields that do not apply, or are not known,
+    are None.
+
+    - `kind`: one of MODULE, TENSOR, OPTIMIZER, SCHEDULER, DATALOADER, FUNCTION, ...
+    - `cls`: the qualified class (`torch.nn.Linear`, `models.Net` for a project class).
+    - `mode`: a module: True when it (or a layer inside it) behaves differently in train and
+      eval mode (dropout, batch norm, instance norm with running statistics), False when known
+      not to (a loss, a softmax, a linear layer), None when unknown.
+    - `outputs`: a module: its output is already `softmax`, `log_softmax` or `sigmoid`
+      output (its last layer, or its `forward`'s return); a tensor: it is that output.
+    - `loss`: a loss module or function: the input it expects, named by the torch loss that
+      expects it: `cross_entropy` (logits), `nll_loss` (log-probabilities),
+      `binary_cross_entropy_with_logits` (logits of a sigmoid), or `other`.
+    - `step`: a scheduler: `epoch` (its arguments count epochs: step once per epoch),
+      `batch` (meant to step per batch) or `either`.
+    - `leaf`: a tensor: a leaf that requires grad (a parameter, `requires_grad=True`).
+    - `parameter`: a tensor: an `nn.Parameter`.
+    """
+
+    kind: str
+    cls: str | None = None
+    mode: bool | None = None
+    outputs: str | None = None
+    loss: str | None = None
+    step: str | None = None
+    leaf: bool = False
+    parameter: bool = False
+
+    def but(self, **changes) -> Kind:
+        return replace(self, **changes)
+
+
+PARAMETER = Kind(TENSOR, cls="torch.nn.Parameter", leaf=True, parameter=True)
+SOME_MODULE = Kind(MODULE)
+
+# -- torch.nn ---------------------------------------------------------------------------------
+
+NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
+# layers whose forward differs between train() and eval() whatever their arguments
+MODE_LAYERS = frozenset({
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "LazyBatchNorm3d", "SyncBatchNorm", "RReLU",
+})
+# ... only with a non-zero `dropout=` (the default after the name)
+DROPOUT_ARGUMENT = {
+    "RNN": 0, "LSTM": 0, "GRU": 0, "MultiheadAttention": 0,
+    "Transformer": 0.1, "TransformerEncoderLayer": 0.1, "TransformerDecoderLayer": 0.1,
+}
+# ... only with `track_running_stats=True`
+INSTANCE_NORMS = frozenset({
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+})
+CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# take layers built elsewhere: their mode is that of the layer, unknown here
+WRAPPERS = frozenset({"TransformerEncoder", "TransformerDecoder", "DataParallel",
+                      "DistributedDataParallel"})
+ACTIVATION_MODULES = {"Softmax": "softmax", "Softmax2d": "softmax", "LogSoftmax": "log_softmax",
+                      "Sigmoid": "sigmoid"}
+LOSS_MODULES = {"CrossEntropyLoss": "cross_entropy", "NLLLoss": "nll_loss",
+                "BCEWithLogitsLoss": "binary_cross_entropy_with_logits"}
+LOSS_FUNCTIONS = {
+    "torch.nn.functional.cross_entropy": "cross_entropy",
+    "torch.nn.functional.nll_loss": "nll_loss",
+    "torch.nn.functional.binary_cross_entropy_with_logits": "binary_cross_entropy_with_logits",
+}
+ACTIVATION_FUNCTIONS = {
+    "torch.softmax": "softmax", "torch.nn.functional.softmax": "softmax",
+    "torch.special.softmax": "softmax", "torch.log_softmax": "log_softmax",
+    "torch.nn.functional.log_softmax": "log_softmax", "torch.special.log_softmax": "log_softmax",
+    "torch.sigmoid": "sigmoid", "torch.nn.functional.sigmoid": "sigmoid",
+    "torch.special.expit": "sigmoid",
+}
+# tensor methods that give an activation's output
+ACTIVATION_METHODS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid"}
+
+# -- torch.optim.lr_scheduler -----------------------------------------------------------------
+
+# Every scheduler class of torch.optim.lr_scheduler (torch 2.1 and later): how often it is
+# meant to step. `epoch`: its arguments count epochs in the documented use (stepping it per
+# batch decays the learning rate len(loader) times too fast, unless the arguments are computed
+# from iteration counts); `batch`: meant per batch; `either`: both are common (warm-ups, lambda
+# schedules, `step(epoch + i / n)`), or it depends on the schedulers it chains.
+SCHEDULERS = {
+    "LambdaLR": "either",
+    "MultiplicativeLR": "epoch",
+    "StepLR": "epoch",
+    "MultiStepLR": "epoch",
+    "ConstantLR": "either",
+    "LinearLR": "either",
+    "ExponentialLR": "epoch",
+    "SequentialLR": "either",
+    "PolynomialLR": "epoch",
+    "CosineAnnealingLR": "epoch",
+    "ChainedScheduler": "either",
+    "ReduceLROnPlateau": "epoch",
+    "CyclicLR": "batch",
+    "CosineAnnealingWarmRestarts": "either",
+    "OneCycleLR": "batch",
+    # base classes
+    "LRScheduler": "either",
+    "_LRScheduler": "either",
+}
+# epoch schedulers whose period argument is often computed in iterations: they count as
+# per-epoch only when that argument names epochs (`CosineAnnealingLR(opt, args.epochs)`)
+PERIOD_ARGUMENT = {"CosineAnnealingLR": (1, "T_max"), "PolynomialLR": (1, "total_iters")}
+
+# -- tensors ----------------------------------------------------------------------------------
+
+# torch functions that return a new tensor
+TENSOR_FACTORIES = frozenset({
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
+    "randint", "randperm", "arange", "linspace", "logspace", "eye", "zeros_like",
+    "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
+    "Tensor", "FloatTensor", "LongTensor", "DoubleTensor", "IntTensor", "BoolTensor",
+    "ByteTensor", "HalfTensor", "triu", "tril", "stack", "cat", "normal", "bernoulli",
+})
+# torch functions of tensors that return a tensor
+TENSOR_FUNCTIONS = frozenset({
+    "sqrt", "rsqrt", "exp", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
+    "abs", "clamp", "clip", "matmul", "mm", "bmm", "outer", "pow", "square", "mean", "sum",
+    "prod", "cumsum", "cumprod", "flip", "roll", "reshape", "transpose", "permute",
+    "unsqueeze", "squeeze", "diag", "einsum", "where", "maximum", "minimum", "erf", "floor",
+    "ceil", "round", "reciprocal", "neg", "sign", "kron", "cdist", "meshgrid",
+})
+# tensor methods that return a tensor (no longer a leaf)
+TENSOR_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "long", "int", "bool",
+    "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "permute", "transpose",
+    "contiguous", "clone", "sqrt", "exp", "log", "abs", "clamp", "pow", "mean", "sum", "t",
+    "flatten", "type_as", "mul", "add", "div", "sub",
+})
+# module methods that return the module itself
+RETURNS_SELF = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
+    "requires_grad_", "apply", "to_empty", "share_memory", "xpu", "mps",
+})
+OPTIMIZER_NOT = ("torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.optim.Optimizer",
+                 "torch.optim.optimizer")
+DATALOADERS = frozenset({"torch.utils.data.DataLoader",
+                         "torch.utils.data.dataloader.DataLoader"})
+
+
+def combine_modes(modes) -> bool | None:
+    """Any True -> True; else any unknown -> None; else False."""
+    unknown = False
+    for mode in modes:
+        if mode:
+            return True
+        if mode is None:
+            unknown = True
+    return None if unknown else False

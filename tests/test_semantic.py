@@ -1,0 +1,345 @@
+"""The semantic model: kinds of values across a project's files, and the rules built on it,
+on small multi-file projects."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import libcst as cst
+import pytest
+
+from modellint.static.context import FileContext
+from modellint.static.index import build
+from modellint.static.kinds import SCHEDULERS
+from modellint.static.scope import scope_of
+from modellint.testing import lint_project, registry
+
+
+def rule(code):
+    return registry().rules[code]
+
+
+def codes(found, path):
+    return [(f.code, f.line) for f in found[path]]
+
+
+MODELS = '''\
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Backbone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(784, 128)
+
+
+class Classifier(Backbone):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(128, 10), nn.Softmax(dim=1))
+
+    def forward(self, x):
+        return self.head(self.fc(x))
+
+
+class Regularized(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.2))
+
+    def forward(self, x):
+        return F.softmax(self.net(x), dim=-1)
+
+
+def build_model():
+    return Classifier()
+
+
+class LabelLoss(nn.Module):
+    def forward(self, logits, target):
+        return F.cross_entropy(logits, target)
+
+
+def loss_fn(pred, target):
+    return F.nll_loss(pred, target)
+'''
+
+
+def kinds_in(files, path, function, names):
+    index = build((p, textwrap.dedent(t)) for p, t in files.items())
+    text = textwrap.dedent(files[path])
+    module = cst.parse_module(text)
+    context = FileContext(path, text, {}, index)
+    func = next(s for s in module.body
+                if isinstance(s, cst.FunctionDef) and s.name.value == function)
+    scope = scope_of(context, func)
+    return {name: context.semantic.kind_of_name(name, scope, 10**9) for name in names}
+
+
+def test_kinds_follow_imports_bases_factories_tuples_and_loops():
+    train = '''\
+    import torch
+    from models import Classifier, Regularized, build_model, LabelLoss, loss_fn
+
+    def train(loader, device):
+        model = Classifier().to(device)
+        a, b = Regularized(), build_model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)
+        criterion = LabelLoss()
+        for p in model.parameters():
+            pass
+        for group in optimizer.param_groups:
+            for q in group["params"]:
+                pass
+        for m in model.modules():
+            pass
+        out = model(loader)
+    '''
+    kinds = kinds_in({"models.py": MODELS, "train.py": train}, "train.py", "train",
+                     ["model", "a", "b", "optimizer", "scheduler", "criterion", "p", "q", "m",
+                      "out", "loss_fn", "device"])
+    assert kinds["model"].kind == "module" and kinds["model"].cls == "models.py:Classifier"
+    assert kinds["model"].outputs == "softmax" and kinds["model"].mode is False
+    assert kinds["a"].mode is True and kinds["a"].outputs == "softmax"
+    assert kinds["b"].cls == "models.py:Classifier"
+    assert kinds["optimizer"].kind == "optimizer"
+    assert (kinds["scheduler"].kind, kinds["scheduler"].step) == ("scheduler", "epoch")
+    assert kinds["criterion"].loss == "cross_entropy"
+    assert kinds["p"].parameter and kinds["q"].parameter
+    assert kinds["m"].kind == "module"
+    assert (kinds["out"].kind, kinds["out"].outputs) == ("tensor", "softmax")
+    assert kinds["loss_fn"].loss == "nll_loss"
+    assert kinds["device"] is None  # a parameter of unknown kind stays unknown
+
+
+def test_a_base_class_of_an_unknown_package_is_a_module_only_when_used_as_one():
+    models = '''\
+    import torch.nn as nn
+    from somewhere import Base, Config
+
+    class Net(Base):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+            self.drop = nn.Dropout()
+
+    class Settings(Config):
+        def __init__(self):
+            super().__init__()
+            self.lr = 0.1
+    '''
+    train = '''\
+    from models import Net, Settings
+
+    def main():
+        net = Net()
+        settings = Settings()
+    '''
+    kinds = kinds_in({"models.py": models, "train.py": train}, "train.py", "main",
+                     ["net", "settings"])
+    assert kinds["net"].kind == "module" and kinds["net"].mode is True
+    assert kinds["settings"] is None
+
+
+def test_relative_imports_and_packages_resolve_to_the_project_file():
+    files = {
+        "pkg/__init__.py": "from .nets import Net\n",
+        "pkg/nets.py": "import torch.nn as nn\n\nclass Net(nn.Module):\n"
+                       "    def __init__(self):\n        super().__init__()\n"
+                       "        self.bn = nn.BatchNorm2d(3)\n",
+        "pkg/train.py": "from . import Net\nfrom .nets import Net as N2\n\n"
+                        "def main():\n    a = Net()\n    b = N2()\n",
+    }
+    kinds = kinds_in(files, "pkg/train.py", "main", ["a", "b"])
+    assert kinds["a"].cls == kinds["b"].cls == "pkg/nets.py:Net"
+    assert kinds["a"].mode is True
+
+
+def test_the_scheduler_table_covers_every_scheduler_of_the_installed_torch():
+    scheduler = pytest.importorskip("torch.optim.lr_scheduler")
+    base = scheduler.LRScheduler
+    found = {
+        name for name, value in vars(scheduler).items()
+        if inspect.isclass(value) and value.__module__ == scheduler.__name__
+        and (issubclass(value, base) or name == "ReduceLROnPlateau")
+    }
+    assert found, "no scheduler classes found"
+    missing = found - set(SCHEDULERS)
+    assert not missing, f"add these to modellint.static.kinds.SCHEDULERS: {sorted(missing)}"
+    assert set(SCHEDULERS.values()) <= {"epoch", "batch", "either"}
+
+
+# -- the rules, across files -------------------------------------------------------------------
+
+
+def test_ml308_probabilities_from_a_model_of_another_file():
+    train = '''\
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from models import Classifier, build_model
+
+    criterion = nn.CrossEntropyLoss()
+
+    def train(loader):
+        model = Classifier()
+        for x, y in loader:
+            out = model(x)
+            loss = criterion(out, y)
+
+    def finetune(x, y):
+        model = build_model()
+        return F.cross_entropy(model(x), y)
+    '''
+    found = lint_project({"models.py": MODELS, "train.py": train}, [rule("ML308")])
+    assert codes(found, "train.py") == [("ML308", 11), ("ML308", 15)]
+    assert codes(found, "models.py") == []
+
+
+def test_ml308_a_loss_wrapper_of_another_file():
+    train = '''\
+    import torch
+    import torch.nn.functional as F
+    from models import LabelLoss, loss_fn
+
+    def step(model, x, y):
+        criterion = LabelLoss()
+        first = criterion(F.softmax(model(x), dim=1), y)
+        second = loss_fn(torch.softmax(model(x), dim=1), y)
+        third = loss_fn(F.log_softmax(model(x), dim=1), y)
+        return first + second + third
+    '''
+    found = lint_project({"models.py": MODELS, "train.py": train}, [rule("ML308")])
+    assert codes(found, "train.py") == [("ML308", 7), ("ML308", 8)]
+
+
+def test_ml308_silent_when_the_model_is_not_known():
+    train = '''\
+    import torch.nn.functional as F
+    from elsewhere import Classifier
+
+    def step(x, y):
+        model = Classifier()
+        return F.cross_entropy(model(x), y)
+    '''
+    found = lint_project({"models.py": MODELS, "train.py": train}, [rule("ML308")])
+    assert codes(found, "train.py") == []
+
+
+def test_ml303_a_gan_trainer_class_zeroes_one_optimizer():
+    gan = '''\
+    import torch
+
+    class Trainer:
+        def __init__(self, generator, discriminator):
+            self.G, self.D = generator, discriminator
+            self.opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            self.opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+
+        def fit(self, loader, z):
+            for real in loader:
+                self.opt_d.zero_grad()
+                fake = self.G(z)
+                (self.D(fake.detach()).mean() - self.D(real).mean()).backward()
+                self.opt_d.step()
+                (-self.D(fake).mean()).backward()
+                self.opt_g.step()
+    '''
+    found = lint_project({"gan.py": gan}, [rule("ML303")])
+    assert codes(found, "gan.py") == [("ML303", 16)]
+
+
+def test_ml301_a_cosine_schedule_over_epochs_stepped_per_batch():
+    train = '''\
+    import torch
+    from torch.optim.lr_scheduler import CosineAnnealingLR
+
+    class Runner:
+        def __init__(self, model, num_epochs):
+            self.model = model
+            self.optimizer = torch.optim.AdamW(model.parameters())
+            self.scheduler = CosineAnnealingLR(self.optimizer, T_max=num_epochs)
+
+        def run(self, loader, num_epochs):
+            for epoch in range(num_epochs):
+                for x, y in loader:
+                    self.optimizer.zero_grad()
+                    self.model(x).sum().backward()
+                    self.optimizer.step()
+                    self.scheduler.step()
+    '''
+    found = lint_project({"runner.py": train}, [rule("ML301")])
+    assert codes(found, "runner.py") == [("ML301", 16)]
+
+
+NETS = '''\
+import torch.nn as nn
+
+
+class Dropper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
+
+
+class Linear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+        self.up = nn.Upsample(scale_factor=2)
+
+
+def make_dropper():
+    return Dropper()
+'''
+
+EVALUATE = '''\
+import torch
+from nets import {cls}
+
+def main(loader):
+    model = {cls}()
+    with torch.no_grad():
+        for x in loader:
+            print(model(x))
+'''
+
+
+def test_ml306_a_model_of_another_file_with_dropout_is_reported():
+    found = lint_project({"nets.py": NETS, "run.py": EVALUATE.format(cls="Dropper")},
+                         [rule("ML306")])
+    assert codes(found, "run.py") == [("ML306", 8)]
+    found = lint_project({"nets.py": NETS, "run.py": EVALUATE.format(cls="make_dropper")},
+                         [rule("ML306")])
+    assert codes(found, "run.py") == [("ML306", 8)]
+
+
+def test_ml306_not_on_a_model_that_the_project_knows_has_no_mode():
+    found = lint_project({"nets.py": NETS, "run.py": EVALUATE.format(cls="Linear")},
+                         [rule("ML306")])
+    assert codes(found, "run.py") == []
+    # trained here, then evaluated under no_grad without eval(): no dropout, no batch norm
+    train = '''\
+    import torch
+    import torch.nn.functional as F
+    from nets import Linear
+
+    model = Linear()
+
+    def fit(loader, optimizer):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        with torch.no_grad():
+            for x, y in loader:
+                print(model(x))
+    '''
+    found = lint_project({"nets.py": NETS, "run.py": train}, [rule("ML306")])
+    assert codes(found, "run.py") == []
+    found = lint_project({"nets.py": NETS.replace("nn.Linear(8, 2)", "nn.Dropout()"),
+                          "run.py": train}, [rule("ML306")])
+    assert codes(found, "run.py") == [("ML306", 15)]
