@@ -184,12 +184,22 @@ def _config_for(args) -> Config:
 
 
 def _registry(config: Config, args) -> Registry:
+    return project_registry(config, args.plugins, args.allow_config_plugins)
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"modellint: {printable(message)}", file=sys.stderr)
+
+
+def project_registry(config: Config, plugins: list[str], allow_config_plugins: bool,
+                     warn=_warn_stderr) -> Registry:
+    """The plugins for `config`: the config's own `plugins = [...]` only when opted in
+    (otherwise `warn` is told why they were not loaded)."""
     config_plugins = config.plugins
-    if config_plugins and not config_plugins_allowed(args.allow_config_plugins):
-        print(f"modellint: {printable(config_plugins_refused(config_plugins, config.where()))}",
-              file=sys.stderr)
+    if config_plugins and not config_plugins_allowed(allow_config_plugins):
+        warn(config_plugins_refused(config_plugins, config.where()))
         config_plugins = []
-    return load_registry(args.plugins, config_plugins=config_plugins, config_root=config.root)
+    return load_registry(plugins, config_plugins=config_plugins, config_root=config.root)
 
 
 def _cmd_rules(args) -> int:
@@ -376,6 +386,37 @@ def _use_color(choice: str, stream) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
+def static_setup(config: Config, registry: Registry, select: list[str] | None = None,
+                 extend_select: list[str] = (), ignore: list[str] = ()) -> tuple[set[str], list]:
+    """(enabled codes, the enabled rules with a static check) for `config` with the command
+    line's selectors merged in; raises ConfigError for an unknown code. `check` and the
+    language server both start here."""
+    # validate before merging, so that a bad code is blamed on the file or the command line
+    # it came from
+    validate_codes(
+        config,
+        set(registry.rules),
+        {"select": select or [], "extend-select": list(extend_select), "ignore": list(ignore)},
+    )
+    if select is not None:
+        config.select = select
+    config.extend_select = [*config.extend_select, *extend_select]
+    config.ignore = [*config.ignore, *ignore]
+    registry.manager.hook.modellint_configure(config=config)
+    enabled = enabled_codes(config, registry.rules)
+    static_rules = [
+        registry.rules[code] for code in sorted(enabled)
+        if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
+    ]
+    return enabled, static_rules
+
+
+def disabled_for(config: Config, enabled: set[str], path: Path) -> frozenset[str]:
+    """The enabled codes that per-file-ignores turn off for `path`."""
+    ignored = file_ignores(config, path)
+    return frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
+
+
 def _cmd_check(args) -> int:
     from modellint.report import Summary
     from modellint.static.discover import discover
@@ -389,17 +430,8 @@ def _cmd_check(args) -> int:
             raise UsageError(f"path does not exist: {path}{hint}")
     config = _config_for(args)
     registry = _registry(config, args)
-    # validate before merging, so that a bad code is blamed on the file or the command line
-    # it came from
-    validate_codes(
-        config,
-        set(registry.rules),
-        {"select": args.select or [], "extend-select": args.extend_select, "ignore": args.ignore},
-    )
-    if args.select is not None:
-        config.select = args.select
-    config.extend_select = [*config.extend_select, *args.extend_select]
-    config.ignore = [*config.ignore, *args.ignore]
+    enabled, static_rules = static_setup(config, registry, args.select, args.extend_select,
+                                         args.ignore)
     if args.format not in registry.reporters:
         raise UsageError(
             f"unknown format `{args.format}`{did_you_mean(args.format, registry.reporters)} "
@@ -407,12 +439,6 @@ def _cmd_check(args) -> int:
         )
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    registry.manager.hook.modellint_configure(config=config)
-    enabled = enabled_codes(config, registry.rules)
-    static_rules = [
-        registry.rules[code] for code in sorted(enabled)
-        if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
-    ]
     def warn(message: str) -> None:  # a folder the walk cannot search, an unusable .gitignore
         print(f"modellint: warning: {printable(message)}", file=sys.stderr)
 
@@ -421,9 +447,7 @@ def _cmd_check(args) -> int:
         return EXIT_CLEAN
     tasks = []
     for display, path in discover(paths, lambda p: is_excluded(config, p), warn):
-        ignored = file_ignores(config, path)
-        disabled = frozenset(code for code in enabled if ignored and matches(code, list(ignored)))
-        tasks.append((display, path, disabled))
+        tasks.append((display, path, disabled_for(config, enabled, path)))
     if args.show_files:
         for display, _, _ in tasks:
             print(printable(display))
