@@ -34,7 +34,7 @@ from modellint.plugins import (
 )
 from modellint.report import printable
 
-SUBCOMMANDS = ("check", "rules", "rule", "trace")
+SUBCOMMANDS = ("check", "rules", "rule", "trace", "server")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -127,7 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--format", choices=("text", "json"), default="text")
     rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
     rule.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true")
+
+    server = sub.add_parser("server", help="run the language server on stdin and stdout "
+                            "(needs the `server` extra)")
+    server.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE")
+    server.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                        help="load the plugins the config names (runs the repository's code)")
     return parser
+
+
+def _cmd_server(args) -> int:
+    try:
+        from modellint.server import serve
+    except ImportError as exc:
+        if exc.name not in ("pygls", "lsprotocol", "cattrs", "attrs"):
+            raise
+        raise UsageError("`modellint server` needs the server extra: "
+                         "pip install 'modellint[server]'") from None
+    return serve(args.plugins, args.allow_config_plugins)
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
@@ -153,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_rules(args)
         if args.command == "rule":
             return _cmd_rule(args)
+        if args.command == "server":
+            return _cmd_server(args)
         return _cmd_check(args)
     except (UsageError, ConfigError, PluginError) as exc:
         print(f"modellint: error: {printable(str(exc))}", file=sys.stderr)
