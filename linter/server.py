@@ -323,6 +323,7 @@ class ModellintServer(LanguageServer):
         rules = linted.project.registry.rules
         actions: list[types.CodeAction] = []
         quick = _wanted(types.CodeActionKind.QuickFix.value, only)
+        silenced: set[tuple[str, int]] = set()
         for finding in linted.result.findings:
             if not (finding.line - 1 <= last and first <= finding.end_line - 1):
                 continue
@@ -333,7 +334,10 @@ class ModellintServer(LanguageServer):
                 action = self.fix_action(uri, linted, finding, cell, diagnostic)
                 if action is not None:
                     actions.append(action)
-            if quick and finding.code not in (SYNTAX_ERROR[0], INTERNAL_ERROR[0]):
+            if (quick and finding.code not in (SYNTAX_ERROR[0], INTERNAL_ERROR[0])
+                    and (finding.code, finding.line) not in silenced):
+                # one comment silences every finding of the code on the line
+                silenced.add((finding.code, finding.line))
                 actions.append(self.noqa_action(uri, linted, finding, cell, diagnostic))
         if (cell is None and _wanted(FIX_ALL_KIND, only) and linted.result.module is not None
                 and any(applicable(f, False) for f in linted.result.findings)):
@@ -577,10 +581,15 @@ def build(plugins: list[str], allow_config_plugins: bool) -> ModellintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: ModellintServer, params: types.DidSaveTextDocumentParams) -> None:
-        if _is_config(params.text_document.uri):
+        uri = params.text_document.uri
+        if _is_config(uri):
             ls.forget_settings()
-        else:
-            ls.lint_now(params.text_document.uri)
+            return
+        document = ls.workspace.text_documents.get(uri)
+        linted = ls.linted.get(uri)
+        if (uri in ls.pending or linted is None or document is None
+                or linted.version != document.version or linted.text != document.source):
+            ls.lint_now(uri)  # else the diagnostics shown are those of this text already
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: ModellintServer, params: types.DidCloseTextDocumentParams) -> None:

@@ -226,11 +226,17 @@ def test_noqa_code_action_silences_the_finding(session, project):
     new = apply(MISTAKES, noqa[0].edit, path.as_uri())
     assert new.splitlines()[6] == "    y = checkpoint(block, x)  # noqa: ML907"
     assert codes(session.replace(path, new, 2)) == ["ML903", "ML903"]
-    # a second code joins the comment that is there
+    # one action for the two ML903 of line 8: one comment silences both
     second = [a for a in session.actions(path.as_uri(), 7) if "noqa" in a.title]
-    assert len(second) == 2
-    both = apply(apply(new, second[0].edit, path.as_uri()), second[1].edit, path.as_uri())
-    assert codes(session.replace(path, both, 3)) == []
+    assert [a.title for a in second] == ["modellint: add `# noqa: ML903` to line 8"]
+    newer = apply(new, second[0].edit, path.as_uri())
+    assert codes(session.replace(path, newer, 3)) == []
+    # a code joins a noqa comment that is there
+    other = MISTAKES.replace("checkpoint(block, x)", "checkpoint(block, x)  # noqa: ML903")
+    assert codes(session.replace(path, other, 4)) == ["ML903", "ML903", "ML907"]
+    third = [a for a in session.actions(path.as_uri(), 6) if "noqa" in a.title]
+    assert apply(other, third[0].edit, path.as_uri()).splitlines()[6] == (
+        "    y = checkpoint(block, x)  # noqa: ML903, ML907")
 
 
 def test_fix_all_safe_is_a_source_action_resolved_on_demand(session, project):
@@ -352,3 +358,45 @@ def test_shutdown_then_exit_ends_the_process_cleanly(tmp_path):
     session.client.exit(None)
     assert session.close() == 0
     assert "Traceback" not in session.stderr.decode("utf-8", "replace")
+
+
+def test_columns_are_utf16_code_units(session, project):
+    # the protocol's default position encoding: 😀 is two UTF-16 units, é one; `F` is code
+    # point 14 (from 0) of its line, UTF-16 unit 15
+    text = 'import torch\nimport torch.nn.functional as F\ns = "é😀"; y = F.tanh(s)\n'
+    diagnostics = session.open(project / "unicode.py", text)
+    assert codes(diagnostics) == ["ML903"]
+    assert diagnostics[0].range == types.Range(start=types.Position(line=2, character=15),
+                                               end=types.Position(line=2, character=21))
+
+
+def test_changes_in_quick_succession_are_linted_once(session, project):
+    path = project / "typing.py"
+    session.open(path, MISTAKES)
+    uri = path.as_uri()
+    before = session.count(uri)
+    text = MISTAKES
+    for version in range(2, 7):
+        text = text.replace("F.", "torch.", 1)
+        session.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+    session.wait(uri, before)
+    session.run(asyncio.sleep(1))
+    # one lint for the five edits (two at most if the machine stalled between them)
+    assert session.count(uri) - before <= 2
+    assert session.published[uri][-1].version == 6
+    assert codes(session.published[uri][-1].diagnostics) == ["ML907"]
+    # a save with nothing new to lint publishes nothing more
+    session.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    count = session.count(uri)
+    session.run(asyncio.sleep(0.5))
+    assert session.count(uri) == count
+
+
+def test_exit_without_shutdown_is_status_1(tmp_path):
+    session = Session(tmp_path)
+    session.client.exit(None)
+    session.run(session.client._server.wait())
+    assert session.close() == 1
