@@ -368,6 +368,7 @@ def _settings_text(config: Config, args, enabled: set[str], static_rules) -> str
         ("exclude", value(config.exclude), origin("exclude")),
         ("per-file-ignores", value(config.per_file_ignores), origin("per-file-ignores")),
         ("plugins", value(config.plugins), origin("plugins")),
+        ("notebooks", value(config.notebooks), origin("notebooks")),
         ("target-torch-version", value(".".join(map(str, config.target_torch_version))),
          origin("target-torch-version")),
         ("target-gpu-memory", value(config.target_gpu_memory), origin("target-gpu-memory")),
@@ -383,6 +384,41 @@ def _settings_text(config: Config, args, enabled: set[str], static_rules) -> str
     ]
     return "\n".join(f"{key} = {printable(text)}  # {printable(source)}"
                      for key, text, source in rows)
+
+
+def _check_named_file(path: str) -> None:
+    """A file named on the command line is linted by its content: Python, or a Jupyter
+    notebook. Anything else is refused with a message, rather than read as Python (a named
+    notebook once got "All checks passed")."""
+    from modellint.static.discover import NOTEBOOK_SUFFIXES, SUFFIXES, read_file_bytes
+    from modellint.static.notebook import looks_like_notebook
+
+    if os.path.isdir(path) or path.endswith((*SUFFIXES, ".pyw", *NOTEBOOK_SUFFIXES)):
+        return
+    try:
+        data = read_file_bytes(path)
+    except OSError:
+        return  # reported as "cannot read file" where it is linted
+    if looks_like_notebook(data):
+        return
+    first = data.split(b"\n", 1)[0]
+    if first.startswith(b"#!") and b"python" in first:
+        return
+    if not os.path.splitext(path)[1]:
+        # a script without a suffix (`bin/train`): Python when it parses as Python
+        import ast
+        import warnings
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ast.parse(data)
+            return
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            pass
+    raise UsageError(
+        f"{path}: neither Python source nor a Jupyter notebook; name .py, .pyi or .ipynb "
+        "files, or folders (nothing was linted)")
 
 
 def _would_fix(outcomes, findings, unsafe_fixes: bool) -> str:
@@ -464,8 +500,13 @@ def _cmd_check(args) -> int:
     if args.show_settings:
         print(_settings_text(config, args, enabled, static_rules))
         return EXIT_CLEAN
+    for path in paths:
+        _check_named_file(path)
+    from modellint.static.discover import NOTEBOOK_SUFFIXES, SUFFIXES
+
+    walked = (*SUFFIXES, *NOTEBOOK_SUFFIXES) if config.notebooks else SUFFIXES
     tasks = []
-    for display, path in discover(paths, lambda p: is_excluded(config, p), warn):
+    for display, path in discover(paths, lambda p: is_excluded(config, p), warn, walked):
         tasks.append((display, path, disabled_for(config, enabled, path)))
     if args.show_files:
         for display, _, _ in tasks:
@@ -514,6 +555,7 @@ def _cmd_check(args) -> int:
         else:
             summary = Summary(
                 files_checked=len(tasks),
+                notebooks_checked=sum(outcome.notebook for outcome in outcomes),
                 fixed=sum(outcome.fixed for outcome in outcomes),
                 rules=dict(registry.rules),
                 statistics=args.statistics,

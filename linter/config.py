@@ -19,7 +19,7 @@ else:  # pragma: no cover
 KNOWN_KEYS = frozenset(
     {
         "select", "extend-select", "ignore", "exclude", "per-file-ignores", "plugins",
-        "target-torch-version", "target-gpu-memory", "runtime",
+        "target-torch-version", "target-gpu-memory", "runtime", "notebooks",
     }
 )
 RUNTIME_KEYS = frozenset({"device", "timeout", "models"})
@@ -60,6 +60,8 @@ class Config:
     target_torch_version: tuple[int, ...] = DEFAULT_TORCH_VERSION
     target_gpu_memory: str | None = None
     runtime: dict[str, Any] = field(default_factory=dict)
+    # walk folders for *.ipynb too (a notebook named on the command line is always linted)
+    notebooks: bool = True
     # directory of the pyproject.toml the settings came from (patterns are relative to it)
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
@@ -170,6 +172,9 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     config.ignore = _code_list(table.get("ignore", []), "ignore", path)
     config.exclude = _string_list(table.get("exclude", []), "exclude", path)
     config.plugins = _string_list(table.get("plugins", []), "plugins", path)
+    config.notebooks = table.get("notebooks", True)
+    if not isinstance(config.notebooks, bool):
+        raise ConfigError(f"{path}: `notebooks` must be true or false, got {config.notebooks!r}")
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")

@@ -52,13 +52,18 @@ class Finding:
     # first line of the statement the finding is in: a noqa there suppresses it
     statement_line: int = field(default=0, compare=False, repr=False)
     target: str = field(default="", compare=False)
+    # a notebook's finding: the cell (1-based, counting every cell as ruff does); `line` and
+    # `end_line` are then lines of that cell, and `notebook_line` the line of the notebook
+    # file (its JSON) that holds `line`, for viewers that open the file itself
+    cell: int | None = None
+    notebook_line: int = field(default=0, compare=False)
 
     @property
     def fixable(self) -> bool:
         return self.fix is not None
 
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.column, self.code, self.message)
+        return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +76,7 @@ class Finding:
             "column": self.column,
             "end_line": self.end_line,
             "end_column": self.end_column,
+            "cell": self.cell,
             "fixable": self.fixable,
             "fix": None if self.fix is None else {
                 "applicability": self.fix.applicability, "message": self.fix.description,
@@ -91,6 +97,7 @@ class Finding:
             end_line=data["end_line"],
             end_column=data["end_column"],
             pass_=data["pass"],
+            cell=data.get("cell"),
         )
 
 

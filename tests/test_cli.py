@@ -8,7 +8,7 @@ from conftest import CLEAN, NET, write
 
 JSON_KEYS = {
     "code", "name", "message", "severity", "path", "line", "column", "end_line", "end_column",
-    "fixable", "fix", "pass",
+    "cell", "fixable", "fix", "pass",
 }
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -114,7 +114,7 @@ def test_json_format(modellint, tmp_path):
     assert ml105 == {
         "code": "ML105", "name": "method-missing-self", "message": ml105["message"],
         "severity": "error", "path": "b.py", "line": 11, "column": 9, "end_line": 11,
-        "end_column": 16, "fixable": True, "pass": "static",
+        "end_column": 16, "cell": None, "fixable": True, "pass": "static",
         "fix": {"applicability": "safe", "message": ml105["fix"]["message"]},
     }
     # ruff's JSON shape: an unsafe fix says so, a finding without a fix has `"fix": null`

@@ -26,7 +26,7 @@ def test_hook_definition():
     assert hook["id"] == "modellint"
     assert hook["entry"] == "modellint check"
     assert hook["language"] == "python"
-    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["types_or"] == ["python", "pyi", "jupyter"]
     assert hook["require_serial"] is True
     assert "--runtime" not in hook["entry"] and not hook.get("additional_dependencies")
 
@@ -54,6 +54,7 @@ def try_repo(tmp_path_factory):
     (project / "bad.py").write_text(BAD)
     (project / "clean.py").write_text(CLEAN)
     (project / "README.md").write_text("not python: the hook skips it\n")
+    (project / "bad.ipynb").write_text(_notebook(BAD))
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(base / "cache"), "NO_COLOR": "1"}
@@ -72,6 +73,15 @@ def try_repo(tmp_path_factory):
     ):
         pytest.skip("pre-commit cannot install modellint: the package registry is unreachable")
     return run, first
+
+
+def _notebook(source: str) -> str:
+    import json
+
+    cell = {"cell_type": "code", "execution_count": None, "id": "a1", "metadata": {},
+            "outputs": [], "source": source.splitlines(keepends=True)}
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                      indent=1) + "\n"
 
 
 def _has_module(name: str) -> bool:
@@ -100,3 +110,12 @@ def test_fails_and_shows_the_findings(try_repo):
     assert "Failed" in proc.stdout
     assert "bad.py:5:9: ML105" in proc.stdout
     assert "clean.py:" not in proc.stdout and "Found 1 finding in 1 file" in proc.stdout
+
+
+@pytest.mark.slow
+def test_checks_notebooks(try_repo):
+    run, _ = try_repo
+    proc = run("bad.ipynb", "clean.py")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "bad.ipynb:cell 1:5:9: ML105" in proc.stdout
+    assert "Found 1 finding in 1 notebook" in proc.stdout

@@ -37,6 +37,8 @@ def printable(text: str) -> str:
 @dataclass
 class Summary:
     files_checked: int = 0
+    # how many of `files_checked` are Jupyter notebooks
+    notebooks_checked: int = 0
     fixed: int = 0
     # rule code -> rule class, for reporters that describe rules (SARIF, GitHub summary)
     rules: dict[str, Any] = field(default_factory=dict)
@@ -45,6 +47,18 @@ class Summary:
     color: bool = False
     fix_mode: bool = False
     unsafe_fixes: bool = False
+
+
+def files_phrase(count: int, notebooks: int) -> str:
+    """`3 files`, or `3 files, 1 of them a notebook` when notebooks were linted."""
+    files = f"{count} file{'' if count == 1 else 's'}"
+    if not notebooks:
+        return files
+    if notebooks == count == 1:
+        return "1 notebook"
+    noun = "a notebook" if notebooks == 1 else "notebooks"
+    return f"{files}, {notebooks} of them {noun}" if notebooks < count else \
+        f"{count} notebook{'' if count == 1 else 's'}"
 
 
 class Reporter:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from modellint.finding import Finding, Severity
-from modellint.report import Reporter, Summary, printable
+from modellint.report import Reporter, Summary, files_phrase, printable
 
 KIND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 # annotations GitHub shows per kind and step; more are dropped without a word
@@ -58,7 +58,8 @@ def display_path(path: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def annotation_order(finding: Finding) -> tuple:
-    return (finding.severity.rank, finding.path, finding.line, finding.column, finding.code)
+    return (finding.severity.rank, finding.path, finding.cell or 0, finding.line, finding.column,
+            finding.code)
 
 
 def split_at_limits(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
@@ -119,18 +120,29 @@ class GithubReporter(Reporter):
         """`path:line:col: CODE message`, escaped for a person to read."""
         target = f" (from {finding.target})" if finding.target else ""
         path = display_path(finding.path, environ)
+        cell = f"cell {finding.cell}:" if finding.cell is not None else ""
         return printable(
-            f"{path}:{finding.line}:{finding.column}: {finding.code} {finding.message}{target}"
+            f"{path}:{cell}{finding.line}:{finding.column}: {finding.code} "
+            f"{finding.message}{target}"
         )
 
     def annotation(self, finding: Finding, environ: Mapping[str, str]) -> str:
         path = display_path(finding.path, environ)
-        properties: dict[str, object] = {
-            "file": path,
-            "line": finding.line,
-            "endLine": max(finding.end_line, finding.line),
-        }
-        if finding.end_line == finding.line:
+        if finding.cell is not None:
+            # a notebook's finding: the line of the notebook file (its JSON) that holds the
+            # cell's line, which is what GitHub shows of an .ipynb in a pull request's diff;
+            # the cell, line and column are in the message
+            properties: dict[str, object] = {
+                "file": path, "line": finding.notebook_line or 1,
+                "endLine": finding.notebook_line or 1,
+            }
+        else:
+            properties = {
+                "file": path,
+                "line": finding.line,
+                "endLine": max(finding.end_line, finding.line),
+            }
+        if finding.end_line == finding.line and finding.cell is None:
             properties["col"] = finding.column
             properties["endColumn"] = max(finding.end_column, finding.column)
         properties["title"] = f"modellint ({finding.code})"
@@ -156,8 +168,11 @@ def _plain(text: str) -> str:
     return text
 
 
-def _link(path: str, line: int, environ: Mapping[str, str]) -> str:
-    label = _plain(f"{path}:{line}")
+def _link(path: str, line: int, environ: Mapping[str, str], cell: int | None = None,
+          file_line: int = 0) -> str:
+    label = _plain(f"{path}:cell {cell}:{line}" if cell is not None else f"{path}:{line}")
+    if cell is not None:
+        line = file_line or 1  # the notebook file's own line, which the blob view shows
     repository, sha = environ.get("GITHUB_REPOSITORY"), environ.get("GITHUB_SHA")
     if not (repository and sha) or path.startswith("/") or path.startswith("../"):
         return label
@@ -171,7 +186,8 @@ def step_summary(findings: list[Finding], summary: Summary, environ: Mapping[str
     """The Markdown appended to `$GITHUB_STEP_SUMMARY`."""
     lines = ["## modellint", ""]
     if not findings:
-        lines.append(f"All checks passed ({_plural(summary.files_checked, 'file')}).")
+        lines.append(
+            f"All checks passed ({files_phrase(summary.files_checked, summary.notebooks_checked)}).")
         return "\n".join(lines) + "\n\n"
     files = len({f.path for f in findings})
     severities = Counter(f.severity for f in findings)
@@ -191,7 +207,7 @@ def step_summary(findings: list[Finding], summary: Summary, environ: Mapping[str
     for f in shown:
         path = display_path(f.path, environ)
         lines.append(
-            f"| {_link(path, f.line, environ)} | `{f.code}` | {f.severity.value} "
+            f"| {_link(path, f.line, environ, f.cell, f.notebook_line)} | `{f.code}` | {f.severity.value} "
             f"| {_cell(f.message)} |"
         )
     if len(ordered) > len(shown):

@@ -147,6 +147,23 @@ class SarifReporter(Reporter):
             if end_line == finding.line:
                 end_column = max(end_column, finding.column)
             message = finding.message + (f" (from {finding.target})" if finding.target else "")
+            region = {
+                "startLine": max(finding.line, 1),
+                "startColumn": max(finding.column, 1),
+                "endLine": max(end_line, 1),
+                "endColumn": max(end_column, 1),
+            }
+            cell: dict[str, Any] = {}
+            if finding.cell is not None:
+                # a notebook: viewers open the .ipynb file itself, so the region is the line of
+                # its JSON that holds the cell's line; where in the cell is in the properties
+                # and the message
+                line = max(finding.notebook_line, 1)
+                region = {"startLine": line, "endLine": line}
+                cell = {"cell": finding.cell, "cellLine": finding.line,
+                        "cellColumn": finding.column, "cellEndLine": end_line,
+                        "cellEndColumn": end_column}
+                message = f"cell {finding.cell}, line {finding.line}: {message}"
             results.append(
                 {
                     "ruleId": finding.code,
@@ -157,12 +174,7 @@ class SarifReporter(Reporter):
                         {
                             "physicalLocation": {
                                 "artifactLocation": artifact_location(finding.path, root),
-                                "region": {
-                                    "startLine": max(finding.line, 1),
-                                    "startColumn": max(finding.column, 1),
-                                    "endLine": max(end_line, 1),
-                                    "endColumn": max(end_column, 1),
-                                },
+                                "region": region,
                             }
                         }
                     ],
@@ -170,6 +182,7 @@ class SarifReporter(Reporter):
                         "pass": finding.pass_,
                         "fixable": finding.fixable,
                         **({"fix": finding.fix.applicability} if finding.fix else {}),
+                        **cell,
                     },
                 }
             )
@@ -190,7 +203,8 @@ class SarifReporter(Reporter):
                     "originalUriBaseIds": {SRCROOT: {"uri": root.as_uri() + "/"}},
                     "columnKind": "unicodeCodePoints",
                     "results": results,
-                    "properties": {"filesChecked": summary.files_checked},
+                    "properties": {"filesChecked": summary.files_checked,
+                                   "notebooksChecked": summary.notebooks_checked},
                 }
             ],
         }
@@ -221,18 +235,36 @@ def findings_from_sarif(document: dict[str, Any]) -> list[Finding]:
             base = bases.get(artifact.get("uriBaseId", ""))
             path = os.path.join(base, uri) if base else uri
             rule = rules[result["ruleIndex"]] if "ruleIndex" in result else {}
+            properties = result.get("properties", {})
+            cell = properties.get("cell")
+            message = result["message"]["text"]
+            if isinstance(cell, int) and not isinstance(cell, bool):
+                # a notebook's finding: back to its cell's line and column
+                prefix = f"cell {cell}, line {properties.get('cellLine', 1)}: "
+                message = message.removeprefix(prefix)
+                notebook_line = region["startLine"]
+                region = {
+                    "startLine": properties.get("cellLine", 1),
+                    "startColumn": properties.get("cellColumn", 1),
+                    "endLine": properties.get("cellEndLine", properties.get("cellLine", 1)),
+                    "endColumn": properties.get("cellEndColumn", 1),
+                }
+            else:
+                cell, notebook_line = None, 0
             findings.append(
                 Finding(
                     code=result["ruleId"],
                     name=rule.get("name", result["ruleId"]),
-                    message=result["message"]["text"],
+                    message=message,
                     severity=SEVERITY[result.get("level", "warning")],
                     path=path,
                     line=region["startLine"],
                     column=region.get("startColumn", 1),
                     end_line=region.get("endLine", region["startLine"]),
                     end_column=region.get("endColumn", region.get("startColumn", 1)),
-                    pass_=result.get("properties", {}).get("pass", "static"),
+                    pass_=properties.get("pass", "static"),
+                    cell=cell,
+                    notebook_line=notebook_line,
                 )
             )
     return findings

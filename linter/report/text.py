@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from modellint.finding import Finding, Severity
-from modellint.report import Reporter, Summary, printable
+from modellint.report import Reporter, Summary, files_phrase, printable
 
 _COLORS = {
     "path": "\033[1m",
@@ -41,8 +41,11 @@ class ConciseReporter(Reporter):
 
     def headline(self, finding: Finding, summary: Summary) -> str:
         style = {"error": "code", "warning": "warning", "info": "info"}[finding.severity.value]
+        # a notebook's finding names its cell first, as ruff prints it: `nb.ipynb:cell 7:12:5:`
+        cell = f"cell {finding.cell}:" if finding.cell is not None else ""
         location = _paint(
-            f"{printable(finding.path)}:{finding.line}:{finding.column}:", "path", summary.color
+            f"{printable(finding.path)}:{cell}{finding.line}:{finding.column}:", "path",
+            summary.color,
         )
         code = _paint(printable(finding.code), style, summary.color)
         target = f" (from {printable(finding.target)})" if finding.target else ""
@@ -99,15 +102,18 @@ class ConciseReporter(Reporter):
             parts.append(f"Fixed {_plural(summary.fixed, 'finding')}.")
         if not findings:
             if not summary.fixed:
-                parts.append(f"All checks passed ({_plural(summary.files_checked, 'file')}).")
+                parts.append(f"All checks passed "
+                             f"({files_phrase(summary.files_checked, summary.notebooks_checked)}).")
             return "\n".join(parts) + "\n"
         files = len({f.path for f in findings})
+        notebooks = len({f.path for f in findings
+                         if f.cell is not None or f.path.endswith(".ipynb")})
         fixable = sum(1 for f in findings if _fix_marker(f, summary))
         hidden = sum(
             1 for f in findings if f.fix is not None and not f.fix.safe and not summary.unsafe_fixes
         )
         noun = f"{len(findings)} remaining" if summary.fix_mode else _plural(len(findings), "finding")
-        line = f"Found {noun} in {_plural(files, 'file')}"
+        line = f"Found {noun} in {files_phrase(files, notebooks)}"
         line += f" ({fixable} fixable)." if fixable else "."
         parts.append(line)
         infos = sum(1 for f in findings if f.severity is Severity.INFO)

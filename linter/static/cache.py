@@ -35,7 +35,7 @@ from modellint.finding import Finding, Fix, Severity
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
-FORMAT = 2
+FORMAT = 3  # 3: a notebook's findings carry `cell` and `notebook_line`
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 KEY_BYTES = 32
@@ -190,6 +190,7 @@ class Cache:
             item = f.to_json()
             item["source_line"] = f.source_line
             item["statement_line"] = f.statement_line
+            item["notebook_line"] = f.notebook_line
             item["fix"] = (
                 None if f.fix is None else {"description": f.fix.description, "safe": f.fix.safe}
             )
@@ -288,6 +289,11 @@ def _entries(findings: Any) -> list[dict[str, Any]]:
             if not isinstance(item.get(key), kind):
                 raise ValueError(f"bad cache field {key}")
         Severity(item["severity"])
+        cell = item.get("cell")
+        if cell is not None and (not isinstance(cell, int) or isinstance(cell, bool)):
+            raise ValueError("bad cache field cell")
+        if not isinstance(item.get("notebook_line", 0), int):
+            raise ValueError("bad cache field notebook_line")
         fix = item.get("fix")
         if fix is not None and not (
             isinstance(fix, dict) and isinstance(fix.get("safe"), bool)
@@ -301,6 +307,7 @@ def _finding(item: dict[str, Any]) -> Finding:
     finding = Finding.from_json(item)
     finding.source_line = item["source_line"]
     finding.statement_line = item["statement_line"]
+    finding.notebook_line = item.get("notebook_line", 0)
     fix = item.get("fix")
     if fix is not None:
         finding.fix = Fix((), fix["description"], fix["safe"])

@@ -18,6 +18,7 @@ SKIPPED_DIRS = frozenset(
     }
 )
 SUFFIXES = (".py", ".pyi")
+NOTEBOOK_SUFFIXES = (".ipynb",)
 # No source file or .gitignore of a real project comes near this; a larger one (or /dev/zero
 # behind a symlink) is refused instead of read whole into memory.
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -438,21 +439,24 @@ def _is_virtualenv(directory: Path) -> bool:
 
 
 def discover(
-    paths: list[str], excluded: Callable[[Path], bool], warn: Warn | None = None
+    paths: list[str], excluded: Callable[[Path], bool], warn: Warn | None = None,
+    suffixes: tuple[str, ...] = SUFFIXES,
 ) -> Iterator[tuple[str, Path]]:
     """(display path, path) for every file to lint, in a stable order. A file named explicitly
-    is always linted; folders are walked for *.py and *.pyi that are regular files. `warn` is
-    told of each folder that cannot be searched (the walk goes on without it)."""
+    is always linted; folders are walked for regular files named with one of `suffixes` (*.py
+    and *.pyi; `check` adds *.ipynb). `warn` is told of each folder that cannot be searched
+    (the walk goes on without it)."""
     for given in paths:
         root = Path(given)
         # os.path.isdir, not Path.is_dir: that raises inside a folder that cannot be searched
         if not os.path.isdir(root):
             yield given, root
             continue
-        yield from _walk(given, root, excluded, warn)
+        yield from _walk(given, root, excluded, warn, suffixes)
 
 
-def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn: Warn | None):
+def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn: Warn | None,
+          suffixes: tuple[str, ...] = SUFFIXES):
     ignores: list[GitIgnore] = []
     resolved = Path(os.path.realpath(root))
     for parent in reversed(resolved.parents):
@@ -465,7 +469,7 @@ def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn:
     if os.path.lexists(resolved / ".git"):
         ignores = []
     seen: set[tuple[int, int]] = set()
-    yield from _walk_dir(display_root, root, resolved, ignores, excluded, seen, warn)
+    yield from _walk_dir(display_root, root, resolved, ignores, excluded, seen, warn, suffixes)
 
 
 def _ignored(ignores: list[GitIgnore], path: Path, is_dir: bool) -> bool:
@@ -477,7 +481,7 @@ def _ignored(ignores: list[GitIgnore], path: Path, is_dir: bool) -> bool:
     return decision
 
 
-def _walk_dir(display, directory, resolved, ignores, excluded, seen, warn):
+def _walk_dir(display, directory, resolved, ignores, excluded, seen, warn, suffixes=SUFFIXES):
     try:
         info = resolved.stat()
     except OSError:
@@ -510,8 +514,8 @@ def _walk_dir(display, directory, resolved, ignores, excluded, seen, warn):
             if _is_virtualenv(child) or _ignored(ignores, child, True) or excluded(child):
                 continue
             yield from _walk_dir(child_display, directory / entry.name, child, ignores,
-                                 excluded, seen, warn)
-        elif entry.name.endswith(SUFFIXES):
+                                 excluded, seen, warn, suffixes)
+        elif entry.name.endswith(suffixes):
             if not _regular_or_unreadable(entry):
                 continue  # a FIFO or device named *.py is not source code
             if _ignored(ignores, child, False) or excluded(child):

@@ -272,11 +272,13 @@ def lint_source(
     rules: Sequence[type[StaticRule]],
     options: dict[str, Any],
     disabled_codes: frozenset[str] = frozenset(),
+    tree: ast.Module | None = None,
 ) -> FileResult:
-    """Every finding of `rules` in one file. `disabled_codes` are ignored for this file."""
-    result = _lint_source(path, data, rules, options, disabled_codes, deep=False)
+    """Every finding of `rules` in one file. `disabled_codes` are ignored for this file.
+    `tree`: CPython's parse of `data` when the caller already has it (a notebook's cells)."""
+    result = _lint_source(path, data, rules, options, disabled_codes, deep=False, tree=tree)
     if result.too_deep:
-        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True)
+        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True, tree)
     return result
 
 
@@ -287,6 +289,7 @@ def _lint_source(
     options: dict[str, Any],
     disabled_codes: frozenset[str],
     deep: bool,
+    tree: ast.Module | None = None,
 ) -> FileResult:
     result = FileResult(path=path)
     try:
@@ -307,7 +310,7 @@ def _lint_source(
     ]
     # CPython decides whether the file is Python, whatever rules are selected: LibCST also
     # accepts syntax newer than this Python, and crashes on nesting CPython refuses
-    tree, error = _parse_with_cpython(path, text)
+    tree, error = (tree, None) if tree is not None else _parse_with_cpython(path, text)
     if error is not None:
         if SYNTAX_ERROR[0] not in disabled:
             result.findings.append(error)

@@ -23,8 +23,9 @@ from modellint.fix import (
     write_atomically,
 )
 from modellint.rule import StaticRule
+from modellint.static import notebook
 from modellint.static.cache import Cache
-from modellint.static.discover import read_file_bytes
+from modellint.static.discover import MAX_FILE_BYTES, read_file_bytes
 from modellint.static.engine import (
     INTERNAL_ERROR,
     SYNTAX_ERROR,
@@ -58,6 +59,7 @@ class FileOutcome:
     would_fix: int = 0
     messages: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
+    notebook: bool = False
 
 
 def _file_finding(code_name: tuple[str, str], display: str, message: str) -> Finding:
@@ -98,12 +100,14 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     try:
         # a FIFO or device named on the command line, or a file past the size limit, is one
         # "cannot read file" finding rather than a hang
-        original = read_file_bytes(path)
+        original = read_file_bytes(path, notebook.MAX_BYTES if str(path).endswith(
+            notebook.SUFFIX) else MAX_FILE_BYTES)
     except OSError as exc:
         if SYNTAX_ERROR[0] not in disabled:
             outcome.findings.append(_read_error(display, exc))
         return outcome
     wants_fix = opts.fix or opts.diff
+    outcome.notebook = is_notebook(path, original)
     key = None
     if opts.cache is not None and not wants_fix:
         key = opts.cache.file_key(display, original, disabled)
@@ -111,6 +115,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         if cached is not None:
             outcome.findings = cached
             return outcome
+    if outcome.notebook:
+        return _lint_notebook_file(display, path, original, disabled, opts, outcome, key)
     result = lint_source(display, original, opts.rules, opts.options, disabled)
     outcome.tracebacks.extend(result.tracebacks)
     if wants_fix and result.module is None:
@@ -189,6 +195,106 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
             display, new_text.encode(result.encoding), rules, options, disabled
         )
     return text, result
+
+
+def is_notebook(path: Path, data: bytes) -> bool:
+    """A `.ipynb` file, or a file whose content is a notebook whatever its name."""
+    return str(path).endswith(notebook.SUFFIX) or notebook.looks_like_notebook(data)
+
+
+def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: frozenset[str],
+                        opts: StaticOptions, outcome: FileOutcome, key: str | None) -> FileOutcome:
+    try:
+        book = notebook.read_notebook(original)
+    except notebook.NotebookError as exc:
+        if SYNTAX_ERROR[0] not in disabled:
+            outcome.findings.append(_file_finding(SYNTAX_ERROR, display, str(exc)))
+            outcome.findings[-1].line = outcome.findings[-1].end_line = exc.line
+            outcome.findings[-1].column = outcome.findings[-1].end_column = exc.column
+        return outcome
+    if book.language.lower() != "python":
+        outcome.messages.append(
+            f"{display}: a {book.language} notebook, not Python; not linted")
+        return outcome
+    linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled)
+    result = linted.result
+    outcome.tracebacks.extend(result.tracebacks)
+    if (opts.fix or opts.diff) and result.module is not None and any(
+            applicable(f, opts.unsafe_fixes) for f in linted.findings):
+        linted = _fix_notebook(display, path, original, book, linted, disabled, opts, outcome)
+    for finding in linted.findings:
+        if finding.fix is not None:
+            finding.fix = Fix((), finding.fix.description, finding.fix.safe)
+    outcome.findings = linted.findings
+    if key is not None and not linted.result.tracebacks:
+        opts.cache.put(key, linted.findings)
+    return outcome
+
+
+def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome):
+    """Apply the fixes to the joined cells, round after round, then splice the changed cell
+    sources into the notebook's text; the linting of what was written is returned."""
+    result = linted.result
+    text = result.source
+    fixed = 0
+    for _ in range(MAX_FIX_ROUNDS):
+        if result.module is None:
+            break
+        try:
+            new_text, count = apply_fixes_deeply(result.module, result.findings, opts.unsafe_fixes,
+                                                 text)
+        except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
+            outcome.tracebacks.append("".join(traceback.format_exception(exc)))
+            outcome.messages.append(f"{display}: applying the fixes failed "
+                                    f"({type(exc).__name__}: {exc}); notebook left unchanged")
+            return linted
+        if count == 0 or new_text == text:
+            break
+        problem = check_parses(new_text)
+        if problem is not None:
+            outcome.messages.append(
+                f"{display}: a fix produced invalid code ({problem}); notebook left unchanged")
+            return linted
+        fixed += count
+        text = new_text
+        result = lint_source(display, text.encode("utf-8"), opts.rules, opts.options, disabled)
+    if not fixed:
+        return linted
+    sources = book.cell_sources(text)
+    if sources is None:
+        outcome.messages.append(f"{display}: the fixes moved code across cells; "
+                                "notebook left unchanged")
+        return linted
+    new_bytes = book.with_sources(sources).encode("utf-8")
+    try:
+        # read back what would be written: it must be a notebook with exactly those sources
+        again = notebook.read_notebook(new_bytes)
+        if {c.number: c.source for c in again.cells if c.number in sources} != sources:
+            raise notebook.NotebookError("the cell sources did not survive writing")
+    except notebook.NotebookError as exc:
+        outcome.messages.append(f"{display}: writing the fixes would not give a valid notebook "
+                                f"({exc}); notebook left unchanged")
+        return linted
+    if opts.diff:
+        outcome.diff = "".join(
+            unified_diff(f"{display}:cell {number}", _ended(book.cell(number).source),
+                         _ended(source))
+            for number, source in sources.items() if source != book.cell(number).source)
+        outcome.would_fix = fixed
+        return linted
+    try:
+        write_atomically(path, new_bytes, original, opts.tree)
+    except WriteError as exc:
+        outcome.messages.append(str(exc))
+        return linted
+    outcome.fixed = fixed
+    return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled)
+
+
+def _ended(cell_source: str) -> str:
+    """A cell's source for a diff: Jupyter leaves the last line without a line break."""
+    return cell_source if cell_source.endswith(("\n", "\r")) or not cell_source else \
+        cell_source + "\n"
 
 
 def _decode(data: bytes, encoding: str) -> str:

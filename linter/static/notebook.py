@@ -1,0 +1,602 @@
+"""Jupyter notebooks in the static pass: read one, lint its code cells as one program, write the
+changed cell sources back.
+
+The public API (used by `check` and by the editor server):
+
+- `read_notebook(data) -> Notebook` (raises `NotebookError` with a message naming the problem):
+  `Notebook.source` is the code cells joined in order, each IPython magic masked; `locate(line)`
+  maps a line of it to (cell, line in cell); `cells` are the code cells.
+- `Notebook.cell_sources(joined)`: the cell sources of a changed joined text, magics restored
+  (None when the cell boundaries did not survive), and `Notebook.with_sources(...)`: the
+  notebook's text with only those `"source"` values replaced, everything else byte for byte.
+- `lint_notebook(display, notebook, rules, options, disabled)`: the engine's findings, each
+  naming its cell; a cell that does not parse is one ML000 and the other cells are still linted.
+
+Cells are numbered as ruff numbers them: 1-based, by position among all the notebook's cells
+(markdown and raw cells count), so `cell 3` is the third cell from the top whatever its kind.
+
+The JSON is read with the standard library's C scanner, value by value: the structure around
+the cells is walked in Python (a few hundred steps), each output (an image of several MB) is one
+C call, and the text is never re-serialised: a fix splices the new `"source"` value into the
+original text.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SUFFIX = ".ipynb"
+# a notebook's outputs (plots, tables) make it far larger than any source file: its own limit
+MAX_BYTES = 100 * 1024 * 1024
+# cell magics whose body is Python (IPython runs it); the body of any other (`%%bash`,
+# `%%writefile`, `%%html`) is not Python and is masked whole
+PYTHON_CELL_MAGICS = frozenset(
+    {"time", "timeit", "capture", "prun", "debug", "python", "python3", "tensorflow_version"})
+# joined between two cells; the number is the cell's (a comment: invisible to the rules)
+_SEPARATOR = "# %% modellint-cell {}"
+_SEPARATOR_RE = re.compile(r"^# %% modellint-cell (\d+)$", re.M)
+# a masked line ends in this comment; restoring puts the original line back
+_MASK_TAG = "# modellint-masked {}"
+_MASK_RE = re.compile(r"# modellint-masked (\d+)$")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+# a line IPython would run as a magic, a shell command or a help request
+_MAGIC = re.compile(
+    r"(?P<indent>[ \t]*)(?:"
+    r"[%!]"  # %matplotlib inline, !pip install x
+    r"|\?"  # ?obj, ??obj
+    r"|[\w.]+\?{1,2}[ \t]*$"  # obj?, obj.attr??
+    r"|(?P<assign>[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=)[ \t]*[%!]"  # files = !ls
+    r")"
+)
+_FILE_NOQA = re.compile(r"[ \t\f]*#[ \t\f]*modellint:[ \t\f]*noqa\b.*", re.I)
+
+
+class NotebookError(ValueError):
+    """The bytes are not a notebook modellint can read; the message names the problem."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+@dataclass
+class CodeCell:
+    number: int  # 1-based position among all cells, as ruff counts
+    source: str  # what Jupyter shows (a list source joined)
+    start: int  # offsets of the `"source"` value in the notebook text
+    end: int
+    is_list: bool
+    # where each list item starts in the notebook text (one offset for a string source)
+    item_offsets: list[int] = field(default_factory=list)
+    masked: str = ""  # the source with its magics masked
+    originals: dict[int, str] = field(default_factory=dict)  # masked line -> original line
+    error: tuple[str, int, int] | None = None  # does not parse: (message, line, column)
+    first_line: int = 0  # its first line in the joined source (0: not in it)
+    added_newline: bool = False  # joining added a "\n" after its last line
+
+
+@dataclass
+class Notebook:
+    text: str  # the notebook's JSON text
+    cells: list[CodeCell]  # every code cell, in order
+    source: str = ""  # the code cells that parse, joined in order
+    line_map: list[tuple[int, int]] = field(default_factory=list)
+    language: str = "python"
+    trailing_newline: bool = True
+    # CPython's parse of `source` (None when it does not parse)
+    tree: ast.Module | None = None
+    _counted: tuple[int, int] = (0, 1)  # (offset, its line): where file_line last counted
+
+    # --- positions ---------------------------------------------------------------------------
+
+    def locate(self, line: int) -> tuple[int, int]:
+        """(cell number, line in the cell), both from 1, of line `line` of `source`."""
+        if not self.line_map:
+            return 1, 1
+        cell, in_cell = self.line_map[min(max(line, 1), len(self.line_map)) - 1]
+        return cell, max(in_cell, 1)
+
+    def spans(self) -> None:
+        """Find where each code cell's `"source"` value lies in the text (once)."""
+        if self.cells and self.cells[0].start < 0:
+            where = {number: rest for number, *rest in _scan(self.text)}
+            for cell in self.cells:
+                cell.start, cell.end, cell.item_offsets = where[cell.number]
+
+    def cell(self, number: int) -> CodeCell | None:
+        for cell in self.cells:
+            if cell.number == number:
+                return cell
+        return None
+
+    def file_line(self, cell_number: int, line: int) -> int:
+        """The line of the notebook file (its JSON text) that holds line `line` of the cell:
+        where a SARIF viewer or a GitHub annotation can point."""
+        cell = self.cell(cell_number)
+        if cell is None:
+            return 1
+        self.spans()
+        offset = cell.item_offsets[min(max(line, 1), len(cell.item_offsets)) - 1]
+        start, number = self._counted if self._counted[0] <= offset else (0, 1)
+        number += self.text.count("\n", start, offset)
+        self._counted = (offset, number)
+        return number
+
+    # --- writing back ------------------------------------------------------------------------
+
+    def cell_sources(self, joined: str) -> dict[int, str] | None:
+        """The source of each linted cell in `joined` (this notebook's `source` after fixes),
+        its masked lines restored; None when a cell boundary or a masked line was lost."""
+        linted = [cell for cell in self.cells if cell.first_line]
+        if not linted:
+            return {}
+        separators = list(_SEPARATOR_RE.finditer(joined))
+        if [int(m.group(1)) for m in separators] != [c.number for c in linted[1:]]:
+            return None
+        ends = [*(m.start() for m in separators), len(joined)]
+        starts = [0, *(m.end() + 1 for m in separators)]  # past the separator's "\n"
+        out: dict[int, str] = {}
+        for cell, start, end in zip(linted, starts, ends, strict=True):
+            text = joined[start:end]
+            if not text.endswith("\n"):
+                return None
+            if cell.added_newline:
+                text = text[:-1]
+            restored = _restore(text, cell.originals)
+            if restored is None:
+                return None
+            out[cell.number] = restored
+        return out
+
+    def with_sources(self, sources: dict[int, str]) -> str:
+        """This notebook's text with the `"source"` value of each cell in `sources` replaced
+        (when it changed), and every other byte as it was."""
+        self.spans()
+        pieces: list[str] = []
+        position = 0
+        ascii_only = self.text.isascii()
+        for cell in self.cells:
+            new = sources.get(cell.number)
+            if new is None or new == cell.source:
+                continue
+            pieces.append(self.text[position:cell.start])
+            pieces.append(_render_source(self.text, cell, new, ascii_only))
+            position = cell.end
+        pieces.append(self.text[position:])
+        return "".join(pieces)
+
+
+def _ends_with_line_end(text: str) -> bool:
+    return text.endswith(("\n", "\r"))
+
+
+def _restore(text: str, originals: dict[int, str]) -> str | None:
+    if not originals:
+        return text
+    found: set[int] = set()
+    parts = _LINE_END.split(text)
+    ends = _LINE_END.findall(text)
+    for index, line in enumerate(parts):
+        match = _MASK_RE.search(line)
+        if match is None:
+            continue
+        key = int(match.group(1))
+        if key not in originals or key in found:
+            return None
+        found.add(key)
+        parts[index] = originals[key]
+    if found != originals.keys():
+        return None
+    return "".join(p + e for p, e in zip(parts, [*ends, ""], strict=True))
+
+
+def _render_source(text: str, cell: CodeCell, new: str, ascii_only: bool) -> str:
+    def dump(value: str) -> str:
+        return json.dumps(value, ensure_ascii=ascii_only)
+
+    if not cell.is_list:
+        return dump(new)
+    items = [p + e for p, e in zip(_LINE_END.split(new), [*_LINE_END.findall(new), ""],
+                                   strict=True) if p + e]
+    old = text[cell.start:cell.end]
+    if not items:
+        return "[]"
+    offsets = cell.item_offsets
+    if len(offsets) >= 1 and old != "[]":
+        # the layout of the old list: what comes before the first item, between two, after
+        # the last (nbformat writes one item a line, indented one space more than the key)
+        first = offsets[0] - cell.start
+        lead = old[1:first]
+        if len(offsets) >= 2:
+            _, after_first = _DECODER.raw_decode(text, offsets[0])
+            between = text[after_first:offsets[1]]
+        else:
+            between = "," + lead
+        _, after_last = _DECODER.raw_decode(text, offsets[-1])
+        tail = text[after_last:cell.end - 1]
+    else:
+        indent = _indent_before(text, cell.start)
+        newline = "\r\n" if "\r\n" in text[:cell.start] else "\n"
+        lead = newline + indent + " "
+        between = "," + lead
+        tail = newline + indent
+    return "[" + lead + between.join(dump(item) for item in items) + tail + "]"
+
+
+def _indent_before(text: str, offset: int) -> str:
+    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    line = text[line_start:offset]
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def looks_like_notebook(data: bytes) -> bool:
+    """Whether `data` is a notebook by its content (whatever the file's name): a JSON object
+    with `cells` or `nbformat` among its keys."""
+    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head.startswith(b"{"):
+        return False
+    return b'"nbformat"' in data or b'"cells"' in data[:4096]
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _skip(text: str, i: int) -> int:
+    return _WS.match(text, i).end()
+
+
+def _fail(text: str, offset: int, message: str) -> NotebookError:
+    line, column = _position(text, offset)
+    return NotebookError(f"not a valid notebook: {message} (line {line}, column {column})",
+                         line, column)
+
+
+def _value(text: str, i: int) -> tuple[Any, int]:
+    try:
+        return _DECODER.raw_decode(text, i)
+    except json.JSONDecodeError as exc:
+        raise _fail(text, exc.pos, f"invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise _fail(text, i, "invalid JSON: nested too deeply") from None
+
+
+def _object(text: str, i: int, on_value) -> int:
+    """Walk the JSON object at text[i] ("{"): `on_value(key, start)` reads each value and
+    returns the offset after it. Returns the offset after the object."""
+    if text[i:i + 1] != "{":
+        raise _fail(text, i, "invalid JSON: expected an object")
+    i = _skip(text, i + 1)
+    if text[i:i + 1] == "}":
+        return i + 1
+    while True:
+        if text[i:i + 1] != '"':
+            raise _fail(text, i, "invalid JSON: expected a property name in double quotes")
+        try:
+            key, i = json.decoder.scanstring(text, i + 1)
+        except json.JSONDecodeError as exc:
+            raise _fail(text, exc.pos, f"invalid JSON: {exc.msg}") from None
+        i = _skip(text, i)
+        if text[i:i + 1] != ":":
+            raise _fail(text, i, "invalid JSON: expected ':'")
+        i = on_value(key, _skip(text, i + 1))
+        i = _skip(text, i)
+        if text[i:i + 1] == ",":
+            i = _skip(text, i + 1)
+            continue
+        if text[i:i + 1] == "}":
+            return i + 1
+        raise _fail(text, i, "invalid JSON: expected ',' or '}'")
+
+
+def _array(text: str, i: int, on_item) -> int:
+    if text[i:i + 1] != "[":
+        raise _fail(text, i, "`cells` is not a list")
+    i = _skip(text, i + 1)
+    if text[i:i + 1] == "]":
+        return i + 1
+    index = 0
+    while True:
+        i = _skip(text, on_item(index, i))
+        index += 1
+        if text[i:i + 1] == ",":
+            i = _skip(text, i + 1)
+            continue
+        if text[i:i + 1] == "]":
+            return i + 1
+        raise _fail(text, i, "invalid JSON: expected ',' or ']'")
+
+
+def read_notebook(data: bytes) -> Notebook:
+    """The notebook in `data`; NotebookError (one message, naming the problem) when it is not
+    UTF-8 JSON in nbformat 4. The JSON is parsed by the standard library's C parser; where
+    each cell's `"source"` lies in the text is found only when needed (`Notebook.spans`)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotebookError(
+            f"not a valid notebook: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start})") from None
+    start = _skip(text, 1 if text.startswith("\ufeff") else 0)
+    if text[start:start + 1] != "{":
+        raise _fail(text, start, "invalid JSON: the file does not hold a JSON object"
+                    if text[start:start + 1] else "the file is empty")
+    try:
+        top = json.loads(text[start:])
+    except json.JSONDecodeError as exc:
+        raise _fail(text, start + exc.pos, f"invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise _fail(text, start, "invalid JSON: nested too deeply") from None
+    version = top.get("nbformat")
+    if version is None or "cells" not in top:
+        missing = "`nbformat`" if version is None else "`cells`"
+        raise NotebookError(f"not a valid notebook: the JSON has no {missing} key")
+    if version != 4 or isinstance(version, bool):
+        raise NotebookError(
+            f"not nbformat 4 (the file says nbformat {json.dumps(version)}); "
+            "convert it with `jupyter nbconvert --to notebook`")
+    if not isinstance(top["cells"], list):
+        raise NotebookError("not a valid notebook: `cells` is not a list")
+    cells = []
+    for index, cell in enumerate(top["cells"]):
+        if not isinstance(cell, dict):
+            raise NotebookError(f"not a valid notebook: cell {index + 1} is not an object")
+        if cell.get("cell_type") != "code":
+            continue
+        if "source" not in cell:
+            raise NotebookError(f"not a valid notebook: cell {index + 1} has no `source`")
+        value = cell["source"]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            source, is_list = "".join(value), True
+        elif isinstance(value, str):
+            source, is_list = value, False
+        else:
+            raise NotebookError(f"not a valid notebook: the source of cell {index + 1} is "
+                                "not text")
+        cells.append(CodeCell(index + 1, source, -1, -1, is_list))
+    notebook = Notebook(text=text, cells=cells, trailing_newline=text.endswith("\n"))
+    metadata = top.get("metadata")
+    if isinstance(metadata, dict):
+        info = metadata.get("language_info")
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            notebook.language = info["name"]
+    if notebook.language.lower() == "python":
+        _join(notebook)
+    return notebook
+
+
+def _scan(text: str) -> list[tuple[int, int, int, list[int]]]:
+    """(cell number, start, end, item offsets) of the `"source"` value of every code cell, by
+    walking the JSON structure value by value (each value, an output of several MB included,
+    is one call of the C scanner). The text is valid JSON: `read_notebook` parsed it."""
+    found: list[tuple[int, int, int, list[int]]] = []
+
+    def on_cell(index: int, i: int) -> int:
+        fields: dict[str, Any] = {}
+
+        def on_field(key: str, j: int) -> int:
+            value, end = _value(text, j)
+            if key == "source":
+                items = []
+                if text[j] == "[":
+                    k = _skip(text, j + 1)
+                    while text[k] != "]":
+                        items.append(k)
+                        _, k = _DECODER.raw_decode(text, k)
+                        k = _skip(text, k)
+                        if text[k] == ",":
+                            k = _skip(text, k + 1)
+                else:
+                    items.append(j)
+                fields["source"] = (j, end, items)
+            elif key == "cell_type":
+                fields[key] = value
+            return end
+
+        end = _object(text, i, on_field)
+        if fields.get("cell_type") == "code" and "source" in fields:
+            found.append((index + 1, *fields["source"]))
+        return end
+
+    def on_top(key: str, i: int) -> int:
+        if key == "cells":
+            found.clear()
+            return _array(text, i, on_cell)
+        return _value(text, i)[1]
+
+    _object(text, _skip(text, 1 if text.startswith("\ufeff") else 0), on_top)
+    return found
+
+
+# --- magics and joining ----------------------------------------------------------------------
+
+
+def mask(source: str, first_cell: bool = True) -> tuple[str, dict[int, str]]:
+    """`source` with each IPython magic, shell command and help request replaced by Python of
+    the same line count (`pass`, or `name = ...` for `name = !cmd`), and the original of each
+    replaced line. A cell magic whose body is not Python masks the whole cell. Outside the
+    first cell a `# modellint: noqa` line is masked too: only the first cell's covers the
+    notebook."""
+    lines = _LINE_END.split(source)
+    ends = _LINE_END.findall(source)
+    originals: dict[int, str] = {}
+
+    def replace(index: int, text: str) -> None:
+        originals[index] = lines[index]
+        lines[index] = f"{text}  {_MASK_TAG.format(index)}" if text else _MASK_TAG.format(index)
+
+    first = next((n for n, line in enumerate(lines) if line.strip()), None)
+    if first is not None and lines[first].lstrip().startswith("%%"):
+        name = lines[first].lstrip()[2:].split(None, 1)[0] if lines[first].strip("% \t") else ""
+        if name in PYTHON_CELL_MAGICS:
+            replace(first, "")
+        else:
+            for index in range(len(lines)):
+                replace(index, "")
+            return _join_lines(lines, ends), originals
+    candidates = []
+    for index, line in enumerate(lines):
+        if index in originals:
+            continue
+        if not first_cell and _FILE_NOQA.fullmatch(line):
+            replace(index, "")
+            continue
+        if line[:1] in "%!?" or (line.lstrip()[:1] in "%!?" if line else False) or "?" in line \
+                or "=" in line and ("!" in line or "%" in line):
+            match = _MAGIC.match(line)
+            if match is not None:
+                candidates.append((index, match))
+    if candidates and not _parses(_join_lines(lines, ends)):
+        # valid Python never starts a statement with one of these; a line that does only in a
+        # continuation (`(a\n % b)`) is left alone when the cell parses as it is
+        for index, match in candidates:
+            indent = match.group("indent")
+            assign = match.group("assign")
+            replace(index, f"{indent}{assign} ..." if assign else f"{indent}pass")
+    return _join_lines(lines, ends), originals
+
+
+def _join_lines(lines: Sequence[str], ends: Sequence[str]) -> str:
+    return "".join(p + e for p, e in zip(lines, [*ends, ""], strict=True))
+
+
+def _parses(text: str) -> bool:
+    return _syntax_error(text) is None
+
+
+def _syntax_error(text: str) -> tuple[str, int, int] | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except SyntaxError as exc:
+        return f"SyntaxError: {exc.msg}", exc.lineno or 1, exc.offset or 1
+    except (ValueError, MemoryError, RecursionError) as exc:
+        return f"cannot parse: {type(exc).__name__}: {exc}", 1, 1
+    return None
+
+
+def _join(notebook: Notebook) -> None:
+    """Mask each code cell, set aside the ones that do not parse, and join the rest, a
+    separator comment between two cells, with the map from joined lines to cell lines."""
+    for position, cell in enumerate(notebook.cells):
+        cell.masked, cell.originals = mask(cell.source, first_cell=position == 0)
+    # one parse of all the cells together: when it succeeds and no statement runs across a
+    # separator (an unclosed bracket or string in one cell), every cell parses on its own
+    _assemble(notebook)
+    tree = _parse(notebook.source)
+    if tree is not None and _cells_whole(tree, notebook.line_map):
+        notebook.tree = tree
+        return
+    for cell in notebook.cells:
+        cell.error = _syntax_error(cell.masked)
+    _assemble(notebook)
+    notebook.tree = _parse(notebook.source)
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _cells_whole(tree: ast.Module, line_map: list[tuple[int, int]]) -> bool:
+    for statement in tree.body:
+        first, last = statement.lineno, statement.end_lineno or statement.lineno
+        if line_map[first - 1][0] != line_map[last - 1][0] or any(
+                line_map[n - 1][1] == 0 for n in range(first, last + 1)):
+            return False
+    return True
+
+
+def _assemble(notebook: Notebook) -> None:
+    pieces: list[str] = []
+    line_map: list[tuple[int, int]] = []
+    line = 1
+    for cell in notebook.cells:
+        cell.first_line = 0
+        if cell.error is not None:
+            continue
+        if pieces:
+            pieces.append(_SEPARATOR.format(cell.number) + "\n")
+            line_map.append((cell.number, 0))
+            line += 1
+        cell.added_newline = not _ends_with_line_end(cell.masked)
+        text = cell.masked + "\n" if cell.added_newline else cell.masked
+        pieces.append(text)
+        cell.first_line = line
+        count = len(_LINE_END.findall(text))
+        line_map.extend((cell.number, n) for n in range(1, count + 1))
+        line += count
+    notebook.source = "".join(pieces)
+    notebook.line_map = line_map
+
+
+# --- linting ---------------------------------------------------------------------------------
+
+
+@dataclass
+class NotebookLint:
+    findings: list  # of Finding, each with its cell
+    result: Any  # the engine's FileResult for the joined source (its module, for --fix)
+
+
+def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, Any],
+                  disabled: frozenset[str] = frozenset()) -> NotebookLint:
+    """Every finding in the notebook's code cells, each naming its cell (1-based) and its line
+    and column in that cell. A cell that does not parse is one ML000 and is left out; the
+    others are linted as one program, in order."""
+    from modellint.static.engine import SYNTAX_ERROR, FileResult, _finding, lint_source
+
+    findings = []
+    for cell in notebook.cells:
+        if cell.error is not None and SYNTAX_ERROR[0] not in disabled:
+            message, line, column = cell.error
+            found = _finding(SYNTAX_ERROR, display, message, line, column,
+                             _line_of(cell.source, line))
+            found.cell = cell.number
+            found.notebook_line = notebook.file_line(cell.number, line)
+            findings.append(found)
+    if not notebook.source:
+        return NotebookLint(findings, FileResult(path=display))
+    result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled,
+                         tree=notebook.tree)
+    for finding in result.findings:
+        place(notebook, finding)
+    findings.extend(result.findings)
+    return NotebookLint(findings, result)
+
+
+def place(notebook: Notebook, finding) -> None:
+    """Turn a finding's lines in the joined source into lines in its cell, and name the cell."""
+    cell, line = notebook.locate(finding.line)
+    end_cell, end_line = notebook.locate(finding.end_line)
+    statement_cell, statement_line = notebook.locate(finding.statement_line or finding.line)
+    finding.cell = cell
+    finding.line = line
+    if end_cell != cell:
+        end_line, finding.end_column = line, finding.column
+    finding.end_line = end_line
+    finding.statement_line = statement_line if statement_cell == cell else line
+    finding.notebook_line = notebook.file_line(cell, line)
+
+
+def _line_of(source: str, line: int) -> str:
+    lines = _LINE_END.split(source)
+    return lines[line - 1] if 0 < line <= len(lines) else ""

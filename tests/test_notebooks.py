@@ -1,0 +1,424 @@
+"""Jupyter notebooks in the static pass: found in folders, read by content when named, linted
+cell by cell as one program, reported by cell, fixed byte for byte.
+
+The notebooks are real ones: written by `nbformat` (with outputs: streams, an embedded image)
+from the tutorial fixtures, and one notebook of a public tutorial (Udacity's "Neural Networks
+in PyTorch", MIT licence, tests/data/notebooks/LICENSE-udacity) as it is published."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import NET, write
+
+from modellint.static.notebook import NotebookError, mask, read_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+TUTORIAL = ROOT / "tests" / "data" / "notebooks" / "udacity_part2_neural_networks.ipynb"
+# a PNG-sized base64 payload: a plot in an output
+IMAGE = base64.b64encode(hashlib.sha256(b"x").digest() * 2000).decode()
+
+
+def code_cell(source: str, outputs: bool = True):
+    cell = nbformat.v4.new_code_cell(source)
+    if outputs:
+        cell.outputs = [
+            nbformat.v4.new_output("stream", name="stdout", text="tensor([1., 2.])\n"),
+            nbformat.v4.new_output("display_data", data={"image/png": IMAGE,
+                                                         "text/plain": "<Figure>"}),
+        ]
+        cell.execution_count = 1
+    return cell
+
+
+def notebook(*cells) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11"}
+    nb.cells = list(cells)
+    return nbformat.writes(nb)
+
+
+def as_cells(source: str) -> list[tuple[int, str]]:
+    """`source` cut into cells, one per top-level statement (its comments above it with it):
+    (first line in the file, cell text), the text without its last line break as Jupyter
+    keeps it."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    starts = [1]
+    for node in tree.body[1:]:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        while first - 1 > starts[-1] and lines[first - 2].lstrip().startswith("#"):
+            first -= 1
+        starts.append(first)
+    starts = sorted(set(starts))
+    cells = []
+    for start, end in zip(starts, [*starts[1:], len(lines) + 1], strict=True):
+        text = "".join(lines[start - 1:end - 1])
+        cells.append((start, text.rstrip("\n") if text.strip() else text))
+    return cells
+
+
+def lint_json(cli, *args) -> list[dict]:
+    result = cli(*args, "--format", "json", "--no-cache")
+    assert result.rc in (0, 1), result
+    return result.json()
+
+
+# --- the tutorial mistakes: the same findings as in the .py, at the right cell and line -------
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.py")))
+def test_tutorial_mistakes_in_a_notebook_match_the_py_file(cli, tmp_path, fixture):
+    source = (FIXTURES / fixture).read_text()
+    expected = lint_json(cli, FIXTURES / fixture)
+    if not expected:
+        pytest.skip(f"{fixture}: its mistake is one the runtime pass finds")
+    cells = as_cells(source)
+    # a markdown cell before each code cell: code cell k is the notebook's cell 2k + 2
+    nb_cells = []
+    for _, text in cells:
+        nb_cells += [nbformat.v4.new_markdown_cell("Some explanation."), code_cell(text)]
+    path = tmp_path / (fixture.removesuffix(".py") + ".ipynb")
+    path.write_text(notebook(*nb_cells))
+    found = lint_json(cli, path)
+
+    def where(line: int) -> tuple[int, int]:
+        index = max(i for i, (start, _) in enumerate(cells) if start <= line)
+        return 2 * index + 2, line - cells[index][0] + 1
+
+    assert [(f["code"], f["message"], f["cell"], f["line"], f["column"]) for f in found] == [
+        (f["code"], f["message"], *where(f["line"]), f["column"]) for f in expected]
+
+
+def test_findings_name_the_cell_in_text_output_as_ruff_does(cli, tmp_path):
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(
+        nbformat.v4.new_markdown_cell("# Title"),
+        code_cell("import torch\nimport torch.nn as nn"),
+        code_cell(NET.split("\n\n\n", 1)[1].rstrip("\n")),
+    ))
+    result = cli("nb.ipynb", "--format", "concise", "--no-cache")
+    assert result.rc == 1
+    lines = result.out.splitlines()
+    # NET's lines 8, 9 and 11 are lines 4, 5 and 7 of the cell that starts at its line 5
+    assert lines[0].startswith("nb.ipynb:cell 3:4:9: ML101 "), result
+    assert lines[1].startswith("nb.ipynb:cell 3:5:9: ML103 "), result
+    assert lines[2].startswith("nb.ipynb:cell 3:7:9: ML105 "), result
+    assert "Found 3 findings in 1 notebook (1 fixable)." in lines
+    # facts flow from cell to cell: `nn` imported in cell 2 is what makes cell 3 a module
+    alone = tmp_path / "alone.ipynb"
+    alone.write_text(notebook(code_cell(NET.split("\n\n\n", 1)[1])))
+    assert lint_json(cli, alone) == []
+
+
+# --- the regression: a named notebook is never read as Python ---------------------------------
+
+
+def test_named_notebook_full_of_mistakes_is_not_all_checks_passed(modellint, tmp_path):
+    shutil.copy(TUTORIAL, tmp_path / "tutorial.ipynb")
+    result = modellint("tutorial.ipynb", "--no-cache")
+    assert result.rc == 1, result
+    assert "All checks passed" not in result.out
+    assert "tutorial.ipynb:cell 7:2:18: ML911" in result.out
+    assert "Found 7 findings in 1 notebook" in result.out
+
+
+def test_public_tutorial_findings_at_their_cells(cli, tmp_path):
+    found = lint_json(cli, TUTORIAL)
+    assert [(f["code"], f["cell"], f["line"], f["column"]) for f in found] == [
+        ("ML911", 7, 2, 18),  # images, labels = dataiter.next()
+        ("ML903", 20, 13, 13),  # F.sigmoid
+        ("ML902", 27, 2, 1),  # model.fc1.bias.data.fill_(0)
+        ("ML902", 28, 2, 1),  # model.fc1.weight.data.normal_(std=0.01)
+        ("ML911", 30, 3, 18),
+        ("ML202", 30, 11, 6),  # model.forward(...)
+        ("ML202", 32, 18, 6),
+    ]
+    raw = json.loads(TUTORIAL.read_text())
+    for f in found:
+        line = "".join(raw["cells"][f["cell"] - 1]["source"]).split("\n")[f["line"] - 1]
+        assert line[f["column"] - 1:].startswith(("dataiter", "F.sigmoid", "model"))
+
+
+def test_folder_of_notebooks_only_is_linted(cli, tmp_path):
+    (tmp_path / "nbs").mkdir()
+    shutil.copy(TUTORIAL, tmp_path / "nbs" / "tutorial.ipynb")
+    (tmp_path / "nbs" / "clean.ipynb").write_text(notebook(code_cell("import torch")))
+    result = cli("nbs", "--format", "concise", "--no-cache")
+    assert result.rc == 1
+    assert "Found 7 findings in 1 notebook" in result.out
+    shown = cli("nbs", "--show-files")
+    assert shown.out.split() == ["nbs/clean.ipynb", "nbs/tutorial.ipynb"]
+    clean = cli("nbs/clean.ipynb", "--no-cache")
+    assert clean.rc == 0 and "All checks passed (1 notebook)." in clean.out
+
+
+def test_summary_counts_notebooks_among_files(cli, tmp_path):
+    write(tmp_path, "a.py", "import torch\n")
+    (tmp_path / "b.ipynb").write_text(notebook(code_cell("import torch")))
+    result = cli(".", "--no-cache")
+    assert result.rc == 0
+    assert "All checks passed (2 files, 1 of them a notebook)." in result.out
+
+
+def test_notebooks_setting_turns_the_walk_off(cli, tmp_path):
+    shutil.copy(TUTORIAL, tmp_path / "tutorial.ipynb")
+    write(tmp_path, "pyproject.toml", "[tool.modellint]\nnotebooks = false\n")
+    write(tmp_path, "a.py", "import torch\n")
+    assert cli(".", "--show-files").out.split() == ["a.py"]
+    # a notebook named explicitly is still linted
+    assert cli("tutorial.ipynb", "--no-cache").rc == 1
+    write(tmp_path, "pyproject.toml", "[tool.modellint]\nnotebooks = \"no\"\n")
+    bad = cli(".")
+    assert bad.rc == 2 and "`notebooks` must be true or false" in bad.err
+
+
+def test_named_file_is_linted_by_content(cli, tmp_path):
+    # a notebook saved under another name is read as a notebook
+    (tmp_path / "notes.json").write_text(notebook(code_cell(NET)))
+    (tmp_path / "README.md").write_text("# Title\n\nSome text.\n")
+    named = cli("notes.json", "--format", "concise", "--no-cache")
+    assert "All checks passed" not in named.out
+    assert "notes.json:cell 1:11:9: ML105" in named.out
+    refused = cli("README.md", "--no-cache")
+    assert refused.rc == 2
+    assert "README.md: neither Python source nor a Jupyter notebook" in refused.err
+    assert "All checks passed" not in refused.out
+    # a script without a suffix is Python
+    write(tmp_path, "train", NET)
+    script = cli("train", "--format", "concise", "--no-cache")
+    assert script.rc == 1 and "train:11:9: ML105" in script.out
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"import torch\n", "not a valid notebook: invalid JSON: the file does not hold a JSON "
+                        "object (line 1, column 1)"),
+    (b'{"cells": [], "nbformat": 4,}', "not a valid notebook: invalid JSON: Expecting property "
+                                      "name enclosed in double quotes (line 1, column 29)"),
+    (b'{"cells": [], "nbformat": 3, "metadata": {}}', "not nbformat 4 (the file says "
+                                                    "nbformat 3)"),
+    (b'{"metadata": {}, "nbformat": 4}', "the JSON has no `cells` key"),
+    (b'{"cells": [{"cell_type": "code", "source": 7}], "nbformat": 4}',
+     "the source of cell 1 is not text"),
+    (b"", "the file is empty"),
+    (b'{"cells": [], "nbformat": 4}\x00', "invalid JSON: Extra data (line 1, column 29)"),
+    (b'\xff{"cells": []}', "not UTF-8 text"),
+])
+def test_broken_notebook_is_one_ml000_naming_the_problem(cli, tmp_path, content, problem):
+    (tmp_path / "bad.ipynb").write_bytes(content)
+    found = lint_json(cli, "bad.ipynb")
+    assert len(found) == 1, found
+    assert found[0]["code"] == "ML000"
+    assert problem in found[0]["message"]
+
+
+# --- magics, cells that do not parse ----------------------------------------------------------
+
+
+def test_magics_are_masked_without_moving_anything(cli, tmp_path):
+    cells = [
+        code_cell("%matplotlib inline\n%load_ext autoreload\nimport torch.nn.functional as F\n"
+                  "!pip install x\n"
+                  "files = !ls\nx = F.cross_entropy(out, target)"),
+        code_cell("%%time\ny = x.data[0]\nx?\n?x\nx.sum??"),
+        code_cell("%%bash\necho x.data[0]\n  for a in b"),
+        code_cell("def f(:\n    pass"),
+        code_cell("if True:\n    %time z = x.data[0]\n    w = x.data[0]"),
+    ]
+    path = tmp_path / "magic.ipynb"
+    path.write_text(notebook(*cells))
+    found = lint_json(cli, path)
+    assert [(f["code"], f["cell"], f["line"], f["column"]) for f in found] == [
+        ("ML910", 2, 2, 5),  # after the %%time line, x from cell 1
+        ("ML000", 4, 1, 7),  # this cell only
+        ("ML910", 5, 3, 9),
+    ]
+    assert found[1]["message"] == "SyntaxError: invalid syntax"
+
+
+def test_mask_keeps_lines_and_leaves_valid_python_alone():
+    masked, originals = mask("a = (1\n     % 2)\n")
+    assert masked == "a = (1\n     % 2)\n" and originals == {}
+    masked, originals = mask("%%writefile x.py\nimport os\n")
+    assert masked.count("\n") == 2 and ast.parse(masked).body == []
+    assert originals == {0: "%%writefile x.py", 1: "import os", 2: ""}
+
+
+def test_noqa_in_a_cell_and_file_noqa_in_the_first_cell(cli, tmp_path):
+    mistake = "import torch.nn.functional as F\nx = F.cross_entropy(out, target)\ny = x.data[0]"
+    with_noqa = mistake + "  # noqa: ML910"
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(code_cell(with_noqa), code_cell("z = x.data[0]")))
+    assert [(f["cell"], f["line"]) for f in lint_json(cli, path)] == [(2, 1)]
+    path.write_text(notebook(code_cell("# modellint: noqa\n" + mistake),
+                             code_cell("z = x.data[0]")))
+    assert lint_json(cli, path) == []
+    # only the first code cell's covers the notebook
+    path.write_text(notebook(nbformat.v4.new_markdown_cell("# modellint: noqa"),
+                             code_cell(mistake), code_cell("# modellint: noqa\nz = x.data[0]")))
+    assert [(f["cell"], f["line"]) for f in lint_json(cli, path)] == [(2, 3), (3, 2)]
+
+
+def test_per_file_ignores_cover_notebooks(cli, tmp_path):
+    write(tmp_path, "pyproject.toml",
+          '[tool.modellint]\nper-file-ignores = {"*.ipynb" = ["ML911"]}\n')
+    shutil.copy(TUTORIAL, tmp_path / "t.ipynb")
+    codes = {f["code"] for f in lint_json(cli, "t.ipynb")}
+    assert codes == {"ML903", "ML902", "ML202"}
+
+
+def test_cache_and_jobs_give_the_same_notebook_findings(cli, tmp_path):
+    for n in range(5):
+        shutil.copy(TUTORIAL, tmp_path / f"t{n}.ipynb")
+    expected = lint_json(cli, ".", "--jobs", "1")
+    cached = tmp_path / "cache"
+    env_first = cli(".", "--format", "json", "--jobs", "3")
+    del cached
+    assert env_first.json() == expected
+    again = cli(".", "--format", "json", "--jobs", "1")  # from the cache this time
+    assert again.json() == expected
+    assert (tmp_path / ".modellint_cache").is_dir()
+    text = cli(".", "--format", "concise")
+    assert "t0.ipynb:cell 7:2:18: ML911" in text.out
+
+
+# --- SARIF and GitHub: a location the user can open -------------------------------------------
+
+
+def test_sarif_points_at_the_notebook_files_line(cli, tmp_path):
+    shutil.copy(TUTORIAL, tmp_path / "t.ipynb")
+    result = cli("t.ipynb", "--format", "sarif", "--no-cache")
+    results = json.loads(result.out)["runs"][0]["results"]
+    first = results[0]
+    region = first["locations"][0]["physicalLocation"]["region"]
+    file_lines = TUTORIAL.read_text().split("\n")
+    # the JSON line of the notebook file that holds cell 7's line 2
+    assert '"images, labels = dataiter.next()\\n"' in file_lines[region["startLine"] - 1]
+    assert first["properties"]["cell"] == 7
+    assert (first["properties"]["cellLine"], first["properties"]["cellColumn"]) == (2, 18)
+    assert first["message"]["text"].startswith("cell 7, line 2: ")
+    # the Action reads its SARIF back: the cell and its line survive
+    from modellint.report.sarif import findings_from_sarif
+
+    back = findings_from_sarif(json.loads(result.out))[0]
+    assert (back.cell, back.line, back.column) == (7, 2, 18)
+    assert not back.message.startswith("cell")
+
+
+def test_github_annotation_points_at_the_notebook_files_line(cli, tmp_path):
+    shutil.copy(TUTORIAL, tmp_path / "t.ipynb")
+    result = cli("t.ipynb", "--format", "github", "--no-cache")
+    first = result.out.splitlines()[0]
+    assert first.startswith("::error file=t.ipynb,line=")
+    line = int(first.split("line=")[1].split(",")[0])
+    assert "dataiter.next()" in TUTORIAL.read_text().split("\n")[line - 1]
+    assert "::t.ipynb:cell 7:2:18: ML911 " in first
+
+
+# --- --fix and --diff: only the cell sources change -------------------------------------------
+
+
+def _without_sources(text: str) -> dict:
+    data = json.loads(text)
+    for cell in data["cells"]:
+        cell["source"] = None
+    return data
+
+
+def test_fix_changes_only_cell_sources_byte_for_byte(cli, tmp_path):
+    path = tmp_path / "t.ipynb"
+    shutil.copy(TUTORIAL, path)
+    before = path.read_bytes()
+    result = cli("t.ipynb", "--fix", "--no-cache", "--format", "concise")
+    # the safe fixes: ML911 twice, ML903, ML202 twice (ML902 has none)
+    assert "Fixed 5 findings." in result.out, result
+    after = path.read_bytes()
+    # the written file is valid nbformat, and nothing but cell sources changed
+    nbformat.validate(nbformat.reads(after.decode(), as_version=4))
+    assert _without_sources(after.decode()) == _without_sources(before.decode())
+    old_cells = json.loads(before)["cells"]
+    new_cells = json.loads(after)["cells"]
+    changed = [n + 1 for n, (a, b) in enumerate(zip(old_cells, new_cells, strict=True))
+               if a["source"] != b["source"]]
+    assert changed == [7, 20, 30, 32]
+    assert "".join(new_cells[6]["source"]).split("\n")[1] == "images, labels = next(dataiter)"
+    # byte for byte: the old text with the changed source items replaced is the new text
+    expected = before.decode()
+    for a, b in zip(old_cells, new_cells, strict=True):
+        for old_item, new_item in zip(a["source"], b["source"], strict=True):
+            if old_item != new_item:
+                expected = expected.replace(json.dumps(old_item, ensure_ascii=False),
+                                            json.dumps(new_item, ensure_ascii=False), 1)
+    assert after.decode() == expected
+    assert after.endswith(b"}\n")
+    # a second --fix changes nothing
+    second = cli("t.ipynb", "--fix", "--no-cache", "--format", "concise")
+    assert "Fixed" not in second.out
+    assert path.read_bytes() == after
+
+
+def test_fix_keeps_indentation_key_order_and_a_string_source(cli, tmp_path):
+    # written by another tool: two-space indent, keys out of order, a string source, no
+    # trailing newline, non-ASCII text in an output
+    data = {
+        "nbformat_minor": 5, "nbformat": 4,
+        "cells": [
+            {"source": "import torch\nnet = torch.nn.Linear(2, 2)\nout = net.forward(x)",
+             "outputs": [{"output_type": "stream", "name": "stdout", "text": ["été ✓\n"]}],
+             "metadata": {"z": 1, "a": 2}, "execution_count": 3, "id": "c1",
+             "cell_type": "code"},
+        ],
+        "metadata": {"language_info": {"name": "python"}},
+    }
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    path = tmp_path / "other.ipynb"
+    path.write_text(text)
+    result = cli("other.ipynb", "--fix", "--no-cache", "--format", "concise")
+    assert "Fixed 1 finding." in result.out, result
+    expected = text.replace('net.forward(x)"', 'net(x)"')
+    assert path.read_text() == expected
+
+
+def test_diff_shows_cells_and_writes_nothing(cli, tmp_path):
+    path = tmp_path / "t.ipynb"
+    shutil.copy(TUTORIAL, path)
+    result = cli("t.ipynb", "--diff", "--no-cache")
+    assert result.rc == 1
+    assert "--- a/t.ipynb:cell 7\n+++ b/t.ipynb:cell 7\n" in result.out
+    assert "-images, labels = dataiter.next()\n+images, labels = next(dataiter)\n" in result.out
+    assert path.read_bytes() == TUTORIAL.read_bytes()
+
+
+def test_fix_leaves_magics_and_broken_cells_as_they_were(cli, tmp_path):
+    path = tmp_path / "m.ipynb"
+    path.write_text(notebook(
+        code_cell("%matplotlib inline\nimport torch\n!pip install torch"),
+        code_cell("def f(:\n    pass"),
+        code_cell("net = torch.nn.Linear(2, 2)\n%time out = net.forward(x)\nout = net.forward(x)"),
+    ))
+    cli("m.ipynb", "--fix", "--no-cache")
+    cells = json.loads(path.read_text())["cells"]
+    assert ["".join(c["source"]) for c in cells] == [
+        "%matplotlib inline\nimport torch\n!pip install torch",
+        "def f(:\n    pass",
+        "net = torch.nn.Linear(2, 2)\n%time out = net.forward(x)\nout = net(x)",
+    ]
+
+
+def test_reader_rejects_what_it_cannot_round_trip():
+    with pytest.raises(NotebookError):
+        read_notebook(b'{"cells": [], "nbformat": 4} {}')
+    book = read_notebook(TUTORIAL.read_bytes())
+    assert book.with_sources({c.number: c.source for c in book.cells}) == TUTORIAL.read_text()
+    assert book.cell_sources(book.source) == {c.number: c.source for c in book.cells
+                                              if c.first_line}
