@@ -1,6 +1,6 @@
 """CPU time the language server spends answering one change to a 1,000-line file.
 
-    python bench/server_bench.py [--lines 1000] [--changes 20]
+    python bench/server_bench.py [--lines 1000] [--changes 20] [--file PATH]
 
 Starts the real server (`python -m modellint server`) with pygls's client (the one
 tests/test_server.py uses), opens a file of about `--lines` lines made of the fixtures (model
@@ -56,12 +56,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1000)
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--file", type=Path,
+                        help="edit this file instead (timm's coat.py is a real 990-line model)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         session = Session(Path(folder))
         try:
             pid = session.client._server.pid
-            text = source(args.lines)
+            text = (args.file.read_text(encoding="utf-8") if args.file
+                    else source(args.lines))
             path = Path(folder) / "long.py"
             uri = path.as_uri()
             started = cpu_seconds(pid)
