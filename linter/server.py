@@ -46,8 +46,6 @@ SEVERITY = {
     Severity.INFO: types.DiagnosticSeverity.Information,
 }
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]")
-# IPython syntax that is not Python: masked (the line kept, so that positions stay) before linting
-_MAGIC = re.compile(r"^\s*(%|!|\?)|\?\s*$")
 
 log = logging.getLogger(__name__)
 
@@ -64,24 +62,22 @@ class Project:
 
 
 @dataclass
-class Cell:
-    uri: str
-    first: int  # its first line in the joined source (0-based)
-    lines: int
-
-
-@dataclass
 class Linted:
-    """The last lint of a document, kept for code actions."""
+    """The last lint of a document or a notebook, kept for code actions."""
 
     version: int | None
-    text: str
-    result: FileResult
+    text: str  # what was linted: the document, or a notebook's code cells joined
+    result: FileResult  # the engine's (its module, for fixes)
+    findings: list[Finding]  # in a notebook, with lines in their cell
     project: Project
     display: str
     disabled: frozenset[str]
-    # a notebook's code cells, in the joined source `text`
-    cells: list[Cell] | None = None
+    book: Any = None  # a notebook's `Notebook`
+    cells: dict[int, str] = field(default_factory=dict)  # cell number -> its document's URI
+    sources: dict[int, str] = field(default_factory=dict)  # cell number -> its text
+
+    def source(self, cell: int | None) -> str:
+        return self.text if cell is None else self.sources[cell]
 
 
 class RuleDocs:
@@ -206,54 +202,66 @@ class ModellintServer(LanguageServer):
         if notebook is not None:
             self.lint_notebook(notebook.uri)
             return
+        if self.workspace.get_notebook_document(notebook_uri=uri) is not None:
+            self.lint_notebook(uri)
+            return
         document = self.workspace.text_documents.get(uri)
         if document is None:
             self.linted.pop(uri, None)
             return
         linted = self.lint_text(uri, document.source, document.version)
-        diagnostics = [] if linted is None else self.diagnostics(linted)
+        diagnostics = [] if linted is None else self.diagnostics(linted, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, diagnostics=diagnostics, version=document.version))
 
-    def lint_text(self, uri: str, text: str, version: int | None) -> Linted | None:
-        """Lint `text`, the content of `uri`: None for a file the settings exclude or that
-        cannot be linted (the reason was shown to the user)."""
+    def settings(self, uri: str) -> tuple[Project, Path, frozenset[str]] | None:
+        """What `check` would lint the file `uri` with: None for a file the settings exclude
+        or that cannot be linted (the reason was shown to the user)."""
+        from modellint.cli import disabled_for
+
         path = Path(to_fs_path(uri) or "untitled.py")
         project = self.project_for(path)
         if project.error is not None:
-            self.linted.pop(uri, None)
             return None
         if path.is_absolute() and is_excluded(project.config, path):
+            return None
+        return project, path, disabled_for(project.config, project.enabled, path)
+
+    def lint_text(self, uri: str, text: str, version: int | None) -> Linted | None:
+        settings = self.settings(uri)
+        if settings is None:
             self.linted.pop(uri, None)
             return None
-        from modellint.cli import disabled_for
-
-        disabled = disabled_for(project.config, project.enabled, path)
+        project, path, disabled = settings
         display = str(path)
         try:
             result = lint_source(display, _encode(text), project.rules,
                                  project.config.rule_options(), disabled)
         except Exception as exc:  # noqa: BLE001 - one document must not stop the server
-            log.error("linting %s failed:\n%s", uri, "".join(traceback.format_exception(exc)))
-            result = FileResult(path=display, source=text)
-            result.findings.append(Finding(
-                code=INTERNAL_ERROR[0], name=INTERNAL_ERROR[1], severity=Severity.ERROR,
-                message=f"modellint failed on this file: {type(exc).__name__}: {exc}",
-                path=display, line=1, column=1, end_line=1, end_column=1))
+            result = self._failed_lint(uri, display, text, exc)
         for text_back in result.tracebacks:
             log.error("%s", text_back)
-        linted = Linted(version, text, result, project, display, disabled)
+        linted = Linted(version, text, result, result.findings, project, display, disabled)
         self.linted[uri] = linted
         return linted
 
-    def diagnostics(self, linted: Linted) -> list[types.Diagnostic]:
-        lines = noqa.python_lines(linted.text)
-        rules = linted.project.registry.rules
-        return [self.diagnostic(finding, lines, 0, rules.get(finding.code))
-                for finding in linted.result.findings]
+    def _failed_lint(self, uri: str, display: str, text: str, exc: Exception) -> FileResult:
+        log.error("linting %s failed:\n%s", uri, "".join(traceback.format_exception(exc)))
+        result = FileResult(path=display, source=text)
+        result.findings.append(Finding(
+            code=INTERNAL_ERROR[0], name=INTERNAL_ERROR[1], severity=Severity.ERROR,
+            message=f"modellint failed on this file: {type(exc).__name__}: {exc}",
+            path=display, line=1, column=1, end_line=1, end_column=1))
+        return result
 
-    def diagnostic(self, finding: Finding, lines: list[str], line_offset: int,
-                   rule) -> types.Diagnostic:
+    def diagnostics(self, linted: Linted, cell: int | None) -> list[types.Diagnostic]:
+        """The diagnostics of a document, or of one cell of a notebook."""
+        lines = noqa.python_lines(linted.source(cell))
+        rules = linted.project.registry.rules
+        return [self.diagnostic(finding, lines, rules.get(finding.code))
+                for finding in linted.findings if getattr(finding, "cell", None) == cell]
+
+    def diagnostic(self, finding: Finding, lines: list[str], rule) -> types.Diagnostic:
         start = (finding.line - 1, finding.column - 1)
         end = (finding.end_line - 1, finding.end_column - 1)
         if end <= start:
@@ -265,7 +273,7 @@ class ModellintServer(LanguageServer):
         if finding.fix is not None:
             data["fix"] = finding.fix.applicability
         return types.Diagnostic(
-            range=self.to_client(lines, start, end, line_offset),
+            range=self.to_client(lines, start, end),
             message=finding.message,
             severity=SEVERITY[finding.severity],
             code=finding.code,
@@ -274,32 +282,79 @@ class ModellintServer(LanguageServer):
             data=data,
         )
 
-    def to_client(self, lines: list[str], start: tuple[int, int], end: tuple[int, int],
-                  line_offset: int = 0) -> types.Range:
+    def to_client(self, lines: list[str], start: tuple[int, int],
+                  end: tuple[int, int]) -> types.Range:
+        """A range of the document whose lines are `lines`, from (line, column) pairs counted
+        from 0 in code points, in the client's units (UTF-16 unless it chose otherwise)."""
         codec = self.workspace.position_codec
 
         def position(line: int, column: int) -> types.Position:
             text = lines[line] if 0 <= line < len(lines) else ""
-            return types.Position(line=line - line_offset,
-                                  character=codec.client_num_units(text[:column]))
+            return types.Position(line=line, character=codec.client_num_units(text[:column]))
 
         return types.Range(start=position(*start), end=position(*end))
 
+    # -- notebooks -------------------------------------------------------------------------
+
+    def lint_notebook(self, notebook_uri: str) -> None:
+        """Lint a notebook's code cells joined in order (`modellint check`'s notebook pass)
+        and publish each cell's diagnostics to that cell."""
+        from modellint.static import notebook as notebooks
+
+        self.cancel(notebook_uri)
+        document = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if document is None:
+            return
+        cells: dict[int, str] = {}
+        sources: dict[int, str] = {}
+        for number, cell in enumerate(document.cells, start=1):
+            text = self.workspace.text_documents.get(cell.document)
+            if (cell.kind != types.NotebookCellKind.Code or text is None
+                    or text.language_id not in ("python", "")):
+                continue
+            cells[number] = cell.document
+            sources[number] = text.source
+        linted = None
+        settings = self.settings(notebook_uri)
+        if settings is None:
+            self.linted.pop(notebook_uri, None)
+        else:
+            project, path, disabled = settings
+            display = str(path)
+            book = notebooks.from_cells(list(sources.items()))
+            try:
+                found = notebooks.lint_notebook(display, book, project.rules,
+                                                project.config.rule_options(), disabled)
+                result, findings = found.result, found.findings
+            except Exception as exc:  # noqa: BLE001 - one notebook must not stop the server
+                result = self._failed_lint(notebook_uri, display, book.source, exc)
+                findings = result.findings
+                for finding in findings:
+                    finding.cell = next(iter(cells), None)
+            linted = self.linted[notebook_uri] = Linted(
+                document.version, book.source, result, findings, project, display, disabled,
+                book=book, cells=cells, sources=sources)
+        for number, uri in cells.items():
+            diagnostics = [] if linted is None else self.diagnostics(linted, number)
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+
     # -- code actions ----------------------------------------------------------------------
 
-    def current(self, uri: str) -> tuple[Linted, Cell | None] | None:
-        """The lint of the document `uri` is (or of the notebook that holds the cell `uri`),
-        brought up to date with its text."""
+    def current(self, uri: str) -> tuple[Linted, int | None] | None:
+        """The lint of the document `uri` (or of the notebook that holds the cell `uri`, with
+        the cell's number), brought up to date with its text."""
         notebook = self.workspace.get_notebook_document(cell_uri=uri)
         if notebook is not None:
             linted = self.linted.get(notebook.uri)
-            if linted is None or linted.version != notebook.version:
+            if (linted is None or linted.version != notebook.version
+                    or uri not in linted.cells.values()):
                 self.lint_notebook(notebook.uri)
                 linted = self.linted.get(notebook.uri)
-            if linted is None or not linted.cells:
+            if linted is None:
                 return None
-            cell = next((c for c in linted.cells if c.uri == uri), None)
-            return (linted, cell) if cell is not None else None
+            number = next((n for n, each in linted.cells.items() if each == uri), None)
+            return None if number is None else (linted, number)
         document = self.workspace.text_documents.get(uri)
         if document is None:
             return None
@@ -316,22 +371,20 @@ class ModellintServer(LanguageServer):
             return []
         linted, cell = found
         only = params.context.only
-        offset = cell.first if cell is not None else 0
-        lines = noqa.python_lines(linted.text)
-        first = params.range.start.line + offset
-        last = params.range.end.line + offset
+        lines = noqa.python_lines(linted.source(cell))
+        first, last = params.range.start.line, params.range.end.line
         rules = linted.project.registry.rules
         actions: list[types.CodeAction] = []
         quick = _wanted(types.CodeActionKind.QuickFix.value, only)
         silenced: set[tuple[str, int]] = set()
-        for finding in linted.result.findings:
+        for finding in linted.findings:
+            if getattr(finding, "cell", None) != cell:
+                continue
             if not (finding.line - 1 <= last and first <= finding.end_line - 1):
                 continue
-            if cell is not None and _cell_of(linted.cells, finding.line - 1) is not cell:
-                continue
-            diagnostic = self.diagnostic(finding, lines, offset, rules.get(finding.code))
+            diagnostic = self.diagnostic(finding, lines, rules.get(finding.code))
             if quick and finding.fix is not None:
-                action = self.fix_action(uri, linted, finding, cell, diagnostic)
+                action = self.fix_action(uri, linted, finding, diagnostic)
                 if action is not None:
                     actions.append(action)
             if (quick and finding.code not in (SYNTAX_ERROR[0], INTERNAL_ERROR[0])
@@ -339,8 +392,8 @@ class ModellintServer(LanguageServer):
                 # one comment silences every finding of the code on the line
                 silenced.add((finding.code, finding.line))
                 actions.append(self.noqa_action(uri, linted, finding, cell, diagnostic))
-        if (cell is None and _wanted(FIX_ALL_KIND, only) and linted.result.module is not None
-                and any(applicable(f, False) for f in linted.result.findings)):
+        if (_wanted(FIX_ALL_KIND, only) and linted.result.module is not None
+                and any(applicable(f, False) for f in linted.findings)):
             action = types.CodeAction(
                 title="modellint: fix all safe fixes", kind=FIX_ALL_KIND,
                 data={"uri": uri, "version": linted.version})
@@ -361,7 +414,7 @@ class ModellintServer(LanguageServer):
         uri = data.get("uri")
         if action.kind == FIX_ALL_KIND and isinstance(uri, str) and action.edit is None:
             found = self.current(uri)
-            if found is not None and found[1] is None:
+            if found is not None:
                 action.edit = self.fix_all_edit(uri, found[0])
         return action
 
@@ -370,28 +423,28 @@ class ModellintServer(LanguageServer):
             return None
         project = linted.project
         outcome = FileOutcome(path=linted.display)
-        text, _ = fix_source(linted.display, _encode(linted.text), linted.result, project.rules,
+        data = _encode(linted.text) if linted.book is None else linted.text.encode("utf-8")
+        text, _ = fix_source(linted.display, data, linted.result, project.rules,
                              project.config.rule_options(), linted.disabled, False, outcome)
         for message in outcome.messages:
             self.tell(message, warning=True)
-        if outcome.messages or text == linted.text:
+        if outcome.messages or text == linted.result.source:
             return None
-        return self.text_edit(uri, linted.text, text, linted.version, 0)
+        return self.edit_to(uri, linted, text)
 
-    def fix_action(self, uri: str, linted: Linted, finding: Finding, cell: Cell | None,
+    def fix_action(self, uri: str, linted: Linted, finding: Finding,
                    diagnostic: types.Diagnostic) -> types.CodeAction | None:
         module = linted.result.module
         if module is None:
             return None
         try:
-            text, fixed = apply_fixes_deeply(module, [finding], True, linted.text)
+            text, fixed = apply_fixes_deeply(module, [finding], True, linted.result.source)
         except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
             log.error("fix of %s failed: %s", finding.code, exc)
             return None
-        if not fixed or text == linted.text or check_parses(text) is not None:
+        if not fixed or text == linted.result.source or check_parses(text) is not None:
             return None
-        edit = self.text_edit(uri, linted.text, text, linted.version,
-                              cell.first if cell is not None else 0, cell)
+        edit = self.edit_to(uri, linted, text)
         if edit is None:
             return None
         safe = finding.fix.safe
@@ -401,9 +454,9 @@ class ModellintServer(LanguageServer):
         return types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
                                 diagnostics=[diagnostic], edit=edit, is_preferred=safe)
 
-    def noqa_action(self, uri: str, linted: Linted, finding: Finding, cell: Cell | None,
+    def noqa_action(self, uri: str, linted: Linted, finding: Finding, cell: int | None,
                     diagnostic: types.Diagnostic) -> types.CodeAction:
-        lines = noqa.python_lines(linted.text)
+        lines = noqa.python_lines(linted.source(cell))
         number = finding.line - 1
         line = lines[number] if 0 <= number < len(lines) else ""
         existing = noqa.codes_end(line)
@@ -413,100 +466,44 @@ class ModellintServer(LanguageServer):
         else:
             start, end = len(line.rstrip()), len(line)
             insert = f"  # noqa: {finding.code}"
-        offset = cell.first if cell is not None else 0
-        edit = types.TextEdit(range=self.to_client(lines, (number, start), (number, end), offset),
+        edit = types.TextEdit(range=self.to_client(lines, (number, start), (number, end)),
                               new_text=insert)
         return types.CodeAction(
-            title=f"modellint: add `# noqa: {finding.code}` to line "
-                  f"{number - offset + 1}",
+            title=f"modellint: add `# noqa: {finding.code}` to line {number + 1}",
             kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
-            edit=self.workspace_edit(uri, linted.version if cell is None else None, [edit]))
+            edit=self.workspace_edit({uri: [edit]}, linted.version if cell is None else None))
 
-    def text_edit(self, uri: str, old: str, new: str, version: int | None, offset: int,
-                  cell: Cell | None = None) -> types.WorkspaceEdit | None:
-        """The edit that turns `old` into `new`: one replacement of what differs. In a
-        notebook it must lie within `cell`."""
+    def edit_to(self, uri: str, linted: Linted, new: str) -> types.WorkspaceEdit | None:
+        """The edit that turns what was linted into `new`: one replacement of what differs in
+        a document; in a notebook, one in each cell that changed (None when the change cannot
+        be put back into the cells)."""
+        if linted.book is None:
+            return self.workspace_edit(
+                {uri: [self.text_edit(linted.result.source, new)]}, linted.version)
+        sources = linted.book.cell_sources(new)
+        if sources is None:
+            return None
+        changes = {linted.cells[number]: [self.text_edit(linted.sources[number], source)]
+                   for number, source in sources.items()
+                   if number in linted.cells and source != linted.sources[number]}
+        return self.workspace_edit(changes, None) if changes else None
+
+    def text_edit(self, old: str, new: str) -> types.TextEdit:
         start, old_end, new_end = _difference(old, new)
         lines = noqa.python_lines(old)
-        first, last = _position(old, start), _position(old, old_end)
-        if cell is not None:
-            if not (cell.first <= first[0] and last[0] < cell.first + cell.lines):
-                return None
-            document = self.workspace.text_documents.get(cell.uri)
-            cell_lines = noqa.python_lines(document.source) if document else []
-            # a masked magic between them would make the edit land elsewhere
-            for number in range(first[0], last[0] + 1):
-                inside = number - cell.first
-                if inside >= len(cell_lines) or cell_lines[inside] != lines[number]:
-                    return None
-            version = None
-        edit = types.TextEdit(range=self.to_client(lines, first, last, offset),
-                              new_text=new[start:new_end])
-        return self.workspace_edit(uri, version, [edit])
+        return types.TextEdit(
+            range=self.to_client(lines, _position(old, start), _position(old, old_end)),
+            new_text=new[start:new_end])
 
-    def workspace_edit(self, uri: str, version: int | None,
-                       edits: list[types.TextEdit]) -> types.WorkspaceEdit:
-        if version is not None:
+    def workspace_edit(self, changes: dict[str, list[types.TextEdit]],
+                       version: int | None) -> types.WorkspaceEdit:
+        if version is not None and len(changes) == 1:
+            [(uri, edits)] = changes.items()
             return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
                 text_document=types.OptionalVersionedTextDocumentIdentifier(
                     uri=uri, version=version),
                 edits=edits)])
-        return types.WorkspaceEdit(changes={uri: edits})
-
-    # -- notebooks -------------------------------------------------------------------------
-
-    def lint_notebook(self, notebook_uri: str) -> None:
-        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
-        if notebook is None:
-            return
-        cells: list[Cell] = []
-        parts: list[str] = []
-        first = 0
-        for cell in notebook.cells:
-            if cell.kind != types.NotebookCellKind.Code:
-                continue
-            document = self.workspace.text_documents.get(cell.document)
-            if document is None:
-                continue
-            source = _mask_magics(document.source)
-            if not source.endswith(("\n", "\r")):
-                source += "\n"
-            count = len(noqa.python_lines(source)) - 1
-            cells.append(Cell(cell.document, first, count))
-            parts.append(source)
-            first += count
-        joined = "".join(parts)
-        linted = self.lint_text(notebook_uri, joined, notebook.version)
-        by_cell: dict[str, list[types.Diagnostic]] = {cell.uri: [] for cell in cells}
-        if linted is not None:
-            lines = noqa.python_lines(joined)
-            rules = linted.project.registry.rules
-            for finding in linted.result.findings:
-                cell = _cell_of(cells, finding.line - 1)
-                if cell is None:
-                    continue
-                by_cell[cell.uri].append(
-                    self.diagnostic(finding, lines, cell.first, rules.get(finding.code)))
-        for uri, diagnostics in by_cell.items():
-            self.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
-        if linted is not None:
-            linted.cells = cells
-
-
-def _cell_of(cells: list[Cell], line: int) -> Cell | None:
-    for cell in cells:
-        if cell.first <= line < cell.first + cell.lines:
-            return cell
-    return None
-
-
-def _mask_magics(source: str) -> str:
-    """IPython magics, shell escapes and help (`%time`, `!pip`, `obj?`) as blank lines."""
-    if not any(mark in source for mark in "%!?"):
-        return source
-    lines = noqa.python_lines(source)
-    return "\n".join("" if _MAGIC.search(line) else line for line in lines)
+        return types.WorkspaceEdit(changes=changes)
 
 
 def _encode(text: str) -> bytes:

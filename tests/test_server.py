@@ -400,3 +400,61 @@ def test_exit_without_shutdown_is_status_1(tmp_path):
     session.client.exit(None)
     session.run(session.client._server.wait())
     assert session.close() == 1
+
+
+def open_notebook(session: Session, path: Path, cells: list[tuple[str, int]]) -> list[str]:
+    """Open a notebook of `cells` (source, kind): the URIs of its cells."""
+    notebook = path.as_uri()
+    uris = [f"{notebook}#cell{i}" for i in range(len(cells))]
+    session.client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(
+            uri=notebook, notebook_type="jupyter-notebook", version=1,
+            cells=[types.NotebookCell(kind=kind, document=uri)
+                   for (_, kind), uri in zip(cells, uris, strict=True)]),
+        cell_text_documents=[
+            types.TextDocumentItem(uri=uri, language_id="python" if kind == 2 else "markdown",
+                                   version=1, text=text)
+            for (text, kind), uri in zip(cells, uris, strict=True)]))
+    return uris
+
+
+def test_notebook_cell_that_does_not_parse_and_fixes_across_cells(session, project):
+    code = types.NotebookCellKind.Code
+    cells = [
+        ("%%time\nimport torch\nimport torch.nn.functional as F\n", code),
+        ("def f(:\n", code),
+        ("a = F.tanh(torch.ones(1))", code),  # Jupyter leaves the last line unended
+        ("!pip install torch\nb = F.sigmoid(a)  # keep\n", code),
+    ]
+    path = project / "fixes.ipynb"
+    before = {i: session.count(f"{path.as_uri()}#cell{i}") for i in range(4)}
+    uris = open_notebook(session, path, cells)
+    broken = session.wait(uris[1], before[1])
+    assert codes(broken) == ["ML000"] and "SyntaxError" in broken[0].message
+    assert codes(session.wait(uris[2], before[2])) == ["ML903"]
+    assert codes(session.wait(uris[3], before[3])) == ["ML903"]
+    assert list(session.wait(uris[0], before[0])) == []
+    # noqa in a cell
+    noqa = [a for a in session.actions(uris[3], 1) if "noqa" in a.title]
+    assert [a.title for a in noqa] == ["modellint: add `# noqa: ML903` to line 2"]
+    assert apply(cells[3][0], noqa[0].edit, uris[3]) == (
+        "!pip install torch\nb = F.sigmoid(a)  # keep  # noqa: ML903\n")
+    # fix all: one edit in each cell that changes; the magics stay as they were
+    [fix_all] = session.actions(uris[2], 0, only=[types.CodeActionKind.SourceFixAll])
+    edit = session.run(session.client.code_action_resolve_async(fix_all)).edit
+    assert sorted(edit.changes) == [uris[2], uris[3]]
+    assert apply(cells[2][0], edit, uris[2]) == "a = torch.tanh(torch.ones(1))"
+    assert apply(cells[3][0], edit, uris[3]) == (
+        "!pip install torch\nb = torch.sigmoid(a)  # keep\n")
+    # a change to a cell is linted again (the notebook as a whole)
+    notebook = path.as_uri()
+    count = session.count(uris[3])
+    session.client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook, version=2),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+            text_content=[types.NotebookDocumentCellContentChanges(
+                document=types.VersionedTextDocumentIdentifier(uri=uris[1], version=2),
+                changes=[types.TextDocumentContentChangeWholeDocument(
+                    text="def f():\n    return F.tanh(1)\n")])]))))
+    assert codes(session.wait(uris[1], before[1] + 1)) == ["ML903"]
+    assert codes(session.wait(uris[3], count)) == ["ML903"]
