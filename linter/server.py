@@ -129,6 +129,7 @@ class ModellintServer(LanguageServer):
         self.plugins = plugins
         self.allow_config_plugins = allow_config_plugins
         self.projects: dict[Path | None, Project] = {}
+        self.configs: dict[Path, Path | None] = {}  # folder -> the config that governs it
         self.linted: dict[str, Linted] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.told: set[str] = set()
@@ -138,10 +139,14 @@ class ModellintServer(LanguageServer):
     # -- settings --------------------------------------------------------------------------
 
     def project_for(self, path: Path) -> Project:
+        folder = path.parent
         try:
-            pyproject = find_pyproject(path.parent)
+            if folder not in self.configs:
+                # looked up once per folder, until a pyproject.toml changes
+                self.configs[folder] = find_pyproject(folder)
+            pyproject = self.configs[folder]
         except ConfigError as exc:
-            return self._failed(Config(root=path.parent), str(exc))
+            return self._failed(Config(root=folder), str(exc))
         project = self.projects.get(pyproject)
         if project is None:
             project = self.projects[pyproject] = self._load(pyproject, path.parent)
@@ -176,6 +181,7 @@ class ModellintServer(LanguageServer):
 
     def forget_settings(self) -> None:
         self.projects.clear()
+        self.configs.clear()
         self.told.clear()
         for uri in list(self.workspace.text_documents):
             if (not _is_config(uri)

@@ -333,22 +333,27 @@ def test_the_server_never_imports_torch(session, project):
 
 
 def test_config_plugins_need_the_same_opt_in_as_check(tmp_path):
-    plugin_root = Path(__file__).parent / "plugin_example"
-    (tmp_path / "pyproject.toml").write_text(
-        '[tool.modellint]\nplugins = ["modellint_example"]\nselect = ["ML", "EX"]\n',
-        encoding="utf-8")
-    source = (plugin_root / "pyproject.toml").read_text(encoding="utf-8")
-    assert "modellint_example" in source
     import shutil
 
+    plugin_root = Path(__file__).parent / "plugin_example"
     shutil.copytree(plugin_root / "modellint_example", tmp_path / "modellint_example")
-    session = Session(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.modellint]\nplugins = ["modellint_example.rules"]\n', encoding="utf-8")
+    printing = ("import torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+                "    def forward(self, x):\n        print(x.shape)\n        return x\n")
+    refused = Session(tmp_path)
     try:
-        session.open(tmp_path / "a.py", MISTAKES)
-        assert any("not loading plugin 'modellint_example'" in m for m in session.messages)
-        assert "modellint_example" not in session.stderr.decode("utf-8", "replace")
+        assert codes(refused.open(tmp_path / "a.py", printing)) == []
+        assert any("not loading plugin 'modellint_example.rules'" in m
+                   and "--allow-config-plugins" in m for m in refused.messages)
     finally:
-        session.close()
+        refused.close()
+    allowed = Session(tmp_path, "--allow-config-plugins")
+    try:
+        assert codes(allowed.open(tmp_path / "a.py", printing)) == ["XMP101"]
+        assert not allowed.messages
+    finally:
+        allowed.close()
 
 
 def test_shutdown_then_exit_ends_the_process_cleanly(tmp_path):
