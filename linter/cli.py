@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 
 import modellint
@@ -33,7 +34,7 @@ from modellint.plugins import (
 from modellint.report import printable
 from modellint.suppress import hidden_codes, shown_codes
 
-SUBCOMMANDS = ("check", "rules", "rule", "trace")
+SUBCOMMANDS = ("check", "rules", "rule", "trace", "server")
 # the built-in report formats (modellint.report.builtin); plugins may add more
 FORMATS = ("text", "concise", "json", "github", "sarif")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -154,7 +155,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("trace", parents=[trace_parser()], add_help=False,
                    help="build a model and print the shape, parameters, device and dtype of "
                         "every layer (torchinfo-style); --memory, --feature-maps")
+
+    server = sub.add_parser("server", help="run the language server on stdin and stdout "
+                            "(needs the `server` extra)")
+    server.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                        help="load a plugin module (repeatable)")
+    server.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                        help="load the plugins the config names (runs the repository's code)")
     return parser
+
+
+def _cmd_server(args) -> int:
+    try:
+        from modellint.server import serve
+    except ImportError as exc:
+        if exc.name not in ("pygls", "lsprotocol", "cattrs", "attrs"):
+            raise
+        raise UsageError("`modellint server` needs the server extra: "
+                         "pip install 'modellint[server]'") from None
+    return serve(args.plugins, args.allow_config_plugins)
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
@@ -180,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_rules(args)
         if args.command == "rule":
             return _cmd_rule(args)
+        if args.command == "server":
+            return _cmd_server(args)
         return _cmd_check(args)
     except (UsageError, ConfigError, PluginError) as exc:
         print(f"modellint: error: {printable(str(exc))}", file=sys.stderr)
@@ -211,12 +232,22 @@ def _config_for(args) -> Config:
 
 
 def _registry(config: Config, args) -> Registry:
+    return project_registry(config, args.plugins, args.allow_config_plugins)
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"modellint: {printable(message)}", file=sys.stderr)
+
+
+def project_registry(config: Config, plugins: list[str], allow_config_plugins: bool,
+                     warn=_warn_stderr) -> Registry:
+    """The plugins for `config`: the config's own `plugins = [...]` only when opted in
+    (otherwise `warn` is told why they were not loaded)."""
     config_plugins = config.plugins
-    if config_plugins and not config_plugins_allowed(args.allow_config_plugins):
-        print(f"modellint: {printable(config_plugins_refused(config_plugins, config.where()))}",
-              file=sys.stderr)
+    if config_plugins and not config_plugins_allowed(allow_config_plugins):
+        warn(config_plugins_refused(config_plugins, config.where()))
         config_plugins = []
-    return load_registry(args.plugins, config_plugins=config_plugins, config_root=config.root)
+    return load_registry(plugins, config_plugins=config_plugins, config_root=config.root)
 
 
 def _cmd_rules(args) -> int:
@@ -439,6 +470,39 @@ def _use_color(choice: str, stream) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
+def static_setup(config: Config, registry: Registry, select: list[str] | None = None,
+                 extend_select: list[str] = (), ignore: list[str] = ()) -> tuple[set[str], list]:
+    """(enabled codes, the enabled rules with a static check) for `config` with the command
+    line's selectors merged in; raises ConfigError for an unknown code. `check` and the
+    language server both start here."""
+    # validate before merging, so that a bad code is blamed on the file or the command line
+    # it came from
+    validate_codes(
+        config,
+        set(registry.rules),
+        {"select": select or [], "extend-select": list(extend_select), "ignore": list(ignore)},
+    )
+    if select is not None:
+        config.select = select
+    config.extend_select = [*config.extend_select, *extend_select]
+    config.ignore = [*config.ignore, *ignore]
+    registry.manager.hook.modellint_configure(config=config)
+    enabled = enabled_codes(config, registry.rules)
+    static_rules = [
+        registry.rules[code] for code in sorted(enabled)
+        if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
+    ]
+    return enabled, static_rules
+
+
+def disabled_for(config: Config, enabled: set[str], path: Path,
+                 codes: Iterable[str]) -> frozenset[str]:
+    """The codes (of all `codes`) hidden in the whole of `path`: not shown in this run, or
+    turned off by per-file-ignores."""
+    shown = shown_codes(config, enabled)
+    return frozenset(set(codes) - shown) | hidden_codes(config, shown, path)
+
+
 def _cmd_check(args) -> int:
     from modellint.report import Summary
     from modellint.static.discover import discover
@@ -459,17 +523,8 @@ def _cmd_check(args) -> int:
             raise UsageError(f"path does not exist: {path}{hint}")
     config = _config_for(args)
     registry = _registry(config, args)
-    # validate before merging, so that a bad code is blamed on the file or the command line
-    # it came from
-    validate_codes(
-        config,
-        set(registry.rules),
-        {"select": args.select or [], "extend-select": args.extend_select, "ignore": args.ignore},
-    )
-    if args.select is not None:
-        config.select = args.select
-    config.extend_select = [*config.extend_select, *args.extend_select]
-    config.ignore = [*config.ignore, *args.ignore]
+    enabled, static_rules = static_setup(config, registry, args.select, args.extend_select,
+                                         args.ignore)
     if args.format not in registry.reporters:
         raise UsageError(
             f"unknown format `{args.format}`{did_you_mean(args.format, registry.reporters)} "
@@ -477,13 +532,6 @@ def _cmd_check(args) -> int:
         )
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    registry.manager.hook.modellint_configure(config=config)
-    enabled = enabled_codes(config, registry.rules)
-    shown = shown_codes(config, enabled)
-    static_rules = [
-        registry.rules[code] for code in sorted(enabled)
-        if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
-    ]
     def warn(message: str) -> None:  # a folder the walk cannot search, an unusable .gitignore
         print(f"modellint: warning: {printable(message)}", file=sys.stderr)
 
@@ -499,9 +547,7 @@ def _cmd_check(args) -> int:
     found = ([(stdin_name, Path(stdin_name))] if stdin_name is not None
              else discover(paths, lambda p: is_excluded(config, p), warn, walked))
     for display, path in found:
-        # hidden in the whole file: not shown in this run, or ignored by per-file-ignores
-        disabled = frozenset(set(registry.rules) - shown) | hidden_codes(config, shown, path)
-        tasks.append((display, path, disabled))
+        tasks.append((display, path, disabled_for(config, enabled, path, registry.rules)))
     if args.show_files:
         for display, _, _ in tasks:
             print(printable(display))
@@ -537,7 +583,8 @@ def _cmd_check(args) -> int:
         # the files discovered once, with the model classes the static pass indexed in them
         files = [LintedFile(display, os.path.realpath(path), outcome.classes)
                  for (display, path, _), outcome in zip(tasks, outcomes, strict=True)]
-        findings = run_runtime_pass(findings, files, config, registry, shown, args)
+        findings = run_runtime_pass(findings, files, config, registry,
+                                    shown_codes(config, enabled), args)
     findings.sort(key=lambda f: f.sort_key())
     for outcome in outcomes:
         for message in outcome.messages:

@@ -10,6 +10,7 @@ import libcst as cst
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
 from modellint.rules._loops import function_without_grad, is_no_grad_item
+from modellint.static.walk import walk
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -508,6 +509,8 @@ class HookKeepsGraph(StaticRule):
         ) or any(function_without_grad(context, f) for f in context.function_stack)
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        if not self.registrations:
+            return
         seen: set[int] = set()
         self._backpropagated = _names_read_where_backpropagated(original_node)
         for expr, cls in self.registrations:
@@ -609,17 +612,48 @@ def _container_name(store: cst.CSTNode) -> str | None:
 
 
 def _backpropagates(node: cst.CSTNode) -> bool:
-    found = False
+    return any(
+        isinstance(each, cst.Call)
+        and (dotted_name(each.func) or "").endswith((".backward", "autograd.grad",
+                                                      "autograd.backward"))
+        for each in _code_nodes(node))
 
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            nonlocal found
-            name = dotted_name(call.func) or ""
-            if name.endswith((".backward", "autograd.grad", "autograd.backward")):
-                found = True
 
-    node.visit(Finder())
+def _code_nodes(root: cst.CSTNode, prune: tuple[type, ...] = ()):
+    """`root` and the code nodes under it (modellint's walk, not LibCST's visitor, which
+    rebuilds every node it passes), without the subtrees of the `prune` types."""
+    found: list[cst.CSTNode] = []
+    inside = [0]
+
+    table: dict[str, list] = {}
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, prune):
+            inside[0] += 1
+        elif not inside[0]:
+            found.append(node)
+
+    def leave(node: cst.CSTNode) -> None:
+        inside[0] -= 1
+
+    # one entry for every node class: `walk` dispatches on the exact class name
+    for cls in _node_classes():
+        table[f"visit_{cls.__name__}"] = [enter]
+    for cls in prune:
+        table[f"leave_{cls.__name__}"] = [leave]
+    walk(root, table)
     return found
+
+
+def _node_classes() -> list[type]:
+    if not _NODE_CLASSES:
+        _NODE_CLASSES.extend(
+            value for value in vars(cst).values()
+            if isinstance(value, type) and issubclass(value, cst.CSTNode))
+    return _NODE_CLASSES
+
+
+_NODE_CLASSES: list[type] = []
 
 
 def _names_read_where_backpropagated(module: cst.Module) -> set[str]:
@@ -627,28 +661,17 @@ def _names_read_where_backpropagated(module: cst.Module) -> set[str]:
     calls `backward()` or `torch.autograd.grad`: a hook storing into one of them feeds a loss
     (a perceptual or feature-matching loss, a style loss), whose graph must be kept."""
     names: set[str] = set()
-
-    class Reads(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-            return False  # `feats = []` creates the container; it reads nothing
-
-        def visit_Name(self, node: cst.Name) -> None:
-            names.add(node.value)
-
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            names.add("." + node.attr.value)
-
     top_level = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
     units: list[cst.CSTNode] = [cst.Module(body=top_level)]
-
-    class Functions(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            units.append(node)
-
-    module.visit(Functions())
+    units += [node for node in _code_nodes(module) if isinstance(node, cst.FunctionDef)]
     for unit in units:
         if _backpropagates(unit):
-            unit.visit(Reads())
+            # `feats = []` creates the container; it reads nothing
+            for node in _code_nodes(unit, prune=(cst.AssignTarget,)):
+                if isinstance(node, cst.Name):
+                    names.add(node.value)
+                elif isinstance(node, cst.Attribute):
+                    names.add("." + node.attr.value)
     return names
 
 

@@ -472,8 +472,10 @@ class _Positions:
     """Where reported nodes are. LibCST's PositionProvider generates the code of the whole
     module and keeps a range for every node: for a 100,000-line file that was half the time
     and a fifth of the memory, for a handful of findings. This keeps ranges only for the
-    top-level statements that hold a reported node (the code of those before them is generated
-    to count lines)."""
+    top-level statements that hold a reported node, and in a class only for the members
+    (methods, assignments) that hold one (the code of those before them is generated to count
+    lines). The language server lints a file on every pause in typing: a 1,000-line file
+    with findings in two methods costs the positions of those two methods."""
 
     def __init__(self, module: cst.Module,
                  wanted: Sequence[tuple[cst.CSTNode, cst.CSTNode | None]]) -> None:
@@ -481,7 +483,10 @@ class _Positions:
         self.module = module
         self._index = {id(statement): i for i, statement in enumerate(module.body)}
         self._owner: dict[cst.CSTNode, int] = {}
-        self._ranges: dict[int, tuple[Any, int]] = {}
+        # node -> (top-level index, member index in that class's body, or None: all of it)
+        self._unit: dict[cst.CSTNode, tuple[int, int | None]] = {}
+        self._ranges: dict[tuple[int, int | None], tuple[Any, int]] = {}
+        self._all: tuple[Any, int] | None = None
         self._whole: Any = None
         # (start, end) lines of the statements in one PositionProvider result, sorted
         self._statements: dict[int, list[tuple[int, int]]] = {}
@@ -493,24 +498,32 @@ class _Positions:
             else:
                 self._owner[node] = index
         self._find(lost)
-        self._compute(set(self._owner.values()))
+        self._compute(list(self._owner))
+
+    def _located(self, node: cst.CSTNode) -> tuple[Any, int] | None:
+        if self._all is not None:
+            return self._all if node in self._all[0] else None
+        unit = self._unit.get(node)
+        found = self._ranges.get(unit) if unit is not None else None
+        return found if found is not None and node in found[0] else None
 
     def span(self, node: cst.CSTNode) -> CodeRange | None:
-        index = self._owner.get(node)
-        if index is not None and node not in self._ranges[index][0]:
+        located = self._located(node)
+        if located is None and node in self._owner:
             # reported while the walk was in another top-level statement
             del self._owner[node]
+            self._unit.pop(node, None)
             self._find([node])
-            index = self._owner.get(node)
-            if index is not None:
-                self._compute({index})
-        if index is None:
+            if node in self._owner:
+                self._compute([node])
+                located = self._located(node)
+        if located is None:
             # the module itself, its header or footer, or a node from elsewhere: rare
             if self._whole is None:
                 self._whole = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(
                     PositionProvider)
             return self._whole.get(node)
-        ranges, offset = self._ranges[index]
+        ranges, offset = located
         found = ranges[node]
         return CodeRange(
             CodePosition(found.start.line + offset, found.start.column),
@@ -520,10 +533,10 @@ class _Positions:
     def statement_around(self, node: cst.CSTNode) -> int:
         """The first line of the innermost statement that holds `node`."""
         line = self.span(node).start.line
-        index = self._owner.get(node)
-        if index is None:
+        located = self._located(node)
+        if located is None:
             return line
-        ranges, offset = self._ranges[index]
+        ranges, offset = located
         statements = self._statements.get(id(ranges))
         if statements is None:
             statements = self._statements[id(ranges)] = sorted(
@@ -552,31 +565,99 @@ class _Positions:
             if not lost:
                 return
 
-    def _compute(self, indices: set[int]) -> None:
-        """Ranges for the statements `indices`: one PositionProvider pass over a module made
-        of them alone; each one's offset is its first line there against its line in the file."""
-        indices = sorted(indices - self._ranges.keys())
-        if not indices:
+    def _assign_units(self, nodes: Sequence[cst.CSTNode]) -> None:
+        """The unit of each of `nodes`: its class member when all the nodes of that class
+        found here lie in members, else its whole top-level statement."""
+        by_index: dict[int, list[cst.CSTNode]] = {}
+        for node in nodes:
+            by_index.setdefault(self._owner[node], []).append(node)
+        for index, group in by_index.items():
+            members = _members(self.module.body[index])
+            places: dict[int, int] = {}
+            if members:
+                wanted = {id(node) for node in group}
+                for number, member in enumerate(members):
+                    for each in every_node(member):
+                        if id(each) in wanted:
+                            places[id(each)] = number
+            whole = len(places) < len({id(node) for node in group})
+            for node in group:
+                self._unit[node] = (index, None if whole else places[id(node)])
+
+    def _compute(self, nodes: Sequence[cst.CSTNode]) -> None:
+        """Ranges for the units of `nodes`: one PositionProvider pass over a module made of
+        them alone (a class keeps its header and the members wanted); each one's offset is
+        its first line there against its line in the file."""
+        if self._all is not None:
             return
-        if 2 * len(indices) > len(self.module.body):
+        self._assign_units(nodes)
+        units = {self._unit[node] for node in nodes} - self._ranges.keys()
+        if not units:
+            return
+        body = self.module.body
+        size = sum(len(_members(statement)) or 1 for statement in body)
+        if 2 * len(units) > size:
             # findings all over the file: one pass over all of it costs less
-            ranges = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-            for index in range(len(self.module.body)):
-                self._ranges[index] = (ranges, 0)
+            self._all = (MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(
+                PositionProvider), 0)
             return
+        # a statement computed whole before is whole again
+        for index, member in list(units):
+            if (index, None) in self._ranges or (member is not None and (index, None) in units):
+                units.discard((index, member))
+                units.add((index, None))
+        units -= self._ranges.keys()
+        if not units:
+            return
+        chosen: dict[int, set[int] | None] = {}
+        for index, member in units:
+            if member is None:
+                chosen[index] = None
+            elif chosen.get(index, set()) is not None:
+                chosen.setdefault(index, set()).add(member)
+        indices = sorted(chosen)
         line = 1 + sum(_line_count(self.module.code_for_node(h)) for h in self.module.header)
         firsts, counts = [], []
-        for statement in self.module.body[: indices[-1] + 1]:
+        for statement in body[: indices[-1] + 1]:
             firsts.append(line)
             counts.append(_line_count(self.module.code_for_node(statement)))
             line += counts[-1]
-        alone = self.module.with_changes(
-            header=(), body=[self.module.body[index] for index in indices], footer=())
-        ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+        alone_body = []
+        placed: list[tuple[int, int | None, int]] = []  # (index, member, lines left out before)
         first_there = 1
         for index in indices:
-            self._ranges[index] = (ranges, firsts[index] - first_there)
-            first_there += counts[index]
+            statement = body[index]
+            members = chosen[index]
+            if members is None:
+                alone_body.append(statement)
+                placed.append((index, None, firsts[index] - first_there))
+                first_there += counts[index]
+                continue
+            every = _members(statement)
+            left_out = 0
+            kept = []
+            for number, member in enumerate(every):
+                if number in members:
+                    kept.append(member)
+                    placed.append((index, number, firsts[index] - first_there + left_out))
+                else:
+                    left_out += _line_count(self.module.code_for_node(member))
+            alone_body.append(statement.with_changes(
+                body=statement.body.with_changes(body=kept)))
+            first_there += counts[index] - left_out
+        alone = self.module.with_changes(header=(), body=alone_body, footer=())
+        ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+        for index, member, offset in placed:
+            self._ranges[(index, member)] = (ranges, offset)
+
+
+def _members(statement: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """The statements of a class's indented body (none for anything else, or a class of one
+    member: nothing to leave out)."""
+    if isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+        members = statement.body.body
+        return members if len(members) > 1 else ()
+    return ()
 
 
 def _line_count(code: str) -> int:

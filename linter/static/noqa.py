@@ -56,3 +56,12 @@ def line_suppresses(line: str, code: str) -> bool:
 def python_lines(text: str) -> list[str]:
     """The lines of `text` as Python counts them (line N of a finding is item N - 1)."""
     return _LINE_END.split(text)
+
+
+def codes_end(line: str) -> int | None:
+    """Where the code list of the first `# noqa: CODE, ...` comment on `line` ends (to add a
+    code to it), or None when the line has none."""
+    for match in _LINE.finditer(line):
+        if match.group("codes"):
+            return match.end("codes")
+    return None

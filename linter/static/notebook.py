@@ -600,3 +600,14 @@ def place(notebook: Notebook, finding) -> None:
 def _line_of(source: str, line: int) -> str:
     lines = _LINE_END.split(source)
     return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def from_cells(cells: Sequence[tuple[int, str]]) -> Notebook:
+    """A notebook known only by its code cells, (number, source) in order: what an editor
+    sends a language server. Masked and joined as `read_notebook` does; it has no file text
+    (`file_line` is 1, `with_sources` is not for it)."""
+    book = Notebook(text="", cells=[
+        CodeCell(number=number, source=source, start=0, end=0, is_list=False, item_offsets=[0])
+        for number, source in cells])
+    _join(book)
+    return book

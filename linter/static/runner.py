@@ -83,7 +83,7 @@ def _read_error(display: str, exc: OSError) -> Finding:
     return _file_finding(SYNTAX_ERROR, display, f"cannot read file: {reason}")
 
 
-def _fix(module, findings, unsafe: bool, source: str) -> tuple[str, int]:
+def apply_fixes_deeply(module, findings, unsafe: bool, source: str) -> tuple[str, int]:
     try:
         return apply_fixes(module, findings, unsafe, source)
     except RecursionError:
@@ -143,42 +143,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 f"({unparsed[0]})")
     wants_fix = wants_fix and result.module is not None
     if wants_fix and any(applicable(f, opts.unsafe_fixes) for f in result.findings):
-        text = result.source
-        for _ in range(MAX_FIX_ROUNDS):
-            if result.module is None:
-                break
-            try:
-                new_text, fixed = _fix(
-                    result.module, result.findings, opts.unsafe_fixes, result.source
-                )
-            except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
-                outcome.tracebacks.append("".join(traceback.format_exception(exc)))
-                outcome.messages.append(
-                    f"{display}: applying the fixes failed ({type(exc).__name__}: {exc});"
-                    " file left unchanged"
-                )
-                text = result.source
-                outcome.fixed = 0
-                result = lint_source(display, original, opts.rules, opts.options, disabled,
-                             index=opts.index)
-                break
-            if fixed == 0 or new_text == text:
-                break
-            problem = check_parses(new_text)
-            if problem is not None:
-                outcome.messages.append(
-                    f"{display}: a fix produced invalid code ({problem}); file left unchanged"
-                )
-                text = result.source
-                outcome.fixed = 0
-                result = lint_source(display, original, opts.rules, opts.options, disabled,
-                             index=opts.index)
-                break
-            outcome.fixed += fixed
-            text = new_text
-            result = lint_source(
-                display, new_text.encode(result.encoding), opts.rules, opts.options, disabled,
-                index=opts.index)
+        text, result = fix_source(display, original, result, opts.rules, opts.options, disabled,
+                                  opts.unsafe_fixes, outcome, opts.index)
         if outcome.fixed:
             if opts.diff:
                 outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
@@ -206,6 +172,49 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     if key is not None and not result.tracebacks:
         opts.cache.put(key, result.findings, result.classes)
     return outcome
+
+
+def fix_source(display: str, original: bytes, result, rules: Sequence[type[StaticRule]],
+               options: dict[str, Any], disabled: frozenset[str], unsafe: bool,
+               outcome: FileOutcome, index: Any = None) -> tuple[str, Any]:
+    """Apply the fixes of `result` (the lint of `original`) round after round until none is
+    left: (the fixed text, the lint of it). Counts go to `outcome.fixed`; a fix that fails or
+    breaks the code leaves the text as it was, with a message in `outcome.messages`."""
+    text = result.source
+    for _ in range(MAX_FIX_ROUNDS):
+        if result.module is None:
+            break
+        try:
+            new_text, fixed = apply_fixes_deeply(
+                result.module, result.findings, unsafe, result.source
+            )
+        except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
+            outcome.tracebacks.append("".join(traceback.format_exception(exc)))
+            outcome.messages.append(
+                f"{display}: applying the fixes failed ({type(exc).__name__}: {exc});"
+                " file left unchanged"
+            )
+            text = result.source
+            outcome.fixed = 0
+            result = lint_source(display, original, rules, options, disabled, index=index)
+            break
+        if fixed == 0 or new_text == text:
+            break
+        problem = check_parses(new_text)
+        if problem is not None:
+            outcome.messages.append(
+                f"{display}: a fix produced invalid code ({problem}); file left unchanged"
+            )
+            text = result.source
+            outcome.fixed = 0
+            result = lint_source(display, original, rules, options, disabled, index=index)
+            break
+        outcome.fixed += fixed
+        text = new_text
+        result = lint_source(
+            display, new_text.encode(result.encoding), rules, options, disabled, index=index
+        )
+    return text, result
 
 
 def is_notebook(path: Path, data: bytes) -> bool:
@@ -254,7 +263,8 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
         if result.module is None:
             break
         try:
-            new_text, count = _fix(result.module, result.findings, opts.unsafe_fixes, text)
+            new_text, count = apply_fixes_deeply(result.module, result.findings, opts.unsafe_fixes,
+                                                 text)
         except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
             outcome.tracebacks.append("".join(traceback.format_exception(exc)))
             outcome.messages.append(f"{display}: applying the fixes failed "
