@@ -34,7 +34,7 @@ from modellint.plugins import (
 )
 from modellint.report import printable
 
-SUBCOMMANDS = ("check", "rules", "rule", "trace")
+SUBCOMMANDS = ("check", "rules", "rule", "trace", "run")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             from modellint.runtime.cli import trace_main
 
             return trace_main(argv[1:])
+        if argv[0] == "run":
+            from modellint.watching.cli import run_main
+
+            return run_main(argv[1:])
         args = build_parser().parse_args(argv)
         if args.command == "rules":
             return _cmd_rules(args)

@@ -124,6 +124,7 @@ class SchedulerStepInBatchLoop(ScopeRule):
     """
 
     code = "ML301"
+    passes = ("static", "run")
     name = "scheduler-step-in-batch-loop"
     triggers = ("lr_scheduler",)
     valid = [
@@ -244,6 +245,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
     """
 
     code = "ML302"
+    passes = ("static", "run")
     name = "scheduler-before-optimizer"
     severity = Severity.WARNING
     triggers = ("sched",)
@@ -347,6 +349,7 @@ class MissingZeroGrad(ScopeRule):
     """
 
     code = "ML303"
+    passes = ("static", "run")
     name = "missing-zero-grad"
     triggers = ("backward",)
     valid = [
@@ -487,6 +490,7 @@ class LossKeptWithGraph(ScopeRule):
     """
 
     code = "ML304"
+    passes = ("static", "run")
     name = "loss-kept-with-graph"
     fix = "unsafe"
     triggers = ("loss", "Loss", "backward")
@@ -682,6 +686,7 @@ class ParamGroupOverlap(StaticRule):
     """
 
     code = "ML305"
+    passes = ("static", "run")
     name = "param-group-overlap"
     triggers = ('"params"', "'params'")
     valid = [
@@ -908,6 +913,7 @@ class EvalWithoutEvalMode(ScopeRule):
     """
 
     code = "ML306"
+    passes = ("static", "run")
     name = "eval-without-eval-mode"
     triggers = ("no_grad", "inference_mode")
     valid = [
@@ -1039,6 +1045,7 @@ class EvalWithoutNoGrad(ScopeRule):
     """
 
     code = "ML307"
+    passes = ("static", "run")
     name = "eval-without-no-grad"
     severity = Severity.WARNING
     triggers = ("eval(", "train(False", "train(mode=False")

@@ -1,0 +1,460 @@
+"""Checks of `modellint run` (and `modellint.watching()`): silent training mistakes seen in a
+watched training run, reported at the user's lines.
+
+The run halves of rules the static pass documents (ML301-ML307, ML312, and ML704 of the
+runtime pass) read the record of the run (`modellint.watching.record.Recorder`), as do the rules
+found only by running: ML003 (the script failed), ML319 (an optimizer holding parameters the
+model no longer has), ML320 (trainable parameters never updated), ML321 (a DistributedSampler
+whose epoch is never set). This module imports no torch at load time: the static pass loads it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from modellint.hookspecs import hookimpl
+from modellint.rule import RunCheck, RunRule, Severity
+
+PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau")
+
+
+def _where(site) -> str:
+    from modellint.runtime.phases import short_path
+
+    return f"{short_path(site[0])}:{site[1]}" if site else "an unknown line"
+
+
+def _names(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _lr_text(values: list[float]) -> str:
+    out: list[str] = []
+    for v in values:
+        text = f"{v:.3g}"
+        if not out or out[-1] != text:
+            out.append(text)
+    return " → ".join(out[:6]) + (" → ..." if len(out) > 6 else "")
+
+
+class GradientsNeverCleared(RunCheck):
+    """ML303 at run time: an optimizer stepped on gradients accumulated since its previous
+    step. Told apart from gradient accumulation, which clears them after each step."""
+
+    code = "ML303"
+
+    def check(self, record) -> None:
+        for rec in record.optimizers.values():
+            bad = rec.uncleared_steps
+            if len(bad) < 2 or len(bad) * 2 < rec.steps - 1:
+                continue
+            site = bad[0][1]
+            record.report(self.code, f"`{rec.name}.step()` ran {len(bad)} of {rec.steps} times "
+                          f"on gradients never cleared since the previous step: `backward()` "
+                          f"adds to `.grad`, so each step applies the sum of every gradient "
+                          f"so far; call `optimizer.zero_grad()` once per step (after "
+                          f"`step()` when accumulating)", site)
+
+
+class PerEpochSchedulerPerBatch(RunCheck):
+    """ML301 at run time: an epoch-based scheduler stepped more than once in one epoch."""
+
+    code = "ML301"
+
+    def check(self, record) -> None:
+        for rec in record.schedulers.values():
+            if rec.name not in PER_EPOCH:
+                continue
+            per_epoch: dict = defaultdict(list)
+            for site, opt_steps, epoch in rec.steps:
+                if epoch is not None:
+                    per_epoch[epoch].append((site, opt_steps))
+            busy = [calls for calls in per_epoch.values()
+                    if len(calls) >= 2 and calls[-1][1] > calls[0][1]]
+            if not busy or self._counts_iterations(record, rec):
+                continue
+            calls = busy[0]
+            opt = record.optimizers.get(id(getattr(rec.scheduler, "optimizer", None)))
+            lrs = ""
+            if opt is not None and opt.lrs:
+                lrs = f"; learning rates applied: {_lr_text([row[0] for row in opt.lrs])}"
+            record.report(self.code, f"`{rec.name}` counts epochs but `step()` ran "
+                          f"{len(calls)} times in one epoch (once per batch){lrs}: its decay "
+                          f"happens every few batches instead of every few epochs; call "
+                          f"`scheduler.step()` once per epoch, after the batch loop",
+                          calls[0][0])
+
+    @staticmethod
+    def _counts_iterations(record, rec) -> bool:
+        """StepLR/MultiStepLR whose periods are at least an epoch of the loader: they were
+        sized in iterations, stepping per batch is meant."""
+        lengths = [loader.length for loader in record.loaders.values() if loader.length]
+        if not lengths:
+            return False
+        length = max(lengths)
+        scheduler = rec.scheduler
+        if rec.name == "StepLR":
+            return getattr(scheduler, "step_size", 0) >= length
+        if rec.name == "MultiStepLR":
+            milestones = list(getattr(scheduler, "milestones", {}) or [])
+            return bool(milestones) and min(milestones) >= length
+        return False
+
+
+class SchedulerBeforeOptimizerStep(RunCheck):
+    """ML302 at run time: `scheduler.step()` before the first `optimizer.step()`."""
+
+    code = "ML302"
+
+    def check(self, record) -> None:
+        for rec in record.schedulers.values():
+            opt = record.optimizers.get(id(getattr(rec.scheduler, "optimizer", None)))
+            if opt is None or not opt.steps or not rec.steps:
+                continue
+            site, opt_steps, _ = rec.steps[0]
+            if opt_steps:
+                continue
+            base = getattr(rec.scheduler, "base_lrs", None) or []
+            applied = opt.lrs[0][0] if opt.lrs and opt.lrs[0] else None
+            detail = ""
+            if base and applied is not None and f"{base[0]:.3g}" != f"{applied:.3g}":
+                detail = (f" (the first step used a learning rate of {applied:.3g}, not the "
+                          f"initial {base[0]:.3g})")
+            record.report(self.code, f"`{rec.name}.step()` ran before the first "
+                          f"`optimizer.step()`: the schedule starts one step late and its "
+                          f"first learning rate is never applied{detail}; call "
+                          f"`scheduler.step()` after `optimizer.step()`", site)
+
+
+class LossGraphsKept(RunCheck):
+    """ML304 at run time: the losses of earlier steps stay alive with their graphs."""
+
+    code = "ML304"
+
+    def check(self, record) -> None:
+        live = record.live_graphs
+        if len(live) < 4 or max(live) < 3:
+            return
+        site = record.backward_sites[0] if record.backward_sites else None
+        record.report(self.code, f"the loss of every step stays alive with its autograd graph "
+                      f"after `backward()` (up to {max(live)} earlier losses alive at once in "
+                      f"{len(live)} steps): a running total or a list keeps them, and memory "
+                      f"grows with each step; keep `loss.item()` or `loss.detach()` instead",
+                      site)
+
+
+def _forwards(record):
+    for model in record.models.values():
+        for forward in model.forwards:
+            yield model, forward
+
+
+class EvalInTrainMode(RunCheck):
+    """ML306 at run time: a forward under no_grad while the model is in training mode."""
+
+    code = "ML306"
+
+    def check(self, record) -> None:
+        for model, forward in _forwards(record):
+            if model.mode_dependent and forward.training and not forward.grad and forward.site:
+                record.report(self.code, f"`{model.name}` ran under `no_grad` while in training "
+                              f"mode: dropout stays on and batch-norm statistics are updated "
+                              f"by evaluation data; call `model.eval()` before evaluating "
+                              f"(and `model.train()` after)", forward.site)
+
+
+class EvalWithAutograd(RunCheck):
+    """ML307 at run time: eval-mode forwards that build a graph no backward uses."""
+
+    code = "ML307"
+
+    def check(self, record) -> None:
+        for model, forward in _forwards(record):
+            if not forward.training and forward.grad and forward.needs_grad and \
+                    not forward.reached[0] and forward.site:
+                record.report(self.code, f"`{model.name}` ran in eval mode with autograd on "
+                              f"and no backward used the graph: evaluation keeps every "
+                              f"activation for a backward that never comes; wrap it in "
+                              f"`torch.no_grad()` or `torch.inference_mode()`", forward.site)
+
+
+class LeftInEvalMode(RunCheck):
+    """ML312 at run time: a model trained in train mode, put in eval mode, then trained on."""
+
+    code = "ML312"
+
+    def check(self, record) -> None:
+        for model in record.models.values():
+            if not model.mode_dependent:
+                continue
+            trained = [f for f in model.forwards if f.grad and f.reached[0]]
+            first_train = next((i for i, f in enumerate(trained) if f.training), None)
+            if first_train is None:
+                continue
+            late = [f for f in trained[first_train:] if not f.training
+                    and f.step < record.total_steps]
+            if not late:
+                continue
+            forward = late[0]
+            eval_site = None
+            for site, step in model.eval_sites:
+                if step <= forward.step:
+                    eval_site = site
+            record.report(self.code, f"`{model.name}` was put in eval mode here and then "
+                          f"trained for {len(late)} more forward(s) in eval mode (dropout off, "
+                          f"batch-norm statistics frozen) from {_where(forward.site)}; call "
+                          f"`model.train()` at the start of each epoch", eval_site or forward.site)
+
+
+def _model_params(record):
+    params = {}
+    names = {}
+    for model in record.models.values():
+        for name, p in model.model.named_parameters():
+            params.setdefault(id(p), p)
+            names.setdefault(id(p), name)
+    return params, names
+
+
+class ParamGroupsAtRuntime(RunCheck):
+    """ML305 at run time: trainable parameters that get gradients in no optimizer, or the
+    same parameters in two optimizers."""
+
+    code = "ML305"
+
+    def check(self, record) -> None:
+        if not record.optimizers or not record.total_steps:
+            return
+        params, names = _model_params(record)
+        owners: dict[int, list] = defaultdict(list)
+        for rec in record.optimizers.values():
+            for p in rec.params():
+                if rec not in owners[id(p)]:
+                    owners[id(p)].append(rec)
+        orphans = [names[i] for i, p in params.items()
+                   if p.requires_grad and i in record.grad_seen and i not in owners]
+        main = max(record.optimizers.values(), key=lambda r: len(r.params()))
+        if orphans and not _stale(record, main, params):
+            record.report(self.code, f"{len(orphans)} trainable parameter(s) get gradients but "
+                          f"are in no optimizer group ({_names(orphans)}): they never train; "
+                          f"add them to `{main.name}`'s parameters or freeze them",
+                          main.created)
+        shared = [(i, recs) for i, recs in owners.items() if len(recs) > 1]
+        if shared:
+            second = shared[0][1][1]
+            which = [names.get(i, "?") for i, _ in shared]
+            record.report(self.code, f"{len(shared)} parameter(s) are held by two optimizers "
+                          f"({_names(which)}): both update them at each step; give each "
+                          f"parameter to one optimizer", second.created)
+
+
+def _stale(record, rec, params) -> list:
+    """The parameters `rec` holds that are in no watched model and never got a gradient,
+    when the optimizer also holds some of a model's (it was built for that model)."""
+    held = rec.params()
+    if not any(id(p) in params for p in held):
+        return []
+    return [p for p in held if id(p) not in params and id(p) not in rec.updated
+            and p.grad is None]
+
+
+class StaleOptimizerParameters(RunRule):
+    """An optimizer holds parameters the model no longer has.
+
+    ## What it does
+    Watching a training run, reports an optimizer that holds parameters which are in none of
+    the models it trains and never get a gradient, while the model has trainable parameters
+    the optimizer does not hold: a layer was replaced after the optimizer was built.
+
+    ## Why is this bad?
+    The classic fine-tuning bug: `model.fc = nn.Linear(512, 10)` after
+    `optimizer = SGD(model.parameters())`. The optimizer keeps updating the old, detached
+    layer; the new head never trains, and the loss goes down only through the rest.
+
+    ## Example
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.fc = nn.Linear(512, 10)
+
+    ## Use instead
+        model.fc = nn.Linear(512, 10)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    """
+
+    code = "ML319"
+    name = "optimizer-holds-stale-parameters"
+    severity = Severity.ERROR
+
+    def check(self, record) -> None:
+        if not record.total_steps:
+            return
+        params, names = _model_params(record)
+        held = {id(p) for rec in record.optimizers.values() for p in rec.params()}
+        missing = [names[i] for i, p in params.items() if p.requires_grad and i not in held]
+        if not missing:
+            return
+        for rec in record.optimizers.values():
+            stale = _stale(record, rec, params)
+            if stale:
+                shapes = ", ".join("x".join(str(d) for d in p.shape) for p in stale[:3])
+                record.report(self.code, f"`{rec.name}` holds {len(stale)} parameter(s) that "
+                              f"are no longer in the model (shapes {shapes}) while the "
+                              f"model's {_names(missing)} are in no optimizer: a layer was "
+                              f"replaced after the optimizer was built; build the optimizer "
+                              f"after changing the model", rec.created)
+
+
+class ParametersNeverUpdated(RunRule):
+    """Trainable parameters that no optimizer step changes.
+
+    ## What it does
+    Watching a training run, reports parameters that require a gradient and are held by an
+    optimizer, but at none of the steps had a nonzero gradient with a learning rate above 0:
+    no gradient reaches them, or their group's learning rate is 0.
+
+    ## Why is this bad?
+    The parameters stay at their initial values while the run looks healthy: a branch cut
+    off from the loss (`.detach()`, an output not used), a head not called, or a parameter
+    group given `lr=0`. They should be frozen (`requires_grad_(False)`) if that is intended.
+
+    ## Example
+        optimizer = torch.optim.SGD([
+            {"params": model.backbone.parameters(), "lr": 0.0},
+            {"params": model.head.parameters()},
+        ], lr=0.1)
+
+    ## Use instead
+        model.backbone.requires_grad_(False)
+        optimizer = torch.optim.SGD(model.head.parameters(), lr=0.1)
+    """
+
+    code = "ML320"
+    name = "parameters-never-updated"
+    severity = Severity.WARNING
+
+    def check(self, record) -> None:
+        params, names = _model_params(record)
+        for rec in record.optimizers.values():
+            if rec.steps < 3:
+                continue
+            stale = {id(p) for p in _stale(record, rec, params)}
+            never = []
+            lr_zero = True
+            for index, group in enumerate(rec.optimizer.param_groups):
+                for p in group["params"]:
+                    if p.requires_grad and id(p) in params and id(p) not in rec.updated \
+                            and id(p) not in stale:
+                        never.append(names[id(p)])
+                        if any(row[index] > 0 for row in rec.lrs if index < len(row)):
+                            lr_zero = False
+            if not never:
+                continue
+            why = ("their parameter group's learning rate is 0" if lr_zero else
+                   "no gradient reaches them")
+            record.report(self.code, f"{len(never)} trainable parameter(s) held by "
+                          f"`{rec.name}` never changed in {rec.steps} steps "
+                          f"({_names(never)}): {why}; use them in the loss, or freeze "
+                          f"them with `requires_grad_(False)`", rec.created)
+
+
+class SamplerEpochNeverSet(RunRule):
+    """A shuffling `DistributedSampler` gives the same order every epoch.
+
+    ## What it does
+    Watching a training run, reports a `DistributedSampler` with `shuffle=True` that was
+    iterated in two or more epochs with the same epoch number: `set_epoch` was never called.
+
+    ## Why is this bad?
+    The sampler seeds its shuffle with the epoch number. Without `sampler.set_epoch(epoch)`
+    every epoch sees the batches in the same order on every rank, which weakens the shuffle
+    and often costs accuracy.
+
+    ## Example
+        for epoch in range(epochs):
+            for x, y in loader:  # loader has sampler=DistributedSampler(dataset)
+                ...
+
+    ## Use instead
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                ...
+    """
+
+    code = "ML321"
+    name = "sampler-epoch-never-set"
+    severity = Severity.WARNING
+
+    def check(self, record) -> None:
+        for rec in record.samplers.values():
+            seen = rec.epochs_seen
+            if len(seen) >= 2 and len(set(seen)) == 1 and getattr(rec.sampler, "shuffle", False):
+                record.report(self.code, f"a shuffling `DistributedSampler` was iterated in "
+                              f"{len(seen)} epochs with the same epoch number ({seen[0]}): "
+                              f"every epoch has the same order; call "
+                              f"`sampler.set_epoch(epoch)` at the start of each epoch",
+                              rec.site)
+
+
+class NonFiniteInRun(RunCheck):
+    """ML704 at run time: the first non-finite loss or gradient and the module that made it."""
+
+    code = "ML704"
+
+    def check(self, record) -> None:
+        found = record.non_finite
+        if found is None:
+            return
+        module = f"; the first module whose output was not finite: `{found.module}`" \
+            if found.module else ""
+        if found.what == "loss":
+            text = f"the loss became {found.detail} at step {found.step}{module}"
+        else:
+            text = (f"{found.detail} became NaN/Inf at step {found.step}"
+                    + (f" (in `{found.module}`)" if found.module else ""))
+        record.report(self.code, text + "; check the learning rate, the inputs and the "
+                      "operations there (log of 0, division by 0, overflow in float16)",
+                      found.site)
+
+
+class ScriptFailed(RunRule):
+    """The watched training script stopped with an error before its step budget was spent.
+
+    ## What it does
+    `modellint run` reports a script that raised (or exited with a nonzero status) as one
+    finding at its traceback's last line in the user's code. Whatever was observed before
+    the failure is still checked and reported.
+
+    ## Why is this bad?
+    The run could not be watched for the whole budget, and the script itself has a bug (or
+    needs arguments, data or a device that was not there).
+
+    ## Example
+        loss = criterion(model(x), y.float())  # raises: expected a Long target
+
+    ## Use instead
+        loss = criterion(model(x), y)
+    """
+
+    code = "ML003"
+    name = "script-failed"
+    severity = Severity.ERROR
+
+    def check(self, record) -> None:
+        crash = record.crash
+        if crash is None:
+            return
+        record.report(self.code, f"the script stopped with {crash['error']} after "
+                      f"{record.total_steps} optimizer step(s)", crash.get("site"))
+
+
+RUN_RULES = [StaleOptimizerParameters, ParametersNeverUpdated, SamplerEpochNeverSet,
+             ScriptFailed]
+RUN_HALVES = [GradientsNeverCleared, PerEpochSchedulerPerBatch, SchedulerBeforeOptimizerStep,
+              LossGraphsKept, EvalInTrainMode, EvalWithAutograd, LeftInEvalMode,
+              ParamGroupsAtRuntime, NonFiniteInRun]
+
+
+@hookimpl
+def modellint_add_rules():
+    return [*RUN_RULES, *RUN_HALVES]
