@@ -59,6 +59,15 @@ class _Finish:
         os.replace(tmp, self.result_path)
 
 
+def _print_user_traceback(exc: BaseException) -> None:
+    """The script's traceback as Python would print it, without modellint's frames."""
+    tb = exc.__traceback__
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     result_path, options_text, separator, *target = argv
     assert separator == "--"
@@ -98,7 +107,7 @@ def main(argv: list[str]) -> int:
         recorder.stopped = "interrupted"
     except BaseException as exc:  # noqa: BLE001 - the script's own error: one finding
         recorder.crash = crash_record(exc, recorder.user)
-        traceback.print_exception(exc, file=sys.stderr)
+        _print_user_traceback(exc)
     finish("end")
     return 0
 
