@@ -116,13 +116,17 @@ def _run(*argv, cwd=FIXTURES, timeout=240):
                           env={**os.environ, "NO_COLOR": "1"})
 
 
-def test_command_stops_at_the_budget_without_a_traceback():
-    out = _run("--steps", "6", "--", "python", "clean.py")
+def test_command_stops_at_the_budget_without_a_traceback(tmp_path):
+    plots = tmp_path / "plots"
+    out = _run("--steps", "6", "--plots", str(plots), "--", "python", "clean.py")
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "Traceback" not in out.stdout
     assert "modellint run: 6 optimizer step(s)" in out.stdout
     assert "step budget spent" in out.stdout
     assert "epoch 0: loss" in out.stderr  # the script's own output, kept off the report
+    pytest.importorskip("matplotlib")
+    assert sorted(p.name for p in plots.iterdir()) == ["grad_norm.png", "lr.png", "loss.png"]
+    assert all(p.stat().st_size > 1000 for p in plots.iterdir())
 
 
 def test_command_reports_a_crash_and_what_came_before(tmp_path):
