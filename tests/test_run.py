@@ -125,7 +125,7 @@ def test_command_stops_at_the_budget_without_a_traceback(tmp_path):
     assert "step budget spent" in out.stdout
     assert "epoch 0: loss" in out.stderr  # the script's own output, kept off the report
     pytest.importorskip("matplotlib")
-    assert sorted(p.name for p in plots.iterdir()) == ["grad_norm.png", "lr.png", "loss.png"]
+    assert sorted(p.name for p in plots.iterdir()) == ["grad_norm.png", "loss.png", "lr.png"]
     assert all(p.stat().st_size > 1000 for p in plots.iterdir())
 
 
