@@ -180,7 +180,8 @@ class EvalWithAutograd(RunCheck):
 
 
 class LeftInEvalMode(RunCheck):
-    """ML312 at run time: a model trained in train mode, put in eval mode, then trained on."""
+    """ML312 at run time: a model put in eval mode, evaluated, then trained on in eval mode
+    (never put back with `train()`)."""
 
     code = "ML312"
 
@@ -188,23 +189,29 @@ class LeftInEvalMode(RunCheck):
         for model in record.models.values():
             if not model.mode_dependent:
                 continue
-            trained = [f for f in model.forwards if f.grad and f.reached[0]]
-            first_train = next((i for i, f in enumerate(trained) if f.training), None)
-            if first_train is None:
-                continue
-            late = [f for f in trained[first_train:] if not f.training
-                    and f.step < record.total_steps]
+            events = sorted([(f.order, "forward", f) for f in model.forwards]
+                            + [(order, "eval", site) for site, _, order in model.eval_sites],
+                            key=lambda e: e[0])
+            eval_site, evaluated, late = None, False, []
+            for _, kind, item in events:
+                if kind == "eval":
+                    eval_site, evaluated = item, False
+                    continue
+                if item.training:
+                    eval_site = None
+                elif not (item.grad and item.reached[0]):
+                    evaluated = True
+                elif eval_site is not None and evaluated and item.step < record.total_steps:
+                    late.append((eval_site, item))
             if not late:
                 continue
-            forward = late[0]
-            eval_site = None
-            for site, step in model.eval_sites:
-                if step <= forward.step:
-                    eval_site = site
-            record.report(self.code, f"`{model.name}` was put in eval mode here and then "
-                          f"trained for {len(late)} more forward(s) in eval mode (dropout off, "
-                          f"batch-norm statistics frozen) from {_where(forward.site)}; call "
-                          f"`model.train()` at the start of each epoch", eval_site or forward.site)
+            site, forward = late[0]
+            count = sum(1 for s, _ in late if s == site)
+            record.report(self.code, f"`{model.name}` was put in eval mode here for an "
+                          f"evaluation and then trained in eval mode ({count} training "
+                          f"forward(s) from {_where(forward.site)}: dropout off, batch-norm "
+                          f"statistics frozen); call `model.train()` before training again",
+                          site or forward.site)
 
 
 def _model_params(record):

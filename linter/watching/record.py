@@ -88,6 +88,7 @@ class Forward:
     grad: bool
     site: Site | None
     step: int  # optimizer steps taken before it
+    order: int = 0  # among the forwards and eval() calls of the run
     reached: list[bool] = field(default_factory=lambda: [False])  # a gradient reached its output
     needs_grad: bool = False  # its output requires a gradient
 
@@ -98,7 +99,8 @@ class ModelRecord:
     name: str
     mode_dependent: bool
     forwards: list[Forward] = field(default_factory=list)
-    eval_sites: list[tuple[Site | None, int]] = field(default_factory=list)  # (site, step)
+    # each `eval()` of the model: (site, steps taken before it, order)
+    eval_sites: list[tuple[Site | None, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -151,6 +153,7 @@ class Recorder:
         self.notes: list[str] = []
         self.started = time.monotonic()
         self._depth = 0
+        self._order = 0
         self._leaf_outputs: list[tuple[str, Any]] = []
         self._names: dict[int, str] = {}  # module id -> path in its model (for non-finite)
         self._last_loader: LoaderRecord | None = None
@@ -211,7 +214,9 @@ class Recorder:
             def train(module, mode=True):
                 if recorder._installed and not mode and id(module) in recorder.models:
                     rec = recorder.models[id(module)]
-                    rec.eval_sites.append((recorder.site(), recorder.total_steps))
+                    recorder._order += 1
+                    rec.eval_sites.append((recorder.site(), recorder.total_steps,
+                                           recorder._order))
                 return original(module, mode)
             return train
 
@@ -396,7 +401,9 @@ class Recorder:
             for name, sub in module.named_modules():
                 self._names.setdefault(id(sub), name)
         grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
-        rec.forwards.append(Forward(module.training, grad, self.site(), self.total_steps))
+        self._order += 1
+        rec.forwards.append(Forward(module.training, grad, self.site(), self.total_steps,
+                                    self._order))
         if len(rec.forwards) > 4096:
             del rec.forwards[1024:2048]
 
