@@ -339,6 +339,8 @@ class Recorder:
             self.losses.append(value)
             if self.non_finite is None and not math.isfinite(value):
                 self._non_finite_loss(value, site)
+        # kept only to name the module of a non-finite loss: let the backward free them
+        self._leaf_outputs = []
         if root.grad_fn is not None:
             try:
                 sentinel = _Sentinel()
