@@ -403,6 +403,45 @@ class SamplerEpochNeverSet(RunRule):
                               rec.site)
 
 
+class WorkersShareRandomState(RunRule):
+    """DataLoader workers draw the same random numbers.
+
+    ## What it does
+    Watching a training run, fingerprints in each DataLoader worker every random generator
+    it can see (Python's, NumPy's and torch's global ones, and generators the dataset holds
+    as attributes) when the worker starts and after its first batch. Reports a loader whose
+    workers all used a generator and left it in the same state: they drew identical numbers.
+
+    ## Why is this bad?
+    Each worker is a copy of the main process. A generator made in the dataset's
+    `__init__` (`self.rng = np.random.default_rng(0)`), or a `worker_init_fn` that seeds
+    every worker with one constant, gives every worker the same random crops, flips and
+    noise: with 8 workers, 8 batches in a row share their augmentations.
+
+    ## Example
+        class Noisy(Dataset):
+            def __init__(self):
+                self.rng = np.random.default_rng(0)  # copied into every worker
+
+    ## Use instead
+        def worker_init_fn(worker_id):
+            info = torch.utils.data.get_worker_info()
+            info.dataset.rng = np.random.default_rng(info.seed)
+    """
+
+    code = "ML322"
+    name = "workers-share-random-state"
+    severity = Severity.WARNING
+
+    def check(self, record) -> None:
+        for loader, names in record.worker_rngs():
+            record.report(self.code, f"the DataLoader's workers all drew the same random "
+                          f"numbers from {', '.join(names)}: each worker repeats the others' "
+                          f"augmentations; seed each worker's generator from "
+                          f"`torch.utils.data.get_worker_info().seed` in a `worker_init_fn`",
+                          loader.site)
+
+
 class NonFiniteInRun(RunCheck):
     """ML704 at run time: the first non-finite loss or gradient and the module that made it."""
 
@@ -456,7 +495,7 @@ class ScriptFailed(RunRule):
 
 
 RUN_RULES = [StaleOptimizerParameters, ParametersNeverUpdated, SamplerEpochNeverSet,
-             ScriptFailed]
+             WorkersShareRandomState, ScriptFailed]
 RUN_HALVES = [GradientsNeverCleared, PerEpochSchedulerPerBatch, SchedulerBeforeOptimizerStep,
               LossGraphsKept, EvalInTrainMode, EvalWithAutograd, LeftInEvalMode,
               ParamGroupsAtRuntime, NonFiniteInRun]

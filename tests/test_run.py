@@ -34,9 +34,10 @@ BAD = {
     "ml320_bad.py": [("ML320", 23)],
     "ml321_bad.py": [("ML321", 15)],
     "ml704_bad.py": [("ML704", 26)],
+    "ml322_bad.py": [("ML322", 27)],
 }
 GOOD = ["clean.py", "ml301_good.py", "ml303_good.py", "ml304_good.py", "ml305_good.py",
-        "ml319_good.py", "ml321_good.py"]
+        "ml319_good.py", "ml321_good.py", "ml322_good.py", "ml303_gan_good.py"]
 
 
 def _watch(name: str, **options):

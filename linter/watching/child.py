@@ -49,6 +49,7 @@ class _Finish:
                 recorder.uninstall()
                 registry = load_registry(self.options.get("plugins", []))
                 run_checks(recorder, registry, set(self.options.get("codes", [])))
+                recorder.cleanup()
                 result = {"findings": recorder.findings, "notes": recorder.notes,
                           "summary": recorder.summary()}
         except BaseException as exc:  # noqa: BLE001 - the parent reports it as ML001

@@ -160,6 +160,8 @@ class Recorder:
         self._train_loader: LoaderRecord | None = None
         self._undo: list[Any] = []
         self._installed = False
+        self.probe_dir: str | None = None
+        self.probed: dict[str, Any] = {}
 
     # -- reporting ------------------------------------------------------------------------
     def report(self, code: str, message: str, site: Site | None) -> None:
@@ -475,6 +477,8 @@ class Recorder:
         recorder = self
 
         def __iter__(loader):
+            if recorder._installed and getattr(loader, "num_workers", 0) > 0:
+                recorder._probe_workers(loader)
             iterator = original(loader)
             if not recorder._installed:
                 return iterator
@@ -490,6 +494,43 @@ class Recorder:
             return _CutIterator(iterator, rec, recorder)
 
         return __iter__
+
+    def _probe_workers(self, loader) -> None:
+        from modellint.watching.workers import CollateProbe, InitProbe
+
+        if isinstance(loader.collate_fn, CollateProbe):
+            return
+        if self.probe_dir is None:
+            import tempfile
+
+            self.probe_dir = tempfile.mkdtemp(prefix="modellint-workers-")
+        key = str(id(loader))
+        self.probed[key] = loader
+        try:
+            loader.worker_init_fn = InitProbe(loader.worker_init_fn, self.probe_dir, key)
+            loader.collate_fn = CollateProbe(loader.collate_fn, self.probe_dir, key)
+        except Exception:  # noqa: BLE001 - a DataLoader subclass that refuses: not probed
+            pass
+
+    def cleanup(self) -> None:
+        if self.probe_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.probe_dir, ignore_errors=True)
+
+    def worker_rngs(self) -> list[tuple[Any, list[str]]]:
+        """(loader record, generators its workers used in lockstep) for each probed loader."""
+        if self.probe_dir is None:
+            return []
+        from modellint.watching.workers import identical, read
+
+        out = []
+        for (key, _), names in identical(read(self.probe_dir)).items():
+            loader = self.probed.get(key)
+            rec = self.loaders.get(id(loader)) if loader is not None else None
+            if rec is not None and all(rec is not other for other, _ in out):
+                out.append((rec, names))
+        return out
 
     def _sampler_iter_patch(self, original):
         recorder = self

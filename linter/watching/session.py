@@ -78,6 +78,7 @@ class Watch:
         self.recorder.uninstall()
         registry, enabled = _registry_and_codes(self.select, self.ignore)
         run_checks(self.recorder, registry, enabled)
+        self.recorder.cleanup()
         findings = to_findings(self.recorder.findings, registry, enabled)
         self.report = Report(findings=findings, notes=list(self.recorder.notes))
         return kind is not None and issubclass(kind, BudgetSpent)
