@@ -4,7 +4,8 @@ Each repository is cloned at a pinned commit into `$MODELLINT_CORPUS_DIR` (defau
 `~/.cache/modellint-corpus`, folder `run-<owner>+<name>@<commit>`), never into this checkout,
 and its training script is run for a few steps on CPU with tiny settings and local data
 (makemore's names.txt, minGPT's synthetic addition task, nanoGPT on random tokens written
-here). pytorch/examples is held out on purpose (the independent check).
+here), plus the one CPU-reproducible user-code case of TrainCheck's silent-issue workloads
+(stackoverflow-60335387 with FakeData), which must give ML303 while its fix gives none. pytorch/examples is held out on purpose (the independent check).
 
     python bench/run_corpus.py [--mirror DIR] [--only makemore,minGPT,nanoGPT]
 
@@ -58,10 +59,31 @@ def _nanogpt(tree: Path) -> list[list[str]]:
              "--dropout=0.1", "--out_dir=out-fake"]]
 
 
+def _traincheck(tree: Path) -> list[list[str]]:
+    """TrainCheck's silent-issue workload stackoverflow-60335387 (optimizer.zero_grad()
+    missing) and its fix, on FakeData instead of MNIST (no download) and on CPU: the bug must
+    be ML303, the fix clean (see EXPECTED)."""
+    folder = "silent-issue-detection/bug-reprod-scripts/stackoverflow-60335387"
+    for name in ("bug", "fixed"):
+        source = subprocess.run(["git", "-C", str(tree), "show", f"HEAD:{folder}/{name}.py"],
+                                capture_output=True, text=True, check=True).stdout
+        source = re.sub(r"datasets\.MNIST\(root='./data', train=(True|False), download=True, "
+                        r"transform=transform\)", "datasets.FakeData(size=512, image_size=(1, "
+                        "28, 28), num_classes=10, transform=transform)", source)
+        source = source.replace(".cuda()", "").replace("device='cuda'", "device='cpu'")
+        (tree / f"so60335387_{name}.py").write_text(source)
+    return [["--", "python", "so60335387_bug.py"], ["--", "python", "so60335387_fixed.py"]]
+
+
+# scripts that must give findings (every other command must give none)
+EXPECTED = {"so60335387_bug.py": {"ML303"}}
+
 CORPUS = [
     ("karpathy/makemore", "988aa59e4d8fefa526d06f3b453ad116258398d4", _makemore),
     ("karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26", _mingpt),
     ("karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291", _nanogpt),
+    ("OrderLab/TrainCheck-Evaluation-Workloads", "2de9268be8845dade014e5e065693e4fdd9095d6",
+     _traincheck),
 ]
 
 
@@ -70,8 +92,11 @@ def checkout(name: str, commit: str, cache: Path, mirror: Path | None) -> Path:
     if not (tree / ".git").is_dir():
         source = (str(mirror / name.replace("/", "+") / "repo") if mirror
                   else f"https://github.com/{name}.git")
-        subprocess.run(["git", "clone", "--quiet", source, str(tree)], check=True)
-    subprocess.run(["git", "-C", str(tree), "checkout", "--quiet", commit], check=True)
+        subprocess.run(["git", "clone", "--quiet", "--no-checkout", source, str(tree)],
+                       check=True)
+    # a checkout can fail on files kept out of a mirror (large traces): what is there is used
+    subprocess.run(["git", "-C", str(tree), "checkout", "--quiet", commit, "--", "."],
+                   capture_output=True)
     return tree
 
 
@@ -93,8 +118,12 @@ def main() -> int:
                                    "concise", *argv], cwd=tree, capture_output=True, text=True,
                                   env={**os.environ, "PYTHONPATH": str(tree)})
             report = proc.stdout.strip().splitlines()
-            verdict = "ok" if proc.returncode == 0 else "FINDINGS"
-            failed += proc.returncode != 0
+            script = argv[argv.index("--") + 2] if argv[argv.index("--") + 1] == "python" \
+                else argv[argv.index("--") + 1]
+            codes = set(re.findall(r": (ML\d+) ", proc.stdout))
+            ok = codes == EXPECTED.get(script, set())
+            verdict = "ok" if ok else "UNEXPECTED"
+            failed += not ok
             print(f"{verdict:8} {name}@{commit[:7]} {' '.join(argv[argv.index('--') + 1:])}")
             for line in report:
                 print(f"         {line}")
