@@ -158,11 +158,20 @@ def test_command_timeout_stops_a_script_that_never_steps(tmp_path):
     assert "--timeout reached" in out.stdout and "Traceback" not in out.stderr
 
 
+def test_command_under_torchrun_merges_the_ranks_findings():
+    pytest.importorskip("torch.distributed")
+    out = _run("--", "torchrun", "--nproc-per-node", "2", "ddp_bad.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.count("ML321") == 1 and "ddp_bad.py:19:" in out.stdout
+    assert "on each of 2 ranks" in out.stdout
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     ([], "after `--`"),
     (["--"], "nothing to run"),
     (["--", "python", "missing.py"], "script does not exist"),
     (["--steps", "0", "--", "python", str(FIXTURES / "clean.py")], "--steps must be at least 1"),
+    (["--", "torchrun", "--nproc-per-node", "2", "-m", "pkg"], "is not supported"),
 ])
 def test_command_usage_errors(argv, message, capsys):
     from modellint.cli import main

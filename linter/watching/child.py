@@ -71,6 +71,8 @@ def _print_user_traceback(exc: BaseException) -> None:
 
 def main(argv: list[str]) -> int:
     result_path, options_text, separator, *target = argv
+    if os.environ.get("RANK") not in (None, "", "0"):  # under torchrun: one result per rank
+        result_path = f"{result_path}.rank{os.environ['RANK']}"
     assert separator == "--"
     options = json.loads(options_text)
     finish = _Finish(result_path, options)

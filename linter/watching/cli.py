@@ -63,6 +63,14 @@ def split_target(argv: list[str], usage_error) -> tuple[list[str], list[str], st
     if not target:
         raise usage_error("nothing to run after `--`")
     interpreter = sys.executable
+    if os.path.basename(target[0]) == "torchrun" or target[:3] == ["python", "-m",
+                                                                    "torch.distributed.run"]:
+        launcher, rest = _torchrun(target[1:] if target[0] != "python" else target[3:])
+        if not rest or not os.path.isfile(rest[0]):
+            raise usage_error("give the script after torchrun's options: -- torchrun "
+                              "--nproc-per-node 2 train.py ARGS")
+        return options, [interpreter, "-m", "torch.distributed.run", *launcher, "-m",
+                         "modellint.watching.child", "{RESULT}", "{OPTIONS}", "--", *rest], rest[0]
     if _PYTHON.match(os.path.basename(target[0])):
         found = shutil.which(target[0])
         if found is None:
@@ -84,6 +92,24 @@ def split_target(argv: list[str], usage_error) -> tuple[list[str], list[str], st
     return options, [interpreter, *target], script
 
 
+_TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path",
+                   "--module", "-m"}
+
+
+def _torchrun(argv: list[str]) -> tuple[list[str], list[str]]:
+    """torchrun's own options, and the script with its arguments."""
+    index = 0
+    while index < len(argv) and argv[index].startswith("-"):
+        if argv[index] in ("--module", "-m", "--no-python", "--no_python"):
+            raise TorchrunOptionError(argv[index])
+        index += 1 if "=" in argv[index] or argv[index] in _TORCHRUN_FLAGS else 2
+    return argv[:index], argv[index:]
+
+
+class TorchrunOptionError(Exception):  # a torchrun option `modellint run` cannot wrap
+    pass
+
+
 def run_main(argv: list[str]) -> int:
     from modellint import cli
     from modellint.config import enabled_codes, validate_codes
@@ -91,7 +117,11 @@ def run_main(argv: list[str]) -> int:
     from modellint.runtime.pass_ import Suppressions, torch_missing
     from modellint.watching.session import to_findings
 
-    options, command, script = split_target(argv, cli.UsageError)
+    try:
+        options, command, script = split_target(argv, cli.UsageError)
+    except TorchrunOptionError as exc:
+        raise cli.UsageError(f"torchrun's {exc} is not supported under `modellint run`; give "
+                             f"the script's path") from None
     args = build_parser(cli._Parser, cli._seconds, cli._codes,
                         cli.ALLOW_CONFIG_PLUGINS_FLAG).parse_args(options)
     if args.steps < 1:
@@ -162,7 +192,8 @@ def run_summary(data: dict) -> str:
                "interrupted": "interrupted", None: "the script ended"}
     losses = data.get("losses") or []
     loss = f", last loss {losses[-1]:.4g}" if losses else ""
-    return (f"modellint run: {data.get('steps', 0)} optimizer step(s), "
+    ranks = f" on each of {data['ranks']} ranks" if data.get("ranks") else ""
+    return (f"modellint run: {data.get('steps', 0)} optimizer step(s){ranks}, "
             f"{data.get('epochs', 0)} epoch(s), {data.get('optimizers', 0)} optimizer(s), "
             f"{data.get('models', 0)} model(s){loss}, {data.get('seconds', 0):.1f} s "
             f"({reasons.get(data.get('stopped'), data.get('stopped'))})")
@@ -177,8 +208,12 @@ def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
     interpreter, target = command[0], command[1:]
     with tempfile.TemporaryDirectory(prefix="modellint-run-") as folder:
         result_path = str(Path(folder) / "result.json")
-        child = [interpreter, "-m", "modellint.watching.child", result_path, json.dumps(options),
-                 "--", *target]
+        if "{RESULT}" in target:  # torchrun: every rank runs the child, writing its own result
+            child = [interpreter, *[result_path if a == "{RESULT}" else json.dumps(options)
+                                    if a == "{OPTIONS}" else a for a in target]]
+        else:
+            child = [interpreter, "-m", "modellint.watching.child", result_path,
+                     json.dumps(options), "--", *target]
         # the script's own output stays visible; on stderr when the report goes to stdout
         stdout = None
         if report_to_stdout:
@@ -201,7 +236,8 @@ def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
             process.kill()
             process.wait()
             raise
-        result = _read(result_path)
+        result = _merge([_read(os.path.join(folder, name)) for name in sorted(os.listdir(folder))
+                         if name.startswith("result.json")])
         if result is None:
             if code != 0 and interpreter != sys.executable and not _has_modellint(interpreter):
                 from modellint.cli import UsageError
@@ -211,6 +247,29 @@ def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
             return {}, (f"the script ended (status {code}) before modellint could report: "
                         f"it was killed, or exited with os._exit")
         return result, None
+
+
+def _merge(results: list[dict | None]) -> dict | None:
+    """One result from the ranks' (or the one process's): findings once each, rank 0's
+    summary."""
+    results = [r for r in results if r is not None]
+    if not results:
+        return None
+    summary = dict(results[0].get("summary") or {})
+    if len(results) > 1:
+        summary["ranks"] = len(results)
+    merged: dict = {"findings": [], "notes": [], "summary": summary}
+    seen = set()
+    for result in results:
+        for raw in result.get("findings", []):
+            key = (raw["code"], raw.get("file"), raw.get("line"))
+            if key not in seen:
+                seen.add(key)
+                merged["findings"].append(raw)
+        merged["notes"] += [n for n in result.get("notes", []) if n not in merged["notes"]]
+        if "internal" in result:
+            merged["internal"] = result["internal"]
+    return merged
 
 
 def _read(path: str) -> dict | None:
