@@ -442,6 +442,62 @@ class WorkersShareRandomState(RunRule):
                           loader.site)
 
 
+class RanksDiverge(RunRule):
+    """Under torch.distributed, the ranks' parameters differ after an optimizer step.
+
+    ## What it does
+    `modellint run -- torchrun ...`: each rank sums each trainable parameter after its first
+    optimizer steps; the sums of all ranks are compared, and the first step after which a
+    parameter differs between ranks is reported, naming the parameters.
+
+    ## Why is this bad?
+    Data-parallel training keeps one model: every rank must hold the same parameters. They
+    drift apart when a trained module is outside the `DistributedDataParallel` wrapper, a
+    layer is replaced or moved after wrapping, or a rank steps on its own gradients: each
+    rank then trains its own model and the saved checkpoint is only rank 0's.
+
+    ## Example
+        backbone = DistributedDataParallel(Backbone())
+        head = nn.Linear(512, 10)  # trained, but its gradients are never averaged
+
+    ## Use instead
+        model = DistributedDataParallel(nn.Sequential(Backbone(), nn.Linear(512, 10)))
+    """
+
+    code = "ML323"
+    name = "ranks-diverge"
+    severity = Severity.ERROR
+
+    def check(self, record) -> None:
+        return None  # compared across ranks by `compare_ranks`
+
+    @classmethod
+    def compare_ranks(cls, prints: list[list[dict]]) -> list[dict]:
+        import math
+
+        first = prints[0]
+        for index, entry in enumerate(first):
+            differ = []
+            for other in prints[1:]:
+                if index >= len(other):
+                    continue
+                for name, value in entry["params"].items():
+                    theirs = other[index]["params"].get(name)
+                    if theirs is not None and not math.isclose(value, theirs, rel_tol=1e-5,
+                                                               abs_tol=1e-6):
+                        if name not in differ:
+                            differ.append(name)
+            if differ:
+                site = entry.get("site")
+                return [{"code": cls.code, "message": f"after optimizer step {entry['step']} "
+                         f"the ranks hold different values of {len(differ)} parameter(s) "
+                         f"({_names(differ)}): their gradients are not averaged across ranks "
+                         f"(outside the DistributedDataParallel wrapper, or replaced after "
+                         f"wrapping); wrap the whole trained model once, after changing it",
+                         "file": site[0] if site else None, "line": site[1] if site else 1}]
+        return []
+
+
 class NonFiniteInRun(RunCheck):
     """ML704 at run time: the first non-finite loss or gradient and the module that made it."""
 
@@ -495,7 +551,7 @@ class ScriptFailed(RunRule):
 
 
 RUN_RULES = [StaleOptimizerParameters, ParametersNeverUpdated, SamplerEpochNeverSet,
-             WorkersShareRandomState, ScriptFailed]
+             WorkersShareRandomState, RanksDiverge, ScriptFailed]
 RUN_HALVES = [GradientsNeverCleared, PerEpochSchedulerPerBatch, SchedulerBeforeOptimizerStep,
               LossGraphsKept, EvalInTrainMode, EvalWithAutograd, LeftInEvalMode,
               ParamGroupsAtRuntime, NonFiniteInRun]

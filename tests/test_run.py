@@ -164,6 +164,15 @@ def test_command_under_torchrun_merges_the_ranks_findings():
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.count("ML321") == 1 and "ddp_bad.py:19:" in out.stdout
     assert "on each of 2 ranks" in out.stdout
+    assert "ML323" not in out.stdout  # DDP keeps the ranks' parameters identical
+
+
+def test_command_under_torchrun_reports_ranks_that_diverge():
+    pytest.importorskip("torch.distributed")
+    out = _run("--format", "concise", "--", "torchrun", "--nproc-per-node", "2",
+               "ddp_diverge_bad.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "ddp_diverge_bad.py:24:9: ML323 after optimizer step 1" in out.stdout
 
 
 @pytest.mark.parametrize(("argv", "message"), [

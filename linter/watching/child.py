@@ -51,7 +51,7 @@ class _Finish:
                 run_checks(recorder, registry, set(self.options.get("codes", [])))
                 recorder.cleanup()
                 result = {"findings": recorder.findings, "notes": recorder.notes,
-                          "summary": recorder.summary()}
+                          "summary": recorder.summary(), "rank_prints": recorder.rank_prints}
         except BaseException as exc:  # noqa: BLE001 - the parent reports it as ML001
             result["internal"] = f"{type(exc).__name__}: {exc}"
         tmp = self.result_path + ".tmp"

@@ -153,6 +153,11 @@ def run_main(argv: list[str]) -> int:
     result, stopped = _run_child(command, args, sorted(enabled), plugins,
                                  report_to_stdout=not args.output_file)
     raws = list(result.get("findings", []))
+    if len(result.get("rank_prints") or []) > 1:  # checks that compare the ranks
+        for code in sorted(enabled):
+            compare = getattr(registry.run_checks.get(code), "compare_ranks", None)
+            if compare is not None:
+                raws += compare(result["rank_prints"])
     if "internal" in result:
         raws.append({"code": "ML001", "message": f"`modellint run` failed: "
                      f"{result['internal']}", "file": None, "line": 1})
@@ -269,6 +274,7 @@ def _merge(results: list[dict | None]) -> dict | None:
         merged["notes"] += [n for n in result.get("notes", []) if n not in merged["notes"]]
         if "internal" in result:
             merged["internal"] = result["internal"]
+    merged["rank_prints"] = [r.get("rank_prints") or [] for r in results]
     return merged
 
 

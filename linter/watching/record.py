@@ -148,6 +148,8 @@ class Recorder:
         self.non_finite: NonFinite | None = None
         self.crash: dict[str, Any] | None = None
         self.grad_seen: set[int] = set()
+        # under torch.distributed: per step, a sum of each trainable parameter, to compare ranks
+        self.rank_prints: list[dict[str, Any]] = []
         self.stopped: str | None = None
         self.findings: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -311,11 +313,24 @@ class Recorder:
         rec.steps += 1
         self.total_steps += 1
         self._count_live_graphs()
+        if len(self.rank_prints) < 5 and _distributed():
+            self._fingerprint_params(opt)
         if self.total_steps <= 3:  # which trainable parameters get gradients at all
             for model in self.models.values():
                 for p in model.model.parameters():
                     if p.requires_grad and p.grad is not None:
                         self.grad_seen.add(id(p))
+
+    def _fingerprint_params(self, opt) -> None:
+        rec = self._optimizer(opt)
+        site = rec.step_sites[-1] if rec.step_sites else None
+        sums = {}
+        with torch.no_grad():
+            for model in self.models.values():
+                for name, p in model.model.named_parameters():
+                    if p.requires_grad and name not in sums:
+                        sums[f"{model.name}.{name}"] = float(p.detach().double().sum())
+        self.rank_prints.append({"step": self.total_steps, "site": site, "params": sums})
 
     def stop(self, reason: str) -> None:
         self.stopped = reason
@@ -591,6 +606,15 @@ class _CutIterator:
 
     def __getattr__(self, name: str):
         return getattr(self._iterator, name)
+
+
+def _distributed() -> bool:
+    try:
+        import torch.distributed as dist
+
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _cleared(sample: list[Any]) -> bool:
