@@ -13,7 +13,26 @@ from __future__ import annotations
 from collections import defaultdict
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import RunCheck, RunRule, Severity
+from modellint.rule import Invalid, RunCheck, RunRule, Severity
+
+# the examples of the run rules are small training scripts, run under `modellint.watch()`
+_SETUP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
+          "TensorDataset\n\ntorch.manual_seed(0)\ndata = TensorDataset(torch.randn(64, 8), "
+          "torch.randn(64, 1))\nloader = DataLoader(data, batch_size=8)\n")
+_LOOP = ("for epoch in range(4):\n    for x, y in loader:\n        optimizer.zero_grad()\n"
+         "        nn.functional.mse_loss(model(x), y).backward()\n        optimizer.step()\n")
+
+
+def _script(middle: str, loop: str = _LOOP) -> str:
+    return _SETUP + middle + loop
+
+
+def _invalid(code: str) -> Invalid:
+    """An invalid example whose reported line ends with `  # <-`."""
+    lines = code.split("\n")
+    line = next(i for i, text in enumerate(lines, 1) if text.endswith("  # <-"))
+    return Invalid(code.replace("  # <-", ""), line=line)
+
 
 PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau")
 
@@ -291,6 +310,12 @@ class StaleOptimizerParameters(RunRule):
     code = "ML319"
     name = "optimizer-holds-stale-parameters"
     severity = Severity.ERROR
+    valid = [_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+                     "model[1] = nn.Linear(4, 1)\n"
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
+    invalid = [_invalid(_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # <-\n"
+                                "model[1] = nn.Linear(4, 1)\n"))]
 
     def check(self, record) -> None:
         if not record.total_steps:
@@ -338,6 +363,13 @@ class ParametersNeverUpdated(RunRule):
     code = "ML320"
     name = "parameters-never-updated"
     severity = Severity.WARNING
+    valid = [_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+                     "model[0].requires_grad_(False)\n"
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
+    invalid = [_invalid(_script(
+        "model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+        "optimizer = torch.optim.SGD([{'params': model[0].parameters(), 'lr': 0.0},  # <-\n"
+        "                             {'params': model[1].parameters()}], lr=0.01)\n"))]
 
     def check(self, record) -> None:
         params, names = _model_params(record)
@@ -391,6 +423,14 @@ class SamplerEpochNeverSet(RunRule):
     code = "ML321"
     name = "sampler-epoch-never-set"
     severity = Severity.WARNING
+    _SAMPLER = ("from torch.utils.data.distributed import DistributedSampler\n"
+                "sampler = DistributedSampler(data, num_replicas=1, rank=0)\n"
+                "loader = DataLoader(data, batch_size=8, sampler=sampler)\n"
+                "model = nn.Linear(8, 1)\n"
+                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")
+    valid = [_script(_SAMPLER, "for epoch in range(4):\n    sampler.set_epoch(epoch)\n"
+                     + _LOOP.split("\n", 1)[1])]
+    invalid = [_invalid(_script(_SAMPLER, _LOOP.replace("in loader:", "in loader:  # <-")))]
 
     def check(self, record) -> None:
         for rec in record.samplers.values():
@@ -432,6 +472,22 @@ class WorkersShareRandomState(RunRule):
     code = "ML322"
     name = "workers-share-random-state"
     severity = Severity.WARNING
+    _DATASET = ("import random\n\n\nclass Noisy(torch.utils.data.Dataset):\n"
+                "    def __init__(self):\n        self.rng = random.Random(0)\n\n"
+                "    def __len__(self):\n        return 64\n\n"
+                "    def __getitem__(self, i):\n"
+                "        return torch.full((8,), self.rng.random()), torch.zeros(1)\n\n\n")
+    _SEED = ("def seed(worker_id):\n    info = torch.utils.data.get_worker_info()\n"
+             "    info.dataset.rng = random.Random(info.seed)\n\n\n")
+    _MAIN = ("if __name__ == '__main__':\n"
+             "    loader = DataLoader(Noisy(), batch_size=8, num_workers=2{extra})\n"
+             "    model = nn.Linear(8, 1)\n"
+             "    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+             "    for x, y in loader:{mark}\n        optimizer.zero_grad()\n"
+             "        nn.functional.mse_loss(model(x), y).backward()\n"
+             "        optimizer.step()\n")
+    valid = [_SETUP + _DATASET + _SEED + _MAIN.format(extra=", worker_init_fn=seed", mark="")]
+    invalid = [_invalid(_SETUP + _DATASET + _MAIN.format(extra="", mark="  # <-"))]
 
     def check(self, record) -> None:
         for loader, names in record.worker_rngs():
@@ -467,6 +523,7 @@ class RanksDiverge(RunRule):
     code = "ML323"
     name = "ranks-diverge"
     severity = Severity.ERROR
+    # needs several processes: tested under torchrun by tests/test_run.py (fixtures/training)
 
     def check(self, record) -> None:
         return None  # compared across ranks by `compare_ranks`
@@ -541,6 +598,12 @@ class ScriptFailed(RunRule):
     code = "ML003"
     name = "script-failed"
     severity = Severity.ERROR
+    valid = [_script("model = nn.Linear(8, 1)\n"
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
+    invalid = [_invalid(_script("model = nn.Linear(8, 1)\n"
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n",
+                                "for x, y in loader:\n"
+                                "    model(x.view(8, 2, 4))  # <-\n"))]
 
     def check(self, record) -> None:
         crash = record.crash

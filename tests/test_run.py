@@ -63,6 +63,45 @@ def test_clean_twin_gives_no_finding(name, capsys):
     assert w.ok
 
 
+def _run_rule_cases(kind):
+    from modellint.rule import RunRule
+    from modellint.testing import registry
+
+    for code, rule in sorted(registry().run_checks.items()):
+        if isinstance(rule, type) and issubclass(rule, RunRule):
+            for index, example in enumerate(getattr(rule, kind)):
+                text = example if isinstance(example, str) else example.code
+                yield pytest.param(rule, text, getattr(example, "line", None),
+                                   id=f"{code}-{kind}-{index}")
+
+
+def _watch_text(text, tmp_path, code):
+    from modellint.watching.record import crash_record
+
+    script = tmp_path / "example.py"
+    script.write_text(text)
+    with modellint.watch(steps=20, batches_per_epoch=5, select=[code]) as w:
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except Exception:  # noqa: BLE001 - ML003's invalid example fails on purpose
+            w.recorder.crash = crash_record(sys.exc_info()[1], w.recorder.user)
+    return w
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("rule", "text", "line"), list(_run_rule_cases("valid")))
+def test_run_rule_valid_example(rule, text, line, tmp_path, capsys):
+    w = _watch_text(text, tmp_path, rule.code)
+    assert rule.code not in w.codes(), str(w)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("rule", "text", "line"), list(_run_rule_cases("invalid")))
+def test_run_rule_invalid_example(rule, text, line, tmp_path, capsys):
+    w = _watch_text(text, tmp_path, rule.code)
+    assert (rule.code, line) in [(f.code, f.line) for f in w.findings], str(w)
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_the_step_budget_stops_the_run_quietly(capsys):
     w = _watch("clean.py", steps=7)
