@@ -3,7 +3,7 @@
 from modellint.hookspecs import hookimpl
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "check_model", "check_optimizer", "hookimpl"]
+__all__ = ["__version__", "check_model", "check_optimizer", "hookimpl", "watch"]
 
 
 def __getattr__(name: str):
@@ -12,4 +12,8 @@ def __getattr__(name: str):
         from modellint.runtime import api
 
         return getattr(api, name)
+    if name == "watch":
+        from modellint.watching.session import watch
+
+        return watch
     raise AttributeError(f"module 'modellint' has no attribute {name!r}")

@@ -34,7 +34,7 @@ from modellint.plugins import (
 from modellint.report import printable
 from modellint.suppress import hidden_codes, shown_codes
 
-SUBCOMMANDS = ("check", "rules", "rule", "trace", "server")
+SUBCOMMANDS = ("check", "rules", "rule", "trace", "server", "run")
 # the built-in report formats (modellint.report.builtin); plugins may add more
 FORMATS = ("text", "concise", "json", "github", "sarif")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -156,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build a model and print the shape, parameters, device and dtype of "
                         "every layer (torchinfo-style); --memory, --feature-maps")
 
+    from modellint.watching.cli import build_parser as run_parser
+
+    sub.add_parser("run", parents=[run_parser(argparse.ArgumentParser, _seconds, _codes,
+                                              ALLOW_CONFIG_PLUGINS_FLAG)],
+                   add_help=False, help="run a training script for a few steps under "
+                   "instrumentation (EXECUTES it): modellint run [options] -- python train.py")
+
     server = sub.add_parser("server", help="run the language server on stdin and stdout "
                             "(needs the `server` extra)")
     server.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
@@ -194,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
             from modellint.runtime.cli import trace_main
 
             return trace_main(argv[1:])
+        if argv[0] == "run":
+            from modellint.watching.cli import run_main
+
+            return run_main(argv[1:])
         args = build_parser().parse_args(argv)
         if args.command == "rules":
             return _cmd_rules(args)

@@ -39,6 +39,7 @@ BUILTIN_PLUGINS = (
     "modellint.rules.numerics",
     "modellint.rules.training_script",
     "modellint.rules.runtime.checks",
+    "modellint.rules.run",
     "modellint.report.builtin",
 )
 ENTRY_POINT_GROUP = "modellint"
@@ -60,6 +61,8 @@ class Registry:
     origins: dict[str, str] = field(default_factory=dict)
     # rule code -> its runtime check (a `RuntimeRule`, or the runtime half of a static rule)
     runtime_checks: dict[str, type] = field(default_factory=dict)
+    # code -> the check `modellint run` runs on a watched training run
+    run_checks: dict[str, type] = field(default_factory=dict)
     # plugin name -> distribution version (for cache keys)
     versions: dict[str, str] = field(default_factory=dict)
 
@@ -135,6 +138,12 @@ def load_registry(
     return registry
 
 
+def _is_run_check(rule) -> bool:
+    from modellint.rule import RunCheck
+
+    return isinstance(rule, type) and issubclass(rule, RunCheck)
+
+
 def _collect(registry: Registry) -> None:
     halves = []  # runtime halves of rules documented by a static rule: checked once all are in
     for impl in registry.manager.hook.modellint_add_rules.get_hookimpls():
@@ -151,7 +160,7 @@ def _collect(registry: Registry) -> None:
                     f"plugin {impl.plugin_name!r} registered a rule with an invalid code "
                     f"{code!r} (expected letters then digits, such as XYZ101)"
                 )
-            if not hasattr(rule, "documentation"):  # a RuntimeCheck that is not a Rule
+            if not hasattr(rule, "documentation"):  # a Runtime/RunCheck that is not a Rule
                 halves.append((impl.plugin_name, rule))
                 continue
             if code in registry.rules:
@@ -163,7 +172,21 @@ def _collect(registry: Registry) -> None:
             registry.origins[code] = impl.plugin_name
             if hasattr(rule, "needs") and callable(getattr(rule, "check", None)):  # a RuntimeRule
                 registry.runtime_checks[code] = rule
+            elif _is_run_check(rule):  # a RunRule
+                registry.run_checks[code] = rule
     for plugin, check in halves:
+        if _is_run_check(check):
+            rule = registry.rules.get(check.code)
+            if rule is None or "run" not in rule.passes:
+                raise PluginError(
+                    f"plugin {plugin!r} registered a run check for {check.code}, which no rule "
+                    f"with \"run\" in its passes documents"
+                )
+            if check.code in registry.run_checks:
+                raise PluginError(f"plugin {plugin!r} registered a run check for {check.code}, "
+                                  f"which already has one")
+            registry.run_checks[check.code] = check
+            continue
         rule = registry.rules.get(check.code)
         if rule is None or "runtime" not in rule.passes:
             raise PluginError(

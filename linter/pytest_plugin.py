@@ -6,7 +6,9 @@
 
 `modellint.check(...)` takes the arguments of `modellint.check_model` and returns its report;
 it fails the test when any finding is an error or warning (`strict=False` only returns the
-report). `modellint.check_optimizer(model, optimizer)` does the same for ML305. Nothing is
+report). `modellint.check_optimizer(model, optimizer)` does the same for ML305.
+`with modellint.watch(steps=20): train(...)` watches a training run in the test (the checks of
+`modellint run`) and fails the test with the findings when the block ends. Nothing is
 global, so it works under pytest-xdist (`-n`). torch is imported only when a check runs.
 """
 
@@ -31,6 +33,22 @@ class ModellintHelper:
         if strict and not report.ok:
             pytest.fail(f"modellint found problems in the optimizer:\n{report}", pytrace=False)
         return report
+
+
+    def watch(self, strict: bool = True, **options):
+        """A `modellint.watch()` that fails the test at the end of the block when the run had
+        findings (`strict=False`: read them from `.report`)."""
+        from modellint.watching.session import Watch
+
+        class _Strict(Watch):
+            def __exit__(self, kind, exc, tb):
+                swallowed = super().__exit__(kind, exc, tb)
+                if strict and (kind is None or swallowed) and not self.report.ok:
+                    pytest.fail(f"modellint found problems in the training run:\n"
+                                f"{self.report}", pytrace=False)
+                return swallowed
+
+        return _Strict(**options)
 
 
 @pytest.fixture

@@ -20,6 +20,8 @@ __all__ = [
     "Invalid",
     "Rule",
     "RuntimeCheck",
+    "RunCheck",
+    "RunRule",
     "RuntimeRule",
     "Severity",
     "StaticRule",
@@ -195,3 +197,27 @@ class RuntimeRule(Rule, RuntimeCheck):
     """A rule found only by the runtime pass: its documentation and its `check(run)`."""
 
     passes: ClassVar[tuple[str, ...]] = ("runtime",)
+
+
+class RunCheck:
+    """What `modellint run` (and `modellint.watching()`) checks for one rule code, on the record
+    of a watched training run (`modellint.watching.record.Recorder`: optimizers and their steps,
+    schedulers, model forwards and modes, backward passes, DataLoader epochs).
+
+    `check(record)` reports through `record.report(code, message, site)`, where `site` is a
+    `(file, line, function)` of the user's code. A class of this kind that is not a `Rule` is
+    the run half of a rule documented elsewhere (one whose `passes` include "run"), registered
+    through `modellint_add_rules` beside it, under the same code.
+    """
+
+    code: ClassVar[str]
+
+    def check(self, record: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} defines no check(record)")
+
+
+class RunRule(Rule, RunCheck):
+    """A rule found only by watching a training run: its documentation and its
+    `check(record)`."""
+
+    passes: ClassVar[tuple[str, ...]] = ("run",)

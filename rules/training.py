@@ -147,6 +147,7 @@ class SchedulerStepInBatchLoop(ScopeRule):
     """
 
     code = "ML301"
+    passes = ("static", "run")
     name = "scheduler-step-in-batch-loop"
     triggers = ("lr_scheduler",)
     valid = [
@@ -282,6 +283,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
     """
 
     code = "ML302"
+    passes = ("static", "run")
     name = "scheduler-before-optimizer"
     severity = Severity.WARNING
     triggers = ("sched",)
@@ -391,6 +393,7 @@ class MissingZeroGrad(ScopeRule):
     """
 
     code = "ML303"
+    passes = ("static", "run")
     name = "missing-zero-grad"
     triggers = ("backward",)
     valid = [
@@ -598,6 +601,7 @@ class LossKeptWithGraph(ScopeRule):
     """
 
     code = "ML304"
+    passes = ("static", "run")
     name = "loss-kept-with-graph"
     fix = "unsafe"
     triggers = ("loss", "Loss", "backward")
@@ -793,6 +797,7 @@ class ParamGroupOverlap(StaticRule):
     """
 
     code = "ML305"
+    passes = ("static", "run")
     name = "param-group-overlap"
     triggers = ('"params"', "'params'")
     valid = [
@@ -1022,6 +1027,7 @@ class EvalWithoutEvalMode(ScopeRule):
     """
 
     code = "ML306"
+    passes = ("static", "run")
     name = "eval-without-eval-mode"
     triggers = ("no_grad", "inference_mode")
     valid = [
@@ -1166,6 +1172,7 @@ class EvalWithoutNoGrad(ScopeRule):
     """
 
     code = "ML307"
+    passes = ("static", "run")
     name = "eval-without-no-grad"
     severity = Severity.WARNING
     triggers = ("eval(", "train(False", "train(mode=False")

@@ -705,6 +705,7 @@ class EvalNeverReset(ScopeRule):
     """
 
     code = "ML312"
+    passes = ("static", "run")
     name = "eval-never-reset"
     triggers = ("eval(", "train(False", "train(mode=False")
     _FIT = (

@@ -27,7 +27,8 @@ def test_every_option_of_every_command_has_help():
     missing = []
     parsers = [*_parsers(build_parser(), "modellint"), ("modellint trace", trace_parser())]
     assert {name for name, _ in parsers} >= {"modellint check", "modellint rules",
-                                             "modellint rule", "modellint trace"}
+                                             "modellint rule", "modellint trace",
+                                             "modellint run", "modellint server"}
     for name, parser in parsers:
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
@@ -50,7 +51,7 @@ def _help(*args: str) -> str:
 
 def test_top_level_help_lists_every_subcommand_with_trace():
     text = _help()
-    for command in ("check", "rules", "rule", "trace"):
+    for command in ("check", "rules", "rule", "trace", "run", "server"):
         assert re.search(rf"^\s+{command}\s+\S", text, re.M), (command, text)
 
 
@@ -63,6 +64,11 @@ def test_check_help_lists_every_report_format():
     match = re.search(r"--format FORMAT (.*?) \(default text\)", text)
     assert match, text
     assert sorted(f.strip() for f in match.group(1).split(",")) == formats
+
+
+def test_run_help_needs_no_script_and_says_it_executes_it():
+    text = _help("run")
+    assert "--steps" in text and "EXECUTES" in text
 
 
 def test_trace_help_is_the_trace_parsers():

@@ -165,6 +165,7 @@ class NonFiniteOutput(RuntimeRule):
 
     code = "ML704"
     name = "non-finite-output"
+    passes = ("runtime", "run")  # `modellint run`: the first non-finite loss or gradient
     needs = frozenset({FORWARD, TRAIN})
     numeric = True
     valid = [

@@ -1,0 +1,119 @@
+"""The process `modellint run` starts: `python -m modellint.watching.child RESULT OPTIONS -- TARGET
+ARGS...` runs the user's script (a file, or `-m package.module`) as `__main__` with the
+instrumentation installed, and writes what it saw to RESULT (JSON) when the script ends, fails,
+or spends its budget (steps or seconds). The script's own output goes where it would."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import traceback
+
+
+class _Finish:
+    def __init__(self, result_path: str, options: dict) -> None:
+        self.result_path = result_path
+        self.options = options
+        self.recorder = None
+        self.lock = threading.Lock()
+        self.done = False
+
+    def __call__(self, reason: str) -> None:
+        """Check what was seen, write the result and leave at once: nothing more of the
+        script runs (no traceback, no `finally` of the user's), as if the run ended there."""
+        with self.lock:
+            if self.done:
+                return
+            self.done = True
+            recorder = self.recorder
+            if recorder is not None:
+                recorder.stopped = recorder.stopped or reason
+            self.write()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(0)
+
+    def write(self) -> None:
+        from modellint.plugins import load_registry
+        from modellint.watching.session import run_checks
+
+        recorder = self.recorder
+        result: dict = {"findings": [], "notes": []}
+        try:
+            if recorder is not None:
+                recorder.uninstall()
+                registry = load_registry(self.options.get("plugins", []))
+                run_checks(recorder, registry, set(self.options.get("codes", [])))
+                recorder.cleanup()
+                result = {"findings": recorder.findings, "notes": recorder.notes,
+                          "summary": recorder.summary(), "rank_prints": recorder.rank_prints}
+        except BaseException as exc:  # noqa: BLE001 - the parent reports it as ML001
+            result["internal"] = f"{type(exc).__name__}: {exc}"
+        tmp = self.result_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, default=str)
+        os.replace(tmp, self.result_path)
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """The script's traceback as Python would print it, without modellint's frames."""
+    tb = exc.__traceback__
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+
+
+def main(argv: list[str]) -> int:
+    result_path, options_text, separator, *target = argv
+    if os.environ.get("RANK") not in (None, "", "0"):  # under torchrun: one result per rank
+        result_path = f"{result_path}.rank{os.environ['RANK']}"
+    assert separator == "--"
+    options = json.loads(options_text)
+    finish = _Finish(result_path, options)
+    from modellint.watching.record import BudgetSpent, Recorder, crash_record
+
+    recorder = Recorder(steps=options.get("steps"),
+                        batches_per_epoch=options.get("batches_per_epoch"), on_budget=finish)
+    finish.recorder = recorder
+    timeout = options.get("timeout")
+    if timeout:
+        timer = threading.Timer(float(timeout), finish, args=("timeout",))
+        timer.daemon = True
+        timer.start()
+    import runpy
+
+    recorder.install()
+    try:
+        if target[0] == "-m":
+            sys.argv = [target[1], *target[2:]]
+            runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(target[0])
+            sys.argv = [path, *target[1:]]
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
+    except BudgetSpent:
+        pass
+    except SystemExit as exc:
+        code = exc.code
+        if code not in (None, 0):
+            recorder.crash = crash_record(exc, recorder.user)
+            recorder.crash["error"] = (f"exit status {code}" if isinstance(code, int)
+                                       else f"exit: {code}")
+    except KeyboardInterrupt:
+        recorder.stopped = "interrupted"
+    except BaseException as exc:  # noqa: BLE001 - the script's own error: one finding
+        recorder.crash = crash_record(exc, recorder.user)
+        _print_user_traceback(exc)
+    finish("end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

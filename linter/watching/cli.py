@@ -1,0 +1,304 @@
+"""`modellint run [OPTIONS] -- python train.py ARGS...` (or `-- train.py ...`, `-- -m pkg.mod
+...`): run the user's training script in a child process with the instrumentation loaded, for
+a bounded budget, and report what it saw through the reporters `check` uses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DEFAULT_STEPS = 20
+DEFAULT_BATCHES = 5
+DEFAULT_TIMEOUT = 600.0
+GRACE = 30.0  # seconds the child gets past --timeout to write its result before it is killed
+
+
+def build_parser(parser_class, seconds, codes, allow_flag) -> argparse.ArgumentParser:
+    parser = parser_class(prog="modellint run", description=(
+        "Run a training script for a few steps under instrumentation and report silent "
+        "training mistakes. It EXECUTES the script."))
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                        help=f"optimizer steps before the run is stopped (default "
+                             f"{DEFAULT_STEPS})")
+    parser.add_argument("--batches-per-epoch", type=int, default=DEFAULT_BATCHES,
+                        help=f"cut each DataLoader iteration after this many batches "
+                             f"(default {DEFAULT_BATCHES}; 0: no cut)")
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
+                        help=f"seconds before the run is stopped (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--select", type=codes, help="comma-separated codes or prefixes, or ALL")
+    parser.add_argument("--extend-select", type=codes, default=[],
+                        help="codes or prefixes to report beside the selected ones")
+    parser.add_argument("--ignore", type=codes, default=[], help="codes or prefixes not to report")
+    parser.add_argument("--format", default="text", help="text, concise, json, or a plugin's")
+    parser.add_argument("--output-file", "-o", help="write the report to this file")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    parser.add_argument("--statistics", action="store_true", help="count findings per rule")
+    parser.add_argument("--config", help="a pyproject.toml or modellint.toml to use")
+    parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                        help="load a plugin module (repeatable)")
+    parser.add_argument(allow_flag, action="store_true",
+                        help="load the plugins the config names (runs the repository's code)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no summary line")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the text report")
+    parser.add_argument("--plots", metavar="DIR",
+                        help="write PNGs of loss, learning rates and gradient norm per step")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
+    return parser
+
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
+
+
+def split_target(argv: list[str], usage_error) -> tuple[list[str], list[str], str | None]:
+    """(modellint options, the command to run as [interpreter, ...], the script's path)."""
+    if "--" not in argv:
+        raise usage_error("give the script to run after `--`: modellint run -- python "
+                          "train.py ARGS (or -- -m package.module ARGS)")
+    index = argv.index("--")
+    options, target = argv[:index], argv[index + 1:]
+    if not target:
+        raise usage_error("nothing to run after `--`")
+    interpreter = sys.executable
+    if os.path.basename(target[0]) == "torchrun" or target[:3] == ["python", "-m",
+                                                                    "torch.distributed.run"]:
+        launcher, rest = _torchrun(target[1:] if target[0] != "python" else target[3:])
+        if not rest or not os.path.isfile(rest[0]):
+            raise usage_error("give the script after torchrun's options: -- torchrun "
+                              "--nproc-per-node 2 train.py ARGS")
+        return options, [interpreter, "-m", "torch.distributed.run", *launcher, "-m",
+                         "modellint.watching.child", "{RESULT}", "{OPTIONS}", "--", *rest], rest[0]
+    if _PYTHON.match(os.path.basename(target[0])):
+        found = shutil.which(target[0])
+        if found is None:
+            raise usage_error(f"`{target[0]}` is not an interpreter on PATH")
+        interpreter = found
+        target = target[1:]
+    if not target:
+        raise usage_error("give a script or `-m module` after the interpreter")
+    if target[0] == "-m":
+        if len(target) < 2:
+            raise usage_error("`-m` needs a module name")
+        return options, [interpreter, *target], None
+    if target[0].startswith("-"):
+        raise usage_error(f"interpreter option {target[0]!r} is not supported; give "
+                          f"`python script.py` or `python -m module`")
+    script = target[0]
+    if not os.path.isfile(script):
+        raise usage_error(f"script does not exist: {script}")
+    return options, [interpreter, *target], script
+
+
+_TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path",
+                   "--module", "-m"}
+
+
+def _torchrun(argv: list[str]) -> tuple[list[str], list[str]]:
+    """torchrun's own options, and the script with its arguments."""
+    index = 0
+    while index < len(argv) and argv[index].startswith("-"):
+        if argv[index] in ("--module", "-m", "--no-python", "--no_python"):
+            raise TorchrunOptionError(argv[index])
+        index += 1 if "=" in argv[index] or argv[index] in _TORCHRUN_FLAGS else 2
+    return argv[:index], argv[index:]
+
+
+class TorchrunOptionError(Exception):  # a torchrun option `modellint run` cannot wrap
+    pass
+
+
+def run_main(argv: list[str]) -> int:
+    from modellint import cli
+    from modellint.config import enabled_codes, validate_codes
+    from modellint.report import Summary, printable
+    from modellint.runtime.pass_ import torch_missing
+    from modellint.suppress import Suppressions, shown_codes
+    from modellint.watching.session import to_findings
+
+    before = argv[:argv.index("--")] if "--" in argv else argv
+    if "-h" in before or "--help" in before:
+        build_parser(cli._Parser, cli._seconds, cli._codes,
+                     cli.ALLOW_CONFIG_PLUGINS_FLAG).parse_args(["--help"])
+    try:
+        options, command, script = split_target(argv, cli.UsageError)
+    except TorchrunOptionError as exc:
+        raise cli.UsageError(f"torchrun's {exc} is not supported under `modellint run`; give "
+                             f"the script's path") from None
+    args = build_parser(cli._Parser, cli._seconds, cli._codes,
+                        cli.ALLOW_CONFIG_PLUGINS_FLAG).parse_args(options)
+    if args.steps < 1:
+        raise cli.UsageError("--steps must be at least 1")
+    if args.batches_per_epoch < 0:
+        raise cli.UsageError("--batches-per-epoch must be 0 (no cut) or more")
+    if torch_missing():
+        raise cli.UsageError(torch_missing().replace("--runtime builds and runs your models",
+                                                     "`modellint run` runs your script"))
+    args.paths = [os.path.dirname(os.path.abspath(script)) if script else "."]
+    config = cli._config_for(args)
+    registry = cli._registry(config, args)
+    validate_codes(config, set(registry.rules), {"select": args.select or [],
+                                                 "extend-select": args.extend_select,
+                                                 "ignore": args.ignore})
+    if args.select is not None:
+        config.select = args.select
+    config.extend_select = [*config.extend_select, *args.extend_select]
+    config.ignore = [*config.ignore, *args.ignore]
+    if args.format not in registry.reporters:
+        raise cli.UsageError(f"unknown format `{args.format}` (choose from "
+                             f"{', '.join(sorted(registry.reporters))})")
+    registry.manager.hook.modellint_configure(config=config)
+    enabled = {code for code in enabled_codes(config, registry.rules)
+               if "run" in registry.rules[code].passes}
+    plugins = list(args.plugins)
+    if config.plugins and cli.config_plugins_allowed(args.allow_config_plugins):
+        plugins += list(config.plugins)
+    result, stopped = _run_child(command, args, sorted(enabled), plugins,
+                                 report_to_stdout=not args.output_file)
+    raws = list(result.get("findings", []))
+    if len(result.get("rank_prints") or []) > 1:  # checks that compare the ranks
+        for code in sorted(enabled):
+            compare = getattr(registry.run_checks.get(code), "compare_ranks", None)
+            if compare is not None:
+                raws += compare(result["rank_prints"])
+    if "internal" in result:
+        raws.append({"code": "ML001", "message": f"`modellint run` failed: "
+                     f"{result['internal']}", "file": None, "line": 1})
+    if stopped:
+        raws.append({"code": "ML003", "message": stopped, "file": script and os.path.abspath(
+            script), "line": 1})
+    label = script or command[-1]
+    findings = to_findings(raws, registry, enabled | {"ML001"},
+                           Suppressions(config, shown_codes(config, enabled)),
+                           label=label)
+    for note in result.get("notes", []):
+        print(f"modellint: {printable(note)}", file=sys.stderr)
+    summary_data = result.get("summary") or {}
+    if args.plots and summary_data:
+        from modellint.watching.plots import write_plots
+
+        message = write_plots(summary_data, args.plots)
+        print(f"modellint: {printable(message)}", file=sys.stderr)
+    stream = open(args.output_file, "w", encoding="utf-8") if args.output_file else sys.stdout
+    try:
+        summary = Summary(files_checked=1, rules=dict(registry.rules),
+                          statistics=args.statistics, quiet=args.quiet,
+                          color=cli._use_color(args.color, stream))
+        registry.reporters[args.format](stream).report(findings, summary)
+        if args.format in ("text", "concise") and not args.quiet and summary_data:
+            stream.write(run_summary(summary_data) + "\n")
+    finally:
+        if args.output_file:
+            stream.close()
+    if args.exit_zero:
+        return cli.EXIT_CLEAN
+    counted = [f for f in findings if f.severity.value != "info"]
+    return cli.EXIT_FINDINGS if counted else cli.EXIT_CLEAN
+
+
+def run_summary(data: dict) -> str:
+    reasons = {"steps": "step budget spent", "timeout": "--timeout reached",
+               "interrupted": "interrupted", None: "the script ended"}
+    losses = data.get("losses") or []
+    loss = f", last loss {losses[-1]:.4g}" if losses else ""
+    ranks = f" on each of {data['ranks']} ranks" if data.get("ranks") else ""
+    return (f"modellint run: {data.get('steps', 0)} optimizer step(s){ranks}, "
+            f"{data.get('epochs', 0)} epoch(s), {data.get('optimizers', 0)} optimizer(s), "
+            f"{data.get('models', 0)} model(s){loss}, {data.get('seconds', 0):.1f} s "
+            f"({reasons.get(data.get('stopped'), data.get('stopped'))})")
+
+
+def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
+               report_to_stdout: bool) -> tuple[dict, str | None]:
+    """Run the script; (its result, why it gave none or None)."""
+    options = {"steps": args.steps, "timeout": args.timeout, "codes": codes,
+               "plugins": plugins,
+               "batches_per_epoch": args.batches_per_epoch or None}
+    interpreter, target = command[0], command[1:]
+    with tempfile.TemporaryDirectory(prefix="modellint-run-") as folder:
+        result_path = str(Path(folder) / "result.json")
+        if "{RESULT}" in target:  # torchrun: every rank runs the child, writing its own result
+            child = [interpreter, *[result_path if a == "{RESULT}" else json.dumps(options)
+                                    if a == "{OPTIONS}" else a for a in target]]
+        else:
+            child = [interpreter, "-m", "modellint.watching.child", result_path,
+                     json.dumps(options), "--", *target]
+        # the script's own output stays visible; on stderr when the report goes to stdout
+        stdout = None
+        if report_to_stdout:
+            try:
+                stdout = sys.stderr.fileno()
+            except (AttributeError, OSError, ValueError):  # a captured stream
+                stdout = None
+        try:
+            process = subprocess.Popen(child, stdout=stdout)
+        except OSError as exc:
+            return {}, f"could not start {interpreter}: {exc}"
+        try:
+            code = process.wait(timeout=args.timeout + GRACE)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            return _read(result_path) or {}, (f"the script did not stop within --timeout "
+                                              f"{args.timeout:g} s and was killed")
+        except KeyboardInterrupt:
+            process.kill()
+            process.wait()
+            raise
+        result = _merge([_read(os.path.join(folder, name)) for name in sorted(os.listdir(folder))
+                         if name.startswith("result.json")])
+        if result is None:
+            if code != 0 and interpreter != sys.executable and not _has_modellint(interpreter):
+                from modellint.cli import UsageError
+
+                raise UsageError(f"modellint is not installed for {interpreter}: install it "
+                                 f"there, or give `{sys.executable}` after `--`")
+            return {}, (f"the script ended (status {code}) before modellint could report: "
+                        f"it was killed, or exited with os._exit")
+        return result, None
+
+
+def _merge(results: list[dict | None]) -> dict | None:
+    """One result from the ranks' (or the one process's): findings once each, rank 0's
+    summary."""
+    results = [r for r in results if r is not None]
+    if not results:
+        return None
+    summary = dict(results[0].get("summary") or {})
+    if len(results) > 1:
+        summary["ranks"] = len(results)
+    merged: dict = {"findings": [], "notes": [], "summary": summary}
+    seen = set()
+    for result in results:
+        for raw in result.get("findings", []):
+            key = (raw["code"], raw.get("file"), raw.get("line"))
+            if key not in seen:
+                seen.add(key)
+                merged["findings"].append(raw)
+        merged["notes"] += [n for n in result.get("notes", []) if n not in merged["notes"]]
+        if "internal" in result:
+            merged["internal"] = result["internal"]
+    merged["rank_prints"] = [r.get("rank_prints") or [] for r in results]
+    return merged
+
+
+def _read(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _has_modellint(interpreter: str) -> bool:
+    try:
+        return subprocess.run([interpreter, "-c", "import modellint.watching.child"],
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False

@@ -1,0 +1,669 @@
+"""The instrumentation of a watched training run and the record it keeps.
+
+`Recorder.install()` patches or hooks, through public hooks where torch has them:
+optimizer steps (`register_optimizer_step_pre_hook`), every module call (global forward
+pre-hook and hook: the top-level calls are the model's forwards, their mode and grad mode),
+`Module.train` (where a model is put in eval mode), `torch.autograd.backward` (the loss, its
+graph, whether gradients were cleared), learning-rate schedulers' `step`, DataLoader
+iteration (each epoch cut after `batches_per_epoch` batches) and `DistributedSampler`.
+`uninstall()` undoes all of it. It holds no rule logic: the run checks
+(`modellint.rule.RunCheck`) read the record after the run and report through
+`Recorder.report`.
+
+Everything recorded names the user's source line: the innermost frame outside torch, the
+standard library, site-packages and modellint.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from modellint.runtime.phases import first_line
+from modellint.runtime.sources import UserCode
+
+Site = tuple[str, int, str]
+
+
+class BudgetSpent(BaseException):  # noqa: N818 - not an error: the run's budget is spent
+    """Raised (in-process runs) when the step budget is spent; `watch()` swallows it."""
+
+
+class _Sentinel:
+    """Lives as long as the autograd node it is attached to (in the node's `metadata`)."""
+
+    __slots__ = ("__weakref__",)
+
+
+@dataclass
+class OptimizerRecord:
+    optimizer: Any
+    index: int
+    created: Site | None = None
+    steps: int = 0
+    step_sites: list[Site] = field(default_factory=list)
+    # backward passes since the last step, and whether its gradients were seen cleared
+    backwards_since_step: int = 0
+    cleared_since_step: bool = True
+    # steps taken on gradients accumulated over an earlier step: (step number, site)
+    uncleared_steps: list[tuple[int, Site]] = field(default_factory=list)
+    lrs: list[list[float]] = field(default_factory=list)  # per step, per group
+    grad_norms: list[float] = field(default_factory=list)
+    sample: list[Any] = field(default_factory=list)  # a few parameters to tell cleared grads
+    updated: set[int] = field(default_factory=set)  # ids of params given a nonzero grad, lr > 0
+    epochs_at_step: list[Any] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return type(self.optimizer).__name__
+
+    def params(self) -> list[Any]:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+
+@dataclass
+class SchedulerRecord:
+    scheduler: Any
+    created: Site | None = None
+    # each user call of step(): (site, steps of its optimizer before it, epoch key)
+    steps: list[tuple[Site | None, int, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return type(self.scheduler).__name__
+
+
+@dataclass
+class Forward:
+    """One top-level call of a model with parameters."""
+
+    training: bool
+    grad: bool
+    site: Site | None
+    step: int  # optimizer steps taken before it
+    order: int = 0  # among the forwards and eval() calls of the run
+    reached: list[bool] = field(default_factory=lambda: [False])  # a gradient reached its output
+    needs_grad: bool = False  # its output requires a gradient
+
+
+@dataclass
+class ModelRecord:
+    model: Any
+    name: str
+    mode_dependent: bool
+    forwards: list[Forward] = field(default_factory=list)
+    # each `eval()` of the model: (site, steps taken before it, order)
+    eval_sites: list[tuple[Site | None, int, int]] = field(default_factory=list)
+
+
+@dataclass
+class LoaderRecord:
+    loader: Any
+    epochs: int = 0
+    length: int | None = None
+    site: Site | None = None
+    batches: int = 0
+
+
+@dataclass
+class SamplerRecord:
+    sampler: Any
+    epochs_seen: list[int] = field(default_factory=list)
+    site: Site | None = None
+
+
+@dataclass
+class NonFinite:
+    what: str  # "loss" or "gradient"
+    step: int
+    site: Site | None
+    module: str | None
+    detail: str
+
+
+class Recorder:
+    def __init__(self, *, steps: int | None = None, batches_per_epoch: int | None = None,
+                 on_budget=None) -> None:
+        self.budget = steps
+        self.batches_per_epoch = batches_per_epoch
+        self.on_budget = on_budget
+        self.user = UserCode()
+        self.total_steps = 0
+        self.optimizers: dict[int, OptimizerRecord] = {}
+        self.schedulers: dict[int, SchedulerRecord] = {}
+        self.models: dict[int, ModelRecord] = {}
+        self.loaders: dict[int, LoaderRecord] = {}
+        self.samplers: dict[int, SamplerRecord] = {}
+        self.losses: list[float] = []
+        self.backward_sites: list[Site | None] = []
+        self.loss_graphs: list[tuple[int, weakref.ref]] = []  # (step, sentinel of its graph)
+        self.live_graphs: list[int] = []  # per step: earlier steps' losses still holding graphs
+        self.non_finite: NonFinite | None = None
+        self.crash: dict[str, Any] | None = None
+        self.grad_seen: set[int] = set()
+        # under torch.distributed: per step, a sum of each trainable parameter, to compare ranks
+        self.rank_prints: list[dict[str, Any]] = []
+        self.stopped: str | None = None
+        self.findings: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.started = time.monotonic()
+        self._depth = 0
+        self._order = 0
+        self._leaf_outputs: list[tuple[str, Any]] = []
+        self._names: dict[int, str] = {}  # module id -> path in its model (for non-finite)
+        self._last_loader: LoaderRecord | None = None
+        self._train_loader: LoaderRecord | None = None
+        self._undo: list[Any] = []
+        self._installed = False
+        self.probe_dir: str | None = None
+        self.probed: dict[str, Any] = {}
+
+    # -- reporting ------------------------------------------------------------------------
+    def report(self, code: str, message: str, site: Site | None) -> None:
+        key = (code, site[0] if site else None, site[1] if site else 1)
+        if any((f["code"], f["file"], f["line"]) == key for f in self.findings):
+            return
+        self.findings.append({"code": code, "message": message,
+                              "file": site[0] if site else None,
+                              "line": site[1] if site else 1})
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def site(self, depth: int = 2) -> Site | None:
+        return self.user.innermost_frame(sys._getframe(depth))
+
+    # -- install / uninstall --------------------------------------------------------------
+    def install(self) -> Recorder:
+        if self._installed:
+            return self
+        from torch.nn.modules import module as module_mod
+        from torch.optim import lr_scheduler
+        from torch.optim import optimizer as optimizer_mod
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        self._undo.append(optimizer_mod.register_optimizer_step_pre_hook(self._step_pre).remove)
+        self._undo.append(optimizer_mod.register_optimizer_step_post_hook(self._step_post).remove)
+        self._undo.append(module_mod.register_module_forward_pre_hook(self._forward_pre).remove)
+        self._undo.append(module_mod.register_module_forward_hook(
+            self._forward_post, always_call=True).remove)
+        recorder = self
+
+        def patch(owner, name, make):
+            original = owner.__dict__[name]
+            setattr(owner, name, make(original))
+            self._undo.append(lambda: setattr(owner, name, original))
+
+        def opt_init(original):
+            def __init__(opt, *args, **kwargs):
+                original(opt, *args, **kwargs)
+                if recorder._installed and type(opt).__init__ is not None:
+                    rec = recorder._optimizer(opt)
+                    if rec.created is None:
+                        rec.created = recorder.site()
+            return __init__
+
+        patch(torch.optim.Optimizer, "__init__", opt_init)
+
+        def train(original):
+            def train(module, mode=True):
+                if recorder._installed and not mode and id(module) in recorder.models:
+                    rec = recorder.models[id(module)]
+                    recorder._order += 1
+                    rec.eval_sites.append((recorder.site(), recorder.total_steps,
+                                           recorder._order))
+                return original(module, mode)
+            return train
+
+        patch(nn.Module, "train", train)
+
+        def backward(original):
+            def backward(tensors, *args, **kwargs):
+                if recorder._installed:
+                    recorder._backward(tensors, recorder.site())
+                return original(tensors, *args, **kwargs)
+            backward.__wrapped__ = original
+            return backward
+
+        original_backward = torch.autograd.backward
+        torch.autograd.backward = backward(original_backward)
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+
+        for cls in {lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau}:
+            patch(cls, "step", self._scheduler_step_patch)
+        patch(DataLoader, "__iter__", self._loader_iter_patch)
+        patch(DistributedSampler, "__iter__", self._sampler_iter_patch)
+        self._installed = True
+        return self
+
+    def uninstall(self) -> None:
+        self._installed = False
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception:  # noqa: BLE001 - undo the rest
+                pass
+
+    # -- optimizers -----------------------------------------------------------------------
+    def _optimizer(self, opt) -> OptimizerRecord:
+        rec = self.optimizers.get(id(opt))
+        if rec is None or rec.optimizer is not opt:
+            rec = OptimizerRecord(opt, len(self.optimizers))
+            self.optimizers[id(opt)] = rec
+        return rec
+
+    def _step_pre(self, opt, args, kwargs) -> None:
+        if self.budget is not None and self.total_steps >= self.budget:
+            self.stop("steps")
+        site = self.site()
+        rec = self._optimizer(opt)
+        if rec.created is None:
+            rec.created = site
+        if rec.steps and rec.backwards_since_step and not rec.cleared_since_step:
+            rec.uncleared_steps.append((rec.steps + 1, site))
+        rec.backwards_since_step = 0
+        rec.cleared_since_step = False
+        lrs = []
+        for group in opt.param_groups:
+            try:
+                lrs.append(float(group.get("lr", 0.0)))
+            except (TypeError, ValueError):
+                lrs.append(float("nan"))
+        rec.lrs.append(lrs)
+        rec.step_sites.append(site)
+        self._train_loader = self._last_loader
+        rec.epochs_at_step.append(self._epoch_key())
+        grads = []
+        with torch.no_grad():
+            for group, lr in zip(opt.param_groups, lrs, strict=False):
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None:
+                        continue
+                    grads.append(g)
+                    if id(p) not in rec.updated and lr > 0 and not g.is_sparse:
+                        if bool(g.ne(0).any()):
+                            rec.updated.add(id(p))
+            norm = float("nan")
+            if grads:
+                try:
+                    norm = float(torch.nn.utils.get_total_norm(
+                        [g for g in grads if not g.is_sparse], foreach=True))
+                except Exception:  # noqa: BLE001 - mixed devices, sparse: no norm
+                    norm = float("nan")
+            rec.grad_norms.append(norm)
+            if grads and self.non_finite is None and not math.isfinite(norm):
+                self._non_finite_grad(opt, rec)
+        sample = [p for p in rec.params() if p.grad is not None][:4]
+        if sample:
+            rec.sample = sample
+
+    def _step_post(self, opt, args, kwargs) -> None:
+        rec = self._optimizer(opt)
+        rec.steps += 1
+        self.total_steps += 1
+        self._count_live_graphs()
+        if len(self.rank_prints) < 5 and _distributed():
+            self._fingerprint_params(opt)
+        if self.total_steps <= 3:  # which trainable parameters get gradients at all
+            for model in self.models.values():
+                for p in model.model.parameters():
+                    if p.requires_grad and p.grad is not None:
+                        self.grad_seen.add(id(p))
+
+    def _fingerprint_params(self, opt) -> None:
+        rec = self._optimizer(opt)
+        site = rec.step_sites[-1] if rec.step_sites else None
+        sums = {}
+        with torch.no_grad():
+            for model in self.models.values():
+                for name, p in model.model.named_parameters():
+                    if p.requires_grad and name not in sums:
+                        sums[f"{model.name}.{name}"] = float(p.detach().double().sum())
+        self.rank_prints.append({"step": self.total_steps, "site": site, "params": sums})
+
+    def stop(self, reason: str) -> None:
+        self.stopped = reason
+        if self.on_budget is not None:
+            self.on_budget(reason)
+        raise BudgetSpent(reason)
+
+    # -- backward -------------------------------------------------------------------------
+    def _backward(self, tensors, site: Site | None) -> None:
+        roots = [tensors] if isinstance(tensors, torch.Tensor) else [
+            t for t in (tensors or ()) if isinstance(t, torch.Tensor)]
+        self.backward_sites.append(site)
+        for rec in self.optimizers.values():
+            rec.backwards_since_step += 1
+            if not rec.cleared_since_step and _cleared(rec.sample):
+                rec.cleared_since_step = True
+        if not roots:
+            return
+        root = roots[0]
+        if root.numel() == 1:
+            with torch.no_grad():
+                value = float(root.detach().float())
+            self.losses.append(value)
+            if self.non_finite is None and not math.isfinite(value):
+                self._non_finite_loss(value, site)
+        # kept only to name the module of a non-finite loss: let the backward free them
+        self._leaf_outputs = []
+        if root.grad_fn is not None:
+            try:
+                sentinel = _Sentinel()
+                root.grad_fn.metadata["modellint"] = sentinel
+                self.loss_graphs.append((self.total_steps, weakref.ref(sentinel)))
+            except Exception:  # noqa: BLE001 - a node without metadata
+                pass
+        if len(self.loss_graphs) > 64:
+            self.loss_graphs = [(s, r) for s, r in self.loss_graphs if r() is not None][-64:]
+
+    def _count_live_graphs(self) -> None:
+        step = self.total_steps
+        self.live_graphs.append(sum(1 for s, r in self.loss_graphs
+                                    if s < step - 1 and r() is not None))
+
+    def _non_finite_loss(self, value: float, site: Site | None) -> None:
+        module = None
+        for name, out in self._leaf_outputs:
+            try:
+                if not bool(torch.isfinite(out).all()):
+                    module = name
+                    break
+            except Exception:  # noqa: BLE001
+                continue
+        self.non_finite = NonFinite("loss", self.total_steps + 1, site, module, repr(value))
+
+    def _non_finite_grad(self, opt, rec: OptimizerRecord) -> None:
+        names = self._param_names()
+        bad = None
+        for p in rec.params():
+            if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+                bad = names.get(id(p), "")
+                break
+        if bad is None:  # the norm failed for another reason (mixed devices)
+            return
+        site = self.backward_sites[-1] if self.backward_sites else None
+        module = bad.rpartition(".")[0] if bad else None
+        self.non_finite = NonFinite("gradient", self.total_steps + 1, site, module or None,
+                                    f"the gradient of `{bad}`" if bad else "a gradient")
+
+    def _param_names(self) -> dict[int, str]:
+        names = {}
+        for rec in self.models.values():
+            for name, p in rec.model.named_parameters():
+                names.setdefault(id(p), name)
+        return names
+
+    # -- forwards -------------------------------------------------------------------------
+    def _forward_pre(self, module, args) -> None:
+        self._depth += 1
+        if self._depth != 1:
+            return
+        self._leaf_outputs = []
+        rec = self.models.get(id(module))
+        if rec is None or rec.model is not module:
+            if not any(True for _ in module.parameters()):
+                return
+            rec = ModelRecord(module, type(module).__name__, _mode_dependent(module))
+            self.models[id(module)] = rec
+            for name, sub in module.named_modules():
+                self._names.setdefault(id(sub), name)
+        grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        self._order += 1
+        rec.forwards.append(Forward(module.training, grad, self.site(), self.total_steps,
+                                    self._order))
+        if len(rec.forwards) > 4096:
+            del rec.forwards[1024:2048]
+
+    def _forward_post(self, module, args, output) -> None:
+        self._depth = max(self._depth - 1, 0)
+        if self._depth == 0:
+            rec = self.models.get(id(module))
+            if rec is not None and rec.model is module and self.non_finite is None:
+                tensor = _first_tensor(output)
+                if tensor is not None and tensor.is_floating_point():
+                    self._leaf_outputs.append((f"{rec.name}'s own forward", tensor))
+            if rec is not None and rec.model is module and rec.forwards:
+                forward = rec.forwards[-1]
+                tensor = _first_tensor(output)
+                if tensor is not None and tensor.requires_grad and forward.grad:
+                    forward.needs_grad = True
+                    reached = forward.reached
+
+                    def hook(grad, reached=reached):
+                        reached[0] = True
+
+                    try:
+                        tensor.register_hook(hook)
+                    except RuntimeError:
+                        pass
+            return
+        if self.non_finite is None and torch.is_grad_enabled() and not any(
+                True for _ in module.children()):
+            tensor = _first_tensor(output)
+            if tensor is not None and tensor.is_floating_point():
+                self._leaf_outputs.append((self._names.get(id(module), type(module).__name__),
+                                           tensor))
+
+    # -- schedulers -----------------------------------------------------------------------
+    def _scheduler_step_patch(self, original):
+        recorder = self
+
+        def step(scheduler, *args, **kwargs):
+            if recorder._installed:
+                recorder._scheduler_step(scheduler, sys._getframe(1))
+            return original(scheduler, *args, **kwargs)
+
+        return step
+
+    def _scheduler_step(self, scheduler, caller) -> None:
+        rec = self.schedulers.get(id(scheduler))
+        if rec is None or rec.scheduler is not scheduler:
+            rec = SchedulerRecord(scheduler)
+            self.schedulers[id(scheduler)] = rec
+        name = caller.f_code.co_name
+        site = self.user.innermost_frame(caller)
+        if name in ("_initial_step", "__init__"):  # the constructor's own step
+            rec.created = rec.created or site
+            return
+        if not self.user(caller.f_code.co_filename) and "lr_scheduler" in caller.f_code.co_filename:
+            return  # stepped by a SequentialLR / ChainedScheduler
+        opt = getattr(scheduler, "optimizer", None)
+        steps = self.optimizers[id(opt)].steps if id(opt) in self.optimizers else 0
+        rec.steps.append((site, steps, self._epoch_key()))
+
+    # -- data -----------------------------------------------------------------------------
+    def _epoch_key(self):
+        loader = self._train_loader
+        return None if loader is None else (id(loader.loader), loader.epochs)
+
+    def _loader_iter_patch(self, original):
+        recorder = self
+
+        def __iter__(loader):
+            if recorder._installed and getattr(loader, "num_workers", 0) > 0:
+                recorder._probe_workers(loader)
+            iterator = original(loader)
+            if not recorder._installed:
+                return iterator
+            rec = recorder.loaders.get(id(loader))
+            if rec is None or rec.loader is not loader:
+                rec = LoaderRecord(loader, site=recorder.site())
+                try:
+                    rec.length = len(loader)
+                except TypeError:
+                    rec.length = None
+                recorder.loaders[id(loader)] = rec
+            rec.epochs += 1
+            return _CutIterator(iterator, rec, recorder)
+
+        return __iter__
+
+    def _probe_workers(self, loader) -> None:
+        from modellint.watching.workers import CollateProbe, InitProbe
+
+        if isinstance(loader.collate_fn, CollateProbe):
+            return
+        if self.probe_dir is None:
+            import tempfile
+
+            self.probe_dir = tempfile.mkdtemp(prefix="modellint-workers-")
+        key = str(id(loader))
+        self.probed[key] = loader
+        try:
+            loader.worker_init_fn = InitProbe(loader.worker_init_fn, self.probe_dir, key)
+            loader.collate_fn = CollateProbe(loader.collate_fn, self.probe_dir, key)
+        except Exception:  # noqa: BLE001 - a DataLoader subclass that refuses: not probed
+            pass
+
+    def cleanup(self) -> None:
+        if self.probe_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.probe_dir, ignore_errors=True)
+
+    def worker_rngs(self) -> list[tuple[Any, list[str]]]:
+        """(loader record, generators its workers used in lockstep) for each probed loader."""
+        if self.probe_dir is None:
+            return []
+        from modellint.watching.workers import identical, read
+
+        out = []
+        for (key, _), names in identical(read(self.probe_dir)).items():
+            loader = self.probed.get(key)
+            rec = self.loaders.get(id(loader)) if loader is not None else None
+            if rec is not None and all(rec is not other for other, _ in out):
+                out.append((rec, names))
+        return out
+
+    def _sampler_iter_patch(self, original):
+        recorder = self
+
+        def __iter__(sampler):
+            if recorder._installed:
+                rec = recorder.samplers.get(id(sampler))
+                if rec is None or rec.sampler is not sampler:
+                    rec = SamplerRecord(sampler, site=recorder.site())
+                    recorder.samplers[id(sampler)] = rec
+                rec.epochs_seen.append(int(getattr(sampler, "epoch", 0)))
+            return original(sampler)
+
+        return __iter__
+
+    # -- summary --------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        opts = list(self.optimizers.values())
+        return {
+            "steps": self.total_steps,
+            "optimizers": len(opts),
+            "models": len(self.models),
+            "epochs": max((rec.epochs for rec in self.loaders.values()), default=0),
+            "seconds": round(time.monotonic() - self.started, 2),
+            "stopped": self.stopped,
+            "losses": self.losses[-1000:],
+            "lrs": [rec.lrs for rec in opts],
+            "grad_norms": [rec.grad_norms for rec in opts],
+        }
+
+
+class _CutIterator:
+    """A DataLoader iterator that stops after `batches_per_epoch` batches."""
+
+    def __init__(self, iterator, rec: LoaderRecord, recorder: Recorder) -> None:
+        self._iterator = iterator
+        self._rec = rec
+        self._recorder = recorder
+        self._count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        limit = self._recorder.batches_per_epoch
+        if limit is not None and self._count >= limit and self._recorder._installed:
+            raise StopIteration
+        batch = next(self._iterator)
+        self._count += 1
+        self._rec.batches += 1
+        self._recorder._last_loader = self._rec
+        return batch
+
+    def __len__(self) -> int:
+        length = len(self._iterator)
+        limit = self._recorder.batches_per_epoch
+        return length if limit is None else min(length, limit)
+
+    def __getattr__(self, name: str):
+        return getattr(self._iterator, name)
+
+
+def _distributed() -> bool:
+    try:
+        import torch.distributed as dist
+
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _cleared(sample: list[Any]) -> bool:
+    """Whether the sampled parameters' gradients are cleared (None or all zero)."""
+    with torch.no_grad():
+        for p in sample:
+            g = p.grad
+            if g is None:
+                continue
+            if g.is_sparse:
+                return False
+            flat = g.reshape(-1)
+            if bool(flat[:4096].ne(0).any()):
+                return False
+    return True
+
+
+def _first_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    if isinstance(value, dict):
+        for item in value.values():
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    if hasattr(value, "logits") and isinstance(getattr(value, "logits", None), torch.Tensor):
+        return value.logits
+    return None
+
+
+_DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
+            nn.FeatureAlphaDropout)
+_MODE_TYPES = (*_DROPOUT, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
+def _mode_dependent(model) -> bool:
+    """Whether the model computes differently in train and eval mode (dropout, batch norm)."""
+    try:
+        return any(isinstance(m, _MODE_TYPES) and not (isinstance(m, _DROPOUT) and m.p == 0)
+                   for m in model.modules())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def crash_record(exc: BaseException, user: UserCode) -> dict[str, Any]:
+    site = user.innermost_traceback(exc.__traceback__)
+    return {"error": first_line(exc), "site": site}

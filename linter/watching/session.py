@@ -1,0 +1,118 @@
+"""Turning a watched run into findings: the run checks on the record, then the one pipeline
+(rule, line, suppression) every pass uses; and the in-process API, `modellint.watching()`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from modellint.finding import Finding, line_finding
+
+
+def run_checks(recorder, registry, codes) -> None:
+    """Every enabled run check on the record; a check that fails is an internal error."""
+    from modellint.runtime.phases import INTERNAL, first_line
+
+    for code in sorted(codes):
+        check = registry.run_checks.get(code)
+        if check is None:
+            continue
+        try:
+            check().check(recorder)
+        except Exception as exc:  # noqa: BLE001 - one failing check must not hide the others
+            recorder.report(INTERNAL, f"the run check of {code} failed: {first_line(exc)}",
+                            None)
+
+
+def to_findings(raws: list[dict[str, Any]], registry, enabled, suppressions=None,
+                displays: dict[str, str] | None = None, label: str = "<run>") -> list[Finding]:
+    """Findings of a run: each at its user line, suppressed by noqa and per-file-ignores."""
+    from modellint.runtime.sources import source_line
+    from modellint.runtime.specs import display_path
+    from modellint.suppress import Suppressions
+
+    suppressions = suppressions or Suppressions(None, None)
+    out = []
+    for raw in raws:
+        code = raw["code"]
+        rule = registry.rules.get(code)
+        if code not in enabled and code not in ("ML001",):
+            continue
+        file, line = raw.get("file"), raw.get("line") or 1
+        if file and os.path.isfile(file):
+            finding = line_finding(rule, code, raw["message"], display_path(file, displays or {}),
+                                   line, source_line(file, line), pass_="run")
+        else:
+            file = None
+            finding = line_finding(rule, code, raw["message"], label, 1, "", pass_="run")
+        if not suppressions.hides(finding, file):
+            out.append(finding)
+    out.sort(key=lambda f: f.sort_key())
+    return out
+
+
+class Watch:
+    """`with modellint.watching() as w: train(...)`: the run's findings in `w.report`.
+
+    `steps` stops the run (quietly, at the next `optimizer.step()`) once that many steps
+    are taken; `batches_per_epoch` cuts each DataLoader iteration. `select` / `ignore` choose
+    codes as on the command line.
+    """
+
+    def __init__(self, *, steps: int | None = None, batches_per_epoch: int | None = None,
+                 select=None, ignore=None) -> None:
+        from modellint.watching.record import Recorder
+
+        self.recorder = Recorder(steps=steps, batches_per_epoch=batches_per_epoch)
+        self.select, self.ignore = select, ignore
+        self.report = None
+
+    def __enter__(self) -> Watch:
+        self.recorder.install()
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        from modellint.runtime.api import Report
+        from modellint.watching.record import BudgetSpent
+
+        self.recorder.uninstall()
+        registry, enabled = _registry_and_codes(self.select, self.ignore)
+        run_checks(self.recorder, registry, enabled)
+        self.recorder.cleanup()
+        findings = to_findings(self.recorder.findings, registry, enabled)
+        self.report = Report(findings=findings, notes=list(self.recorder.notes))
+        return kind is not None and issubclass(kind, BudgetSpent)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.report.findings if self.report is not None else []
+
+    @property
+    def ok(self) -> bool:
+        return self.report is not None and self.report.ok
+
+    def codes(self) -> list[str]:
+        return [f.code for f in self.findings]
+
+    def __str__(self) -> str:
+        return str(self.report) if self.report is not None else "modellint: still watching"
+
+
+def _registry_and_codes(select, ignore):
+    from modellint.config import matches
+    from modellint.testing import registry as default
+
+    registry = default()
+    codes = {code for code, rule in registry.rules.items()
+             if "run" in rule.passes and (rule.default_enabled or select)}
+    if select:
+        codes = {c for c in codes if matches(c, list(select))}
+    if ignore:
+        codes = {c for c in codes if not matches(c, list(ignore))}
+    return registry, codes
+
+
+def watch(*, steps: int | None = None, batches_per_epoch: int | None = None, select=None,
+          ignore=None) -> Watch:
+    """Watch the training code run inside the `with` block; see `Watch`."""
+    return Watch(steps=steps, batches_per_epoch=batches_per_epoch, select=select, ignore=ignore)

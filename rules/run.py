@@ -1,0 +1,625 @@
+"""Checks of `modellint run` (and `modellint.watching()`): silent training mistakes seen in a
+watched training run, reported at the user's lines.
+
+The run halves of rules the static pass documents (ML301-ML307, ML312, and ML704 of the
+runtime pass) read the record of the run (`modellint.watching.record.Recorder`), as do the rules
+found only by running: ML003 (the script failed), ML319 (an optimizer holding parameters the
+model no longer has), ML320 (trainable parameters never updated), ML321 (a DistributedSampler
+whose epoch is never set). This module imports no torch at load time: the static pass loads it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from modellint.hookspecs import hookimpl
+from modellint.rule import Invalid, RunCheck, RunRule, Severity
+
+# the examples of the run rules are small training scripts, run under `modellint.watch()`
+_SETUP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
+          "TensorDataset\n\ntorch.manual_seed(0)\ndata = TensorDataset(torch.randn(64, 8), "
+          "torch.randn(64, 1))\nloader = DataLoader(data, batch_size=8)\n")
+_LOOP = ("for epoch in range(4):\n    for x, y in loader:\n        optimizer.zero_grad()\n"
+         "        nn.functional.mse_loss(model(x), y).backward()\n        optimizer.step()\n")
+
+
+def _script(middle: str, loop: str = _LOOP) -> str:
+    return _SETUP + middle + loop
+
+
+def _invalid(code: str) -> Invalid:
+    """An invalid example whose reported line ends with `  # <-`."""
+    lines = code.split("\n")
+    line = next(i for i, text in enumerate(lines, 1) if text.endswith("  # <-"))
+    return Invalid(code.replace("  # <-", ""), line=line)
+
+
+PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau")
+
+
+def _where(site) -> str:
+    from modellint.runtime.phases import short_path
+
+    return f"{short_path(site[0])}:{site[1]}" if site else "an unknown line"
+
+
+def _names(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _lr_text(values: list[float]) -> str:
+    out: list[str] = []
+    for v in values:
+        text = f"{v:.3g}"
+        if not out or out[-1] != text:
+            out.append(text)
+    return " → ".join(out[:6]) + (" → ..." if len(out) > 6 else "")
+
+
+class GradientsNeverCleared(RunCheck):
+    """ML303 at run time: an optimizer stepped on gradients accumulated since its previous
+    step. Told apart from gradient accumulation, which clears them after each step."""
+
+    code = "ML303"
+
+    def check(self, record) -> None:
+        for rec in record.optimizers.values():
+            bad = rec.uncleared_steps
+            if len(bad) < 2 or len(bad) * 2 < rec.steps - 1:
+                continue
+            site = bad[0][1]
+            record.report(self.code, f"`{rec.name}.step()` ran {len(bad)} of {rec.steps} times "
+                          f"on gradients never cleared since the previous step: `backward()` "
+                          f"adds to `.grad`, so each step applies the sum of every gradient "
+                          f"so far; call `optimizer.zero_grad()` once per step (after "
+                          f"`step()` when accumulating)", site)
+
+
+class PerEpochSchedulerPerBatch(RunCheck):
+    """ML301 at run time: an epoch-based scheduler stepped more than once in one epoch."""
+
+    code = "ML301"
+
+    def check(self, record) -> None:
+        for rec in record.schedulers.values():
+            if rec.name not in PER_EPOCH:
+                continue
+            per_epoch: dict = defaultdict(list)
+            for site, opt_steps, epoch in rec.steps:
+                if epoch is not None:
+                    per_epoch[epoch].append((site, opt_steps))
+            busy = [calls for calls in per_epoch.values()
+                    if len(calls) >= 2 and calls[-1][1] > calls[0][1]]
+            if not busy or self._counts_iterations(record, rec):
+                continue
+            calls = busy[0]
+            opt = record.optimizers.get(id(getattr(rec.scheduler, "optimizer", None)))
+            lrs = ""
+            if opt is not None and opt.lrs:
+                lrs = f"; learning rates applied: {_lr_text([row[0] for row in opt.lrs])}"
+            record.report(self.code, f"`{rec.name}` counts epochs but `step()` ran "
+                          f"{len(calls)} times in one epoch (once per batch){lrs}: its decay "
+                          f"happens every few batches instead of every few epochs; call "
+                          f"`scheduler.step()` once per epoch, after the batch loop",
+                          calls[0][0])
+
+    @staticmethod
+    def _counts_iterations(record, rec) -> bool:
+        """StepLR/MultiStepLR whose periods are at least an epoch of the loader: they were
+        sized in iterations, stepping per batch is meant."""
+        lengths = [loader.length for loader in record.loaders.values() if loader.length]
+        if not lengths:
+            return False
+        length = max(lengths)
+        scheduler = rec.scheduler
+        if rec.name == "StepLR":
+            return getattr(scheduler, "step_size", 0) >= length
+        if rec.name == "MultiStepLR":
+            milestones = list(getattr(scheduler, "milestones", {}) or [])
+            return bool(milestones) and min(milestones) >= length
+        return False
+
+
+class SchedulerBeforeOptimizerStep(RunCheck):
+    """ML302 at run time: `scheduler.step()` before the first `optimizer.step()`."""
+
+    code = "ML302"
+
+    def check(self, record) -> None:
+        for rec in record.schedulers.values():
+            opt = record.optimizers.get(id(getattr(rec.scheduler, "optimizer", None)))
+            if opt is None or not opt.steps or not rec.steps:
+                continue
+            site, opt_steps, _ = rec.steps[0]
+            if opt_steps:
+                continue
+            base = getattr(rec.scheduler, "base_lrs", None) or []
+            applied = opt.lrs[0][0] if opt.lrs and opt.lrs[0] else None
+            detail = ""
+            if base and applied is not None and f"{base[0]:.3g}" != f"{applied:.3g}":
+                detail = (f" (the first step used a learning rate of {applied:.3g}, not the "
+                          f"initial {base[0]:.3g})")
+            record.report(self.code, f"`{rec.name}.step()` ran before the first "
+                          f"`optimizer.step()`: the schedule starts one step late and its "
+                          f"first learning rate is never applied{detail}; call "
+                          f"`scheduler.step()` after `optimizer.step()`", site)
+
+
+class LossGraphsKept(RunCheck):
+    """ML304 at run time: the losses of earlier steps stay alive with their graphs."""
+
+    code = "ML304"
+
+    def check(self, record) -> None:
+        live = record.live_graphs
+        if len(live) < 4 or max(live) < 3:
+            return
+        site = record.backward_sites[0] if record.backward_sites else None
+        record.report(self.code, f"the loss of every step stays alive with its autograd graph "
+                      f"after `backward()` (up to {max(live)} earlier losses alive at once in "
+                      f"{len(live)} steps): a running total or a list keeps them, and memory "
+                      f"grows with each step; keep `loss.item()` or `loss.detach()` instead",
+                      site)
+
+
+def _forwards(record):
+    for model in record.models.values():
+        for forward in model.forwards:
+            yield model, forward
+
+
+class EvalInTrainMode(RunCheck):
+    """ML306 at run time: a forward under no_grad while the model is in training mode."""
+
+    code = "ML306"
+
+    def check(self, record) -> None:
+        for model, forward in _forwards(record):
+            if model.mode_dependent and forward.training and not forward.grad and forward.site:
+                record.report(self.code, f"`{model.name}` ran under `no_grad` while in training "
+                              f"mode: dropout stays on and batch-norm statistics are updated "
+                              f"by evaluation data; call `model.eval()` before evaluating "
+                              f"(and `model.train()` after)", forward.site)
+
+
+class EvalWithAutograd(RunCheck):
+    """ML307 at run time: eval-mode forwards that build a graph no backward uses."""
+
+    code = "ML307"
+
+    def check(self, record) -> None:
+        for model, forward in _forwards(record):
+            if not forward.training and forward.grad and forward.needs_grad and \
+                    not forward.reached[0] and forward.site:
+                record.report(self.code, f"`{model.name}` ran in eval mode with autograd on "
+                              f"and no backward used the graph: evaluation keeps every "
+                              f"activation for a backward that never comes; wrap it in "
+                              f"`torch.no_grad()` or `torch.inference_mode()`", forward.site)
+
+
+class LeftInEvalMode(RunCheck):
+    """ML312 at run time: a model put in eval mode, evaluated, then trained on in eval mode
+    (never put back with `train()`)."""
+
+    code = "ML312"
+
+    def check(self, record) -> None:
+        for model in record.models.values():
+            if not model.mode_dependent:
+                continue
+            events = sorted([(f.order, "forward", f) for f in model.forwards]
+                            + [(order, "eval", site) for site, _, order in model.eval_sites],
+                            key=lambda e: e[0])
+            eval_site, evaluated, late = None, False, []
+            for _, kind, item in events:
+                if kind == "eval":
+                    eval_site, evaluated = item, False
+                    continue
+                if item.training:
+                    eval_site = None
+                elif not (item.grad and item.reached[0]):
+                    evaluated = True
+                elif eval_site is not None and evaluated and item.step < record.total_steps:
+                    late.append((eval_site, item))
+            if not late:
+                continue
+            site, forward = late[0]
+            count = sum(1 for s, _ in late if s == site)
+            record.report(self.code, f"`{model.name}` was put in eval mode here for an "
+                          f"evaluation and then trained in eval mode ({count} training "
+                          f"forward(s) from {_where(forward.site)}: dropout off, batch-norm "
+                          f"statistics frozen); call `model.train()` before training again",
+                          site or forward.site)
+
+
+def _model_params(record):
+    params = {}
+    names = {}
+    for model in record.models.values():
+        for name, p in model.model.named_parameters():
+            params.setdefault(id(p), p)
+            names.setdefault(id(p), name)
+    return params, names
+
+
+class ParamGroupsAtRuntime(RunCheck):
+    """ML305 at run time: trainable parameters that get gradients in no optimizer, or the
+    same parameters in two optimizers."""
+
+    code = "ML305"
+
+    def check(self, record) -> None:
+        if not record.optimizers or not record.total_steps:
+            return
+        params, names = _model_params(record)
+        owners: dict[int, list] = defaultdict(list)
+        for rec in record.optimizers.values():
+            for p in rec.params():
+                if rec not in owners[id(p)]:
+                    owners[id(p)].append(rec)
+        orphans = [names[i] for i, p in params.items()
+                   if p.requires_grad and i in record.grad_seen and i not in owners]
+        main = max(record.optimizers.values(), key=lambda r: len(r.params()))
+        if orphans and not _stale(record, main, params):
+            record.report(self.code, f"{len(orphans)} trainable parameter(s) get gradients but "
+                          f"are in no optimizer group ({_names(orphans)}): they never train; "
+                          f"add them to `{main.name}`'s parameters or freeze them",
+                          main.created)
+        shared = [(i, recs) for i, recs in owners.items() if len(recs) > 1]
+        if shared:
+            second = shared[0][1][1]
+            which = [names.get(i, "?") for i, _ in shared]
+            record.report(self.code, f"{len(shared)} parameter(s) are held by two optimizers "
+                          f"({_names(which)}): both update them at each step; give each "
+                          f"parameter to one optimizer", second.created)
+
+
+def _stale(record, rec, params) -> list:
+    """The parameters `rec` holds that are in no watched model and never got a gradient,
+    when the optimizer also holds some of a model's (it was built for that model)."""
+    held = rec.params()
+    if not any(id(p) in params for p in held):
+        return []
+    return [p for p in held if id(p) not in params and id(p) not in rec.updated
+            and p.grad is None]
+
+
+class StaleOptimizerParameters(RunRule):
+    """An optimizer holds parameters the model no longer has.
+
+    ## What it does
+    Watching a training run, reports an optimizer that holds parameters which are in none of
+    the models it trains and never get a gradient, while the model has trainable parameters
+    the optimizer does not hold: a layer was replaced after the optimizer was built.
+
+    ## Why is this bad?
+    The classic fine-tuning bug: `model.fc = nn.Linear(512, 10)` after
+    `optimizer = SGD(model.parameters())`. The optimizer keeps updating the old, detached
+    layer; the new head never trains, and the loss goes down only through the rest.
+
+    ## Example
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.fc = nn.Linear(512, 10)
+
+    ## Use instead
+        model.fc = nn.Linear(512, 10)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    """
+
+    code = "ML319"
+    name = "optimizer-holds-stale-parameters"
+    severity = Severity.ERROR
+    valid = [_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+                     "model[1] = nn.Linear(4, 1)\n"
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
+    invalid = [_invalid(_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # <-\n"
+                                "model[1] = nn.Linear(4, 1)\n"))]
+
+    def check(self, record) -> None:
+        if not record.total_steps:
+            return
+        params, names = _model_params(record)
+        held = {id(p) for rec in record.optimizers.values() for p in rec.params()}
+        missing = [names[i] for i, p in params.items() if p.requires_grad and i not in held]
+        if not missing:
+            return
+        for rec in record.optimizers.values():
+            stale = _stale(record, rec, params)
+            if stale:
+                shapes = ", ".join("x".join(str(d) for d in p.shape) for p in stale[:3])
+                record.report(self.code, f"`{rec.name}` holds {len(stale)} parameter(s) that "
+                              f"are no longer in the model (shapes {shapes}) while the "
+                              f"model's {_names(missing)} are in no optimizer: a layer was "
+                              f"replaced after the optimizer was built; build the optimizer "
+                              f"after changing the model", rec.created)
+
+
+class ParametersNeverUpdated(RunRule):
+    """Trainable parameters that no optimizer step changes.
+
+    ## What it does
+    Watching a training run, reports parameters that require a gradient and are held by an
+    optimizer, but at none of the steps had a nonzero gradient with a learning rate above 0:
+    no gradient reaches them, or their group's learning rate is 0.
+
+    ## Why is this bad?
+    The parameters stay at their initial values while the run looks healthy: a branch cut
+    off from the loss (`.detach()`, an output not used), a head not called, or a parameter
+    group given `lr=0`. They should be frozen (`requires_grad_(False)`) if that is intended.
+
+    ## Example
+        optimizer = torch.optim.SGD([
+            {"params": model.backbone.parameters(), "lr": 0.0},
+            {"params": model.head.parameters()},
+        ], lr=0.1)
+
+    ## Use instead
+        model.backbone.requires_grad_(False)
+        optimizer = torch.optim.SGD(model.head.parameters(), lr=0.1)
+    """
+
+    code = "ML320"
+    name = "parameters-never-updated"
+    severity = Severity.WARNING
+    valid = [_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+                     "model[0].requires_grad_(False)\n"
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
+    invalid = [_invalid(_script(
+        "model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
+        "optimizer = torch.optim.SGD([{'params': model[0].parameters(), 'lr': 0.0},  # <-\n"
+        "                             {'params': model[1].parameters()}], lr=0.01)\n"))]
+
+    def check(self, record) -> None:
+        params, names = _model_params(record)
+        for rec in record.optimizers.values():
+            if rec.steps < 3:
+                continue
+            stale = {id(p) for p in _stale(record, rec, params)}
+            never = []
+            lr_zero = True
+            for index, group in enumerate(rec.optimizer.param_groups):
+                for p in group["params"]:
+                    if p.requires_grad and id(p) in params and id(p) not in rec.updated \
+                            and id(p) not in stale:
+                        never.append(names[id(p)])
+                        if any(row[index] > 0 for row in rec.lrs if index < len(row)):
+                            lr_zero = False
+            if not never:
+                continue
+            why = ("their parameter group's learning rate is 0" if lr_zero else
+                   "no gradient reaches them")
+            record.report(self.code, f"{len(never)} trainable parameter(s) held by "
+                          f"`{rec.name}` never changed in {rec.steps} steps "
+                          f"({_names(never)}): {why}; use them in the loss, or freeze "
+                          f"them with `requires_grad_(False)`", rec.created)
+
+
+class SamplerEpochNeverSet(RunRule):
+    """A shuffling `DistributedSampler` gives the same order every epoch.
+
+    ## What it does
+    Watching a training run, reports a `DistributedSampler` with `shuffle=True` that was
+    iterated in two or more epochs with the same epoch number: `set_epoch` was never called.
+
+    ## Why is this bad?
+    The sampler seeds its shuffle with the epoch number. Without `sampler.set_epoch(epoch)`
+    every epoch sees the batches in the same order on every rank, which weakens the shuffle
+    and often costs accuracy.
+
+    ## Example
+        for epoch in range(epochs):
+            for x, y in loader:  # loader has sampler=DistributedSampler(dataset)
+                ...
+
+    ## Use instead
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                ...
+    """
+
+    code = "ML321"
+    name = "sampler-epoch-never-set"
+    severity = Severity.WARNING
+    _SAMPLER = ("from torch.utils.data.distributed import DistributedSampler\n"
+                "sampler = DistributedSampler(data, num_replicas=1, rank=0)\n"
+                "loader = DataLoader(data, batch_size=8, sampler=sampler)\n"
+                "model = nn.Linear(8, 1)\n"
+                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")
+    valid = [_script(_SAMPLER, "for epoch in range(4):\n    sampler.set_epoch(epoch)\n"
+                     + _LOOP.split("\n", 1)[1])]
+    invalid = [_invalid(_script(_SAMPLER, _LOOP.replace("in loader:", "in loader:  # <-")))]
+
+    def check(self, record) -> None:
+        for rec in record.samplers.values():
+            seen = rec.epochs_seen
+            if len(seen) >= 2 and len(set(seen)) == 1 and getattr(rec.sampler, "shuffle", False):
+                record.report(self.code, f"a shuffling `DistributedSampler` was iterated in "
+                              f"{len(seen)} epochs with the same epoch number ({seen[0]}): "
+                              f"every epoch has the same order; call "
+                              f"`sampler.set_epoch(epoch)` at the start of each epoch",
+                              rec.site)
+
+
+class WorkersShareRandomState(RunRule):
+    """DataLoader workers draw the same random numbers.
+
+    ## What it does
+    Watching a training run, fingerprints in each DataLoader worker every random generator
+    it can see (Python's, NumPy's and torch's global ones, and generators the dataset holds
+    as attributes) when the worker starts and after its first batch. Reports a loader whose
+    workers all used a generator and left it in the same state: they drew identical numbers.
+
+    ## Why is this bad?
+    Each worker is a copy of the main process. A generator made in the dataset's
+    `__init__` (`self.rng = np.random.default_rng(0)`), or a `worker_init_fn` that seeds
+    every worker with one constant, gives every worker the same random crops, flips and
+    noise: with 8 workers, 8 batches in a row share their augmentations.
+
+    ## Example
+        class Noisy(Dataset):
+            def __init__(self):
+                self.rng = np.random.default_rng(0)  # copied into every worker
+
+    ## Use instead
+        def worker_init_fn(worker_id):
+            info = torch.utils.data.get_worker_info()
+            info.dataset.rng = np.random.default_rng(info.seed)
+    """
+
+    code = "ML322"
+    name = "workers-share-random-state"
+    severity = Severity.WARNING
+    _DATASET = ("import random\n\n\nclass Noisy(torch.utils.data.Dataset):\n"
+                "    def __init__(self):\n        self.rng = random.Random(0)\n\n"
+                "    def __len__(self):\n        return 64\n\n"
+                "    def __getitem__(self, i):\n"
+                "        return torch.full((8,), self.rng.random()), torch.zeros(1)\n\n\n")
+    _SEED = ("def seed(worker_id):\n    info = torch.utils.data.get_worker_info()\n"
+             "    info.dataset.rng = random.Random(info.seed)\n\n\n")
+    _MAIN = ("if __name__ == '__main__':\n"
+             "    loader = DataLoader(Noisy(), batch_size=8, num_workers=2{extra})\n"
+             "    model = nn.Linear(8, 1)\n"
+             "    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+             "    for x, y in loader:{mark}\n        optimizer.zero_grad()\n"
+             "        nn.functional.mse_loss(model(x), y).backward()\n"
+             "        optimizer.step()\n")
+    valid = [_SETUP + _DATASET + _SEED + _MAIN.format(extra=", worker_init_fn=seed", mark="")]
+    invalid = [_invalid(_SETUP + _DATASET + _MAIN.format(extra="", mark="  # <-"))]
+
+    def check(self, record) -> None:
+        for loader, names in record.worker_rngs():
+            record.report(self.code, f"the DataLoader's workers all drew the same random "
+                          f"numbers from {', '.join(names)}: each worker repeats the others' "
+                          f"augmentations; seed each worker's generator from "
+                          f"`torch.utils.data.get_worker_info().seed` in a `worker_init_fn`",
+                          loader.site)
+
+
+class RanksDiverge(RunRule):
+    """Under torch.distributed, the ranks' parameters differ after an optimizer step.
+
+    ## What it does
+    `modellint run -- torchrun ...`: each rank sums each trainable parameter after its first
+    optimizer steps; the sums of all ranks are compared, and the first step after which a
+    parameter differs between ranks is reported, naming the parameters.
+
+    ## Why is this bad?
+    Data-parallel training keeps one model: every rank must hold the same parameters. They
+    drift apart when a trained module is outside the `DistributedDataParallel` wrapper, a
+    layer is replaced or moved after wrapping, or a rank steps on its own gradients: each
+    rank then trains its own model and the saved checkpoint is only rank 0's.
+
+    ## Example
+        backbone = DistributedDataParallel(Backbone())
+        head = nn.Linear(512, 10)  # trained, but its gradients are never averaged
+
+    ## Use instead
+        model = DistributedDataParallel(nn.Sequential(Backbone(), nn.Linear(512, 10)))
+    """
+
+    code = "ML323"
+    name = "ranks-diverge"
+    severity = Severity.ERROR
+    # needs several processes: tested under torchrun by tests/test_run.py (fixtures/training)
+
+    def check(self, record) -> None:
+        return None  # compared across ranks by `compare_ranks`
+
+    @classmethod
+    def compare_ranks(cls, prints: list[list[dict]]) -> list[dict]:
+        import math
+
+        first = prints[0]
+        for index, entry in enumerate(first):
+            differ = []
+            for other in prints[1:]:
+                if index >= len(other):
+                    continue
+                for name, value in entry["params"].items():
+                    theirs = other[index]["params"].get(name)
+                    if theirs is not None and not math.isclose(value, theirs, rel_tol=1e-5,
+                                                               abs_tol=1e-6):
+                        if name not in differ:
+                            differ.append(name)
+            if differ:
+                site = entry.get("site")
+                return [{"code": cls.code, "message": f"after optimizer step {entry['step']} "
+                         f"the ranks hold different values of {len(differ)} parameter(s) "
+                         f"({_names(differ)}): their gradients are not averaged across ranks "
+                         f"(outside the DistributedDataParallel wrapper, or replaced after "
+                         f"wrapping); wrap the whole trained model once, after changing it",
+                         "file": site[0] if site else None, "line": site[1] if site else 1}]
+        return []
+
+
+class NonFiniteInRun(RunCheck):
+    """ML704 at run time: the first non-finite loss or gradient and the module that made it."""
+
+    code = "ML704"
+
+    def check(self, record) -> None:
+        found = record.non_finite
+        if found is None:
+            return
+        module = f"; the first module whose output was not finite: `{found.module}`" \
+            if found.module else ""
+        if found.what == "loss":
+            text = f"the loss became {found.detail} at step {found.step}{module}"
+        else:
+            text = (f"{found.detail} became NaN/Inf at step {found.step}"
+                    + (f" (in `{found.module}`)" if found.module else ""))
+        record.report(self.code, text + "; check the learning rate, the inputs and the "
+                      "operations there (log of 0, division by 0, overflow in float16)",
+                      found.site)
+
+
+class ScriptFailed(RunRule):
+    """The watched training script stopped with an error before its step budget was spent.
+
+    ## What it does
+    `modellint run` reports a script that raised (or exited with a nonzero status) as one
+    finding at its traceback's last line in the user's code. Whatever was observed before
+    the failure is still checked and reported.
+
+    ## Why is this bad?
+    The run could not be watched for the whole budget, and the script itself has a bug (or
+    needs arguments, data or a device that was not there).
+
+    ## Example
+        loss = criterion(model(x), y.float())  # raises: expected a Long target
+
+    ## Use instead
+        loss = criterion(model(x), y)
+    """
+
+    code = "ML003"
+    name = "script-failed"
+    severity = Severity.ERROR
+    valid = [_script("model = nn.Linear(8, 1)\n"
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
+    invalid = [_invalid(_script("model = nn.Linear(8, 1)\n"
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n",
+                                "for x, y in loader:\n"
+                                "    model(x.view(8, 2, 4))  # <-\n"))]
+
+    def check(self, record) -> None:
+        crash = record.crash
+        if crash is None:
+            return
+        record.report(self.code, f"the script stopped with {crash['error']} after "
+                      f"{record.total_steps} optimizer step(s)", crash.get("site"))
+
+
+RUN_RULES = [StaleOptimizerParameters, ParametersNeverUpdated, SamplerEpochNeverSet,
+             WorkersShareRandomState, RanksDiverge, ScriptFailed]
+RUN_HALVES = [GradientsNeverCleared, PerEpochSchedulerPerBatch, SchedulerBeforeOptimizerStep,
+              LossGraphsKept, EvalInTrainMode, EvalWithAutograd, LeftInEvalMode,
+              ParamGroupsAtRuntime, NonFiniteInRun]
+
+
+@hookimpl
+def modellint_add_rules():
+    return [*RUN_RULES, *RUN_HALVES]
