@@ -141,10 +141,12 @@ def test_a_poisoned_cache_is_ignored_and_never_runs(tmp_path):
     first = run(command, tmp_path, **not_ci)
     assert first.returncode == 1, first.stderr
     entries = sorted(tmp_path.rglob(".modellint_cache/**/*.json"))
-    assert len(entries) == 2, sorted(tmp_path.rglob("*"))
+    # each file's findings and its project facts
+    assert len(entries) == 4, sorted(tmp_path.rglob("*"))
     # a pickle that would run a command, and JSON of the wrong shape
-    entries[0].write_bytes(pickle.dumps(_Payload(str(marker))))
-    entries[1].write_text(json.dumps({"format": 1, "findings": [{"code": ["ML105"]}]}))
+    for pickled, wrong in (entries[0::2], entries[1::2]):
+        pickled.write_bytes(pickle.dumps(_Payload(str(marker))))
+        wrong.write_text(json.dumps({"format": 1, "findings": [{"code": ["ML105"]}]}))
     second = run(command, tmp_path, **not_ci)
     assert second.returncode == 1, second.stderr
     assert "Traceback" not in second.stderr

@@ -228,7 +228,7 @@ def test_pruning_removes_only_modellints_own_old_entries(tmp_path):
     modellint("check", "net.py", cwd=tmp_path, home=home, **env)
     assert (shared / "CACHEDIR.TAG").is_file()
     [current] = [p for p in shared.iterdir() if p.is_dir()]
-    [entry] = current.glob("*.json")
+    entry = findings_entry(current)
     # an old settings folder of modellint's, one holding something else too, a link to a
     # folder outside, and other tools' folders
     stale, mixed = shared / ("a" * 32), shared / ("b" * 32)
@@ -275,26 +275,32 @@ def test_a_planted_fifo_entry_does_not_hang_the_run(tmp_path):
     (tmp_path / "net.py").write_text(BAD)
     home = tmp_path / "home"
     modellint("check", "net.py", cwd=tmp_path, home=home)
-    [entry] = (tmp_path / ".modellint_cache").glob("*/*.json")
-    entry.unlink()
-    os.mkfifo(entry)
+    for entry in (tmp_path / ".modellint_cache").glob("*/*.json"):
+        entry.unlink()
+        os.mkfifo(entry)
     proc = modellint("check", "net.py", "--format", "json", cwd=tmp_path, home=home)
     assert findings(proc) == [("ML105", "net.py", 5)]
 
 
 # 3. planted cache entries
 
+def findings_entry(folder: Path) -> Path:
+    """The one cache entry under `folder` that holds a file's findings (the others hold the
+    project facts of a file)."""
+    [entry] = [path for path in folder.rglob("*.json")
+               if "findings" in json.loads(json.loads(path.read_bytes())["payload"])]
+    return entry
+
+
 def forge_no_findings(entry: Path, key_home: Path) -> None:
     """What an attacker commits: the entry their own modellint wrote for the bad file, its
-    findings emptied and, where entries are signed, signed again with their own key."""
+    findings emptied and signed again with their own key."""
     data = json.loads(entry.read_bytes())
-    if "findings" in data:
-        data["findings"] = []
-    else:
-        data["payload"] = "[]"
-        key = (key_home / "modellint" / "key").read_bytes()
-        message = f"{entry.parent.name}/{entry.stem}\0[]".encode()
-        data["mac"] = hmac.new(key, message, hashlib.sha256).hexdigest()
+    payload = json.dumps({"findings": [], "classes": []})
+    data["payload"] = payload
+    key = (key_home / "modellint" / "key").read_bytes()
+    message = f"{entry.parent.name}/{entry.stem}\0{payload}".encode()
+    data["mac"] = hmac.new(key, message, hashlib.sha256).hexdigest()
     entry.write_text(json.dumps(data))
 
 
@@ -307,8 +313,7 @@ def planted_repo(tmp_path: Path, *args: str) -> Path:
     attacker = tmp_path / "attacker-home"
     made = modellint("check", ".", *args, cwd=repo, home=attacker)
     assert made.returncode == 1, made.stderr
-    [entry] = (repo / ".modellint_cache").glob("*/*.json")
-    forge_no_findings(entry, attacker)
+    forge_no_findings(findings_entry(repo / ".modellint_cache"), attacker)
     # the forgery works for whoever holds the key it was signed with
     fooled = modellint("check", ".", *args, cwd=repo, home=attacker)
     assert fooled.returncode == 0, fooled.stdout
