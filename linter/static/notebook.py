@@ -11,6 +11,8 @@ The public API (used by `check` and by the editor server):
   notebook's text with only those `"source"` values replaced, everything else byte for byte.
 - `lint_notebook(display, notebook, rules, options, disabled)`: the engine's findings, each
   naming its cell; a cell that does not parse is one ML000 and the other cells are still linted.
+- `notebook_from_cells([(number, source), ...])`: the same from cell texts (an editor's
+  notebook document), without a file.
 
 Cells are numbered as ruff numbers them: 1-based, by position among all the notebook's cells
 (markdown and raw cells count), so `cell 3` is the third cell from the top whatever its kind.
@@ -56,6 +58,8 @@ _MAGIC = re.compile(
     r"|(?P<assign>[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=)[ \t]*[%!]"  # files = !ls
     r")"
 )
+# a quick look for any line that _MAGIC could match
+_ANY_MAGIC = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.M)
 _FILE_NOQA = re.compile(r"[ \t\f]*#[ \t\f]*modellint:[ \t\f]*noqa\b.*", re.I)
 
 
@@ -122,7 +126,7 @@ class Notebook:
         """The line of the notebook file (its JSON text) that holds line `line` of the cell:
         where a SARIF viewer or a GitHub annotation can point."""
         cell = self.cell(cell_number)
-        if cell is None:
+        if cell is None or not self.text:
             return 1
         self.spans()
         offset = cell.item_offsets[min(max(line, 1), len(cell.item_offsets)) - 1]
@@ -378,6 +382,18 @@ def read_notebook(data: bytes) -> Notebook:
     return notebook
 
 
+def notebook_from_cells(cells: Sequence[tuple[int, str]],
+                        language: str = "python") -> Notebook:
+    """A notebook made of code cells given as (cell number, source), with no file behind it:
+    an editor's notebook document (LSP `notebookDocument`), whose cells arrive as texts.
+    `lint_notebook` takes it as it takes a read one; there is nothing to write back."""
+    notebook = Notebook(text="", cells=[CodeCell(number, source, 0, 0, False)
+                                        for number, source in cells], language=language)
+    if language.lower() == "python":
+        _join(notebook)
+    return notebook
+
+
 def _scan(text: str) -> list[tuple[int, int, int, list[int]]]:
     """(cell number, start, end, item offsets) of the `"source"` value of every code cell, by
     walking the JSON structure value by value (each value, an output of several MB included,
@@ -430,6 +446,9 @@ def mask(source: str, first_cell: bool = True) -> tuple[str, dict[int, str]]:
     replaced line. A cell magic whose body is not Python masks the whole cell. Outside the
     first cell a `# modellint: noqa` line is masked too: only the first cell's covers the
     notebook."""
+    if "\r" not in source and _ANY_MAGIC.search(source) is None and (
+            first_cell or "modellint" not in source):
+        return source, {}  # most cells: nothing to mask
     lines = _LINE_END.split(source)
     ends = _LINE_END.findall(source)
     originals: dict[int, str] = {}
