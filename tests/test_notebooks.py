@@ -200,6 +200,9 @@ def test_named_file_is_linted_by_content(cli, tmp_path):
     assert refused.rc == 2
     assert "README.md: neither Python source nor a Jupyter notebook" in refused.err
     assert "All checks passed" not in refused.out
+    # a .py file is Python, even one that holds a dict shaped like a notebook
+    write(tmp_path, "template.py", 'NB = {"cells": [], "nbformat": 4, "x": None}\n')
+    assert cli("template.py", "--no-cache").rc == 0
     # a script without a suffix is Python
     write(tmp_path, "train", NET)
     script = cli("train", "--format", "concise", "--no-cache")
@@ -283,19 +286,34 @@ def test_per_file_ignores_cover_notebooks(cli, tmp_path):
     assert codes == {"ML903", "ML902", "ML202"}
 
 
-def test_cache_and_jobs_give_the_same_notebook_findings(cli, tmp_path):
+def test_cache_and_jobs_give_the_same_notebook_findings(modellint, tmp_path):
     for n in range(5):
         shutil.copy(TUTORIAL, tmp_path / f"t{n}.ipynb")
-    expected = lint_json(cli, ".", "--jobs", "1")
-    cached = tmp_path / "cache"
-    env_first = cli(".", "--format", "json", "--jobs", "3")
-    del cached
-    assert env_first.json() == expected
-    again = cli(".", "--format", "json", "--jobs", "1")  # from the cache this time
-    assert again.json() == expected
-    assert (tmp_path / ".modellint_cache").is_dir()
-    text = cli(".", "--format", "concise")
+    env = {"MODELLINT_CACHE_DIR": str(tmp_path / "cache")}
+    expected = modellint(".", "--format", "json", "--jobs", "1", "--no-cache").json()
+    assert len(expected) == 35
+    first = modellint(".", "--format", "json", "--jobs", "3", env=env)
+    assert first.json() == expected
+    # one entry per notebook, and a rerun answered from them gives the same findings
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 5
+    assert modellint(".", "--format", "json", "--jobs", "1", env=env).json() == expected
+    text = modellint(".", "--format", "concise", env=env)
     assert "t0.ipynb:cell 7:2:18: ML911" in text.out
+    # an edited notebook is linted again
+    edited = TUTORIAL.read_text().replace("dataiter.next()", "next(dataiter)")
+    (tmp_path / "t0.ipynb").write_text(edited)
+    again = modellint(".", "--format", "json", env=env).json()
+    assert len(again) == 33 and not any(f["path"] == "t0.ipynb" and f["code"] == "ML911"
+                                        for f in again)
+
+
+def test_fix_refuses_a_hard_linked_notebook(cli, tmp_path):
+    path = tmp_path / "t.ipynb"
+    shutil.copy(TUTORIAL, path)
+    (tmp_path / "other.ipynb").hardlink_to(path)
+    result = cli("t.ipynb", "--fix", "--no-cache")
+    assert "has 2 hard links" in result.err
+    assert path.read_bytes() == TUTORIAL.read_bytes()
 
 
 # --- SARIF and GitHub: a location the user can open -------------------------------------------
