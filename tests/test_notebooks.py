@@ -398,6 +398,8 @@ def test_fix_keeps_indentation_key_order_and_a_string_source(cli, tmp_path):
         "nbformat_minor": 5, "nbformat": 4,
         "cells": [
             {"source": "import torch\nnet = torch.nn.Linear(2, 2)\nout = net.forward(x)",
+             "outputs": [], "metadata": {}, "cell_type": "code"},
+            {"source": ["z = net.forward(x)\n", "# caf\u00e9 \u2713"],
              "outputs": [{"output_type": "stream", "name": "stdout", "text": ["été ✓\n"]}],
              "metadata": {"z": 1, "a": 2}, "execution_count": 3, "id": "c1",
              "cell_type": "code"},
@@ -405,11 +407,15 @@ def test_fix_keeps_indentation_key_order_and_a_string_source(cli, tmp_path):
         "metadata": {"language_info": {"name": "python"}},
     }
     text = json.dumps(data, indent=2, ensure_ascii=False)
+    # the unchanged line of the changed list keeps its escapes (another writer's choice)
+    text = text.replace('"# café ✓"', '"# caf\\u00e9 \\u2713"')
     path = tmp_path / "other.ipynb"
     path.write_text(text)
     result = cli("other.ipynb", "--fix", "--no-cache", "--format", "concise")
-    assert "Fixed 1 finding." in result.out, result
-    expected = text.replace('net.forward(x)"', 'net(x)"')
+    assert "Fixed 2 findings." in result.out, result
+    expected = text.replace('net.forward(x)"', 'net(x)"').replace(
+        '"z = net.forward(x)\\n"', '"z = net(x)\\n"')
+    assert expected != text and '"# caf\\u00e9 \\u2713"' in expected
     assert path.read_text() == expected
 
 
