@@ -17,6 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import NET, write
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modellint.static.notebook import (
     NotebookError,
@@ -222,6 +224,8 @@ def test_named_file_is_linted_by_content(cli, tmp_path):
     (b"", "the file is empty"),
     (b'{"cells": [], "nbformat": 4}\x00', "invalid JSON: Extra data (line 1, column 29)"),
     (b'\xff{"cells": []}', "not UTF-8 text"),
+    (b'{"cells": [], "nbformat": 4, "m": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     "invalid JSON: nested too deeply"),
 ])
 def test_broken_notebook_is_one_ml000_naming_the_problem(cli, tmp_path, content, problem):
     (tmp_path / "bad.ipynb").write_bytes(content)
@@ -464,3 +468,32 @@ def test_notebook_from_cell_texts_as_an_editor_sends_them():
     found = lint_notebook("nb.ipynb", book, rules, Config().rule_options()).findings
     assert [(f.code, f.cell, f.line, f.column) for f in found] == [("ML910", 4, 2, 7)]
     assert book.locate(1) == (2, 1) and book.locate(4) == (4, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), min_size=1,
+                max_size=4),
+       st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), min_size=4,
+                max_size=4),
+       st.booleans())
+def test_splicing_sources_changes_exactly_those_sources(old, new, ascii_only):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [code_cell(text, outputs=n % 2 == 0) for n, text in enumerate(old)]
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell("between"))
+    text = nbformat.writes(nb)
+    if ascii_only:
+        text = json.dumps(json.loads(text), indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+    book = read_notebook(text.encode())
+    assert book.with_sources({c.number: c.source for c in book.cells}) == text
+    wanted = {c.number: replacement for c, replacement in zip(book.cells, new, strict=False)}
+    spliced = book.with_sources(wanted)
+    assert spliced.isascii() or not ascii_only
+    before, after = json.loads(text), json.loads(spliced)
+    for n, (a, b) in enumerate(zip(before["cells"], after["cells"], strict=True)):
+        source = b.pop("source")
+        expected = wanted.get(n + 1, "".join(a["source"]) if a["cell_type"] == "code" else None)
+        if expected is not None:
+            assert "".join(source) == expected
+        a.pop("source")
+    assert before == after
+    nbformat.validate(nbformat.reads(spliced, as_version=4))
