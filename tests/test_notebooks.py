@@ -20,13 +20,7 @@ from conftest import NET, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modellint.static.notebook import (
-    NotebookError,
-    lint_notebook,
-    mask,
-    notebook_from_cells,
-    read_notebook,
-)
+from modellint.static.notebook import NotebookError, mask, read_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -456,18 +450,6 @@ def test_reader_rejects_what_it_cannot_round_trip():
     assert book.with_sources({c.number: c.source for c in book.cells}) == TUTORIAL.read_text()
     assert book.cell_sources(book.source) == {c.number: c.source for c in book.cells
                                               if c.first_line}
-
-
-def test_notebook_from_cell_texts_as_an_editor_sends_them():
-    from modellint.config import Config
-    from modellint.plugins import load_registry
-
-    rules = [load_registry(entry_points=False).rules["ML910"]]
-    book = notebook_from_cells([(2, "%matplotlib inline\nimport torch.nn.functional as F"),
-                                (4, "loss = F.cross_entropy(out, y)\nprint(loss.data[0])")])
-    found = lint_notebook("nb.ipynb", book, rules, Config().rule_options()).findings
-    assert [(f.code, f.cell, f.line, f.column) for f in found] == [("ML910", 4, 2, 7)]
-    assert book.locate(1) == (2, 1) and book.locate(4) == (4, 1)
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,8 +11,6 @@ The public API (used by `check` and by the editor server):
   notebook's text with only those `"source"` values replaced, everything else byte for byte.
 - `lint_notebook(display, notebook, rules, options, disabled)`: the engine's findings, each
   naming its cell; a cell that does not parse is one ML000 and the other cells are still linted.
-- `notebook_from_cells([(number, source), ...])`: the same from cell texts (an editor's
-  notebook document), without a file.
 
 Cells are numbered as ruff numbers them: 1-based, by position among all the notebook's cells
 (markdown and raw cells count), so `cell 3` is the third cell from the top whatever its kind.
@@ -385,18 +383,6 @@ def read_notebook(data: bytes) -> Notebook:
         if isinstance(info, dict) and isinstance(info.get("name"), str):
             notebook.language = info["name"]
     if notebook.language.lower() == "python":
-        _join(notebook)
-    return notebook
-
-
-def notebook_from_cells(cells: Sequence[tuple[int, str]],
-                        language: str = "python") -> Notebook:
-    """A notebook made of code cells given as (cell number, source), with no file behind it:
-    an editor's notebook document (LSP `notebookDocument`), whose cells arrive as texts.
-    `lint_notebook` takes it as it takes a read one; there is nothing to write back."""
-    notebook = Notebook(text="", cells=[CodeCell(number, source, 0, 0, False)
-                                        for number, source in cells], language=language)
-    if language.lower() == "python":
         _join(notebook)
     return notebook
 
