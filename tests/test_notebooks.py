@@ -479,3 +479,20 @@ def test_splicing_sources_changes_exactly_those_sources(old, new, ascii_only):
         a.pop("source")
     assert before == after
     nbformat.validate(nbformat.reads(spliced, as_version=4))
+
+
+def test_github_action_annotates_notebooks_the_same_from_its_sarif(tmp_path):
+    from test_action import run_action
+
+    space = tmp_path / "workspace"
+    (space / "nbs").mkdir(parents=True)
+    shutil.copy(TUTORIAL, space / "nbs" / "t.ipynb")
+    plain = run_action(space, src="nbs", args="check --select ML911 --no-cache")
+    via_sarif = run_action(space, src="nbs", args="check --select ML911 --no-cache",
+                           sarif_file="results.sarif")
+    assert plain.returncode == via_sarif.returncode == 1, plain.stderr
+    assert via_sarif.stdout == plain.stdout
+    assert plain.stdout.count("::error file=nbs/t.ipynb,line=") == 2
+    assert "nbs/t.ipynb:cell 7:2:18: ML911" in plain.stdout
+    summary = (tmp_path / "step_summary.md").read_text()
+    assert "blob/0123abc/nbs/t.ipynb#L" in summary and "t.ipynb:cell 7:2" in summary
