@@ -180,6 +180,7 @@ def test_notebooks_setting_turns_the_walk_off(cli, tmp_path):
     assert cli(".", "--show-files").out.split() == ["a.py"]
     # a notebook named explicitly is still linted
     assert cli("tutorial.ipynb", "--no-cache").rc == 1
+    assert "notebooks = false  # " in cli("--show-settings").out
     write(tmp_path, "pyproject.toml", "[tool.modellint]\nnotebooks = \"no\"\n")
     bad = cli(".")
     assert bad.rc == 2 and "`notebooks` must be true or false" in bad.err
@@ -531,3 +532,12 @@ def test_any_mix_of_cells_is_linted_in_place_and_round_trips(cells):
         if f.code != "ML000":
             # the finding points into the cell's own text, not at a masked placeholder
             assert "modellint-masked" not in f.source_line and f.source_line == lines[f.line - 1]
+
+
+def test_a_notebook_in_another_language_is_skipped_with_a_message(cli, tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["language_info"] = {"name": "R"}
+    nb.cells = [code_cell("library(torch)\nx <- torch_randn(2)")]
+    (tmp_path / "r.ipynb").write_text(nbformat.writes(nb))
+    result = cli("r.ipynb", "--no-cache")
+    assert result.rc == 0 and "r.ipynb: not linted: the notebook's language is R, not Python" in result.err

@@ -206,7 +206,7 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         return outcome
     if book.language.lower() != "python":
         outcome.messages.append(
-            f"{display}: a {book.language} notebook, not Python; not linted")
+            f"{display}: not linted: the notebook's language is {book.language}, not Python")
         return outcome
     linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled)
     result = linted.result
