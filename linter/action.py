@@ -118,9 +118,10 @@ def run(environ: Mapping[str, str]) -> int:
 def annotate(document: dict, environ: Mapping[str, str]) -> None:
     from modellint.report import Summary
     from modellint.report.github import GithubReporter
-    from modellint.report.sarif import files_checked, findings_from_sarif
+    from modellint.report.sarif import files_checked, findings_from_sarif, notebooks_checked
 
-    summary = Summary(files_checked=files_checked(document))
+    summary = Summary(files_checked=files_checked(document),
+                      notebooks_checked=notebooks_checked(document))
     GithubReporter(sys.stdout, environ=environ).report(findings_from_sarif(document), summary)
     sys.stdout.flush()
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import NET, write
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modellint.static.notebook import NotebookError, mask, read_notebook
 
@@ -178,6 +180,7 @@ def test_notebooks_setting_turns_the_walk_off(cli, tmp_path):
     assert cli(".", "--show-files").out.split() == ["a.py"]
     # a notebook named explicitly is still linted
     assert cli("tutorial.ipynb", "--no-cache").rc == 1
+    assert "notebooks = false  # " in cli("--show-settings").out
     write(tmp_path, "pyproject.toml", "[tool.modellint]\nnotebooks = \"no\"\n")
     bad = cli(".")
     assert bad.rc == 2 and "`notebooks` must be true or false" in bad.err
@@ -194,6 +197,9 @@ def test_named_file_is_linted_by_content(cli, tmp_path):
     assert refused.rc == 2
     assert "README.md: neither Python source nor a Jupyter notebook" in refused.err
     assert "All checks passed" not in refused.out
+    # a .py file is Python, even one that holds a dict shaped like a notebook
+    write(tmp_path, "template.py", 'NB = {"cells": [], "nbformat": 4, "x": None}\n')
+    assert cli("template.py", "--no-cache").rc == 0
     # a script without a suffix is Python
     write(tmp_path, "train", NET)
     script = cli("train", "--format", "concise", "--no-cache")
@@ -213,6 +219,8 @@ def test_named_file_is_linted_by_content(cli, tmp_path):
     (b"", "the file is empty"),
     (b'{"cells": [], "nbformat": 4}\x00', "invalid JSON: Extra data (line 1, column 29)"),
     (b'\xff{"cells": []}', "not UTF-8 text"),
+    (b'{"cells": [], "nbformat": 4, "m": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     "invalid JSON: nested too deeply"),
 ])
 def test_broken_notebook_is_one_ml000_naming_the_problem(cli, tmp_path, content, problem):
     (tmp_path / "bad.ipynb").write_bytes(content)
@@ -277,19 +285,34 @@ def test_per_file_ignores_cover_notebooks(cli, tmp_path):
     assert codes == {"ML903", "ML902", "ML202"}
 
 
-def test_cache_and_jobs_give_the_same_notebook_findings(cli, tmp_path):
+def test_cache_and_jobs_give_the_same_notebook_findings(modellint, tmp_path):
     for n in range(5):
         shutil.copy(TUTORIAL, tmp_path / f"t{n}.ipynb")
-    expected = lint_json(cli, ".", "--jobs", "1")
-    cached = tmp_path / "cache"
-    env_first = cli(".", "--format", "json", "--jobs", "3")
-    del cached
-    assert env_first.json() == expected
-    again = cli(".", "--format", "json", "--jobs", "1")  # from the cache this time
-    assert again.json() == expected
-    assert (tmp_path / ".modellint_cache").is_dir()
-    text = cli(".", "--format", "concise")
+    env = {"MODELLINT_CACHE_DIR": str(tmp_path / "cache")}
+    expected = modellint(".", "--format", "json", "--jobs", "1", "--no-cache").json()
+    assert len(expected) == 35
+    first = modellint(".", "--format", "json", "--jobs", "3", env=env)
+    assert first.json() == expected
+    # one entry per notebook, and a rerun answered from them gives the same findings
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 5
+    assert modellint(".", "--format", "json", "--jobs", "1", env=env).json() == expected
+    text = modellint(".", "--format", "concise", env=env)
     assert "t0.ipynb:cell 7:2:18: ML911" in text.out
+    # an edited notebook is linted again
+    edited = TUTORIAL.read_text().replace("dataiter.next()", "next(dataiter)")
+    (tmp_path / "t0.ipynb").write_text(edited)
+    again = modellint(".", "--format", "json", env=env).json()
+    assert len(again) == 33 and not any(f["path"] == "t0.ipynb" and f["code"] == "ML911"
+                                        for f in again)
+
+
+def test_fix_refuses_a_hard_linked_notebook(cli, tmp_path):
+    path = tmp_path / "t.ipynb"
+    shutil.copy(TUTORIAL, path)
+    (tmp_path / "other.ipynb").hardlink_to(path)
+    result = cli("t.ipynb", "--fix", "--no-cache")
+    assert "has 2 hard links" in result.err
+    assert path.read_bytes() == TUTORIAL.read_bytes()
 
 
 # --- SARIF and GitHub: a location the user can open -------------------------------------------
@@ -374,6 +397,8 @@ def test_fix_keeps_indentation_key_order_and_a_string_source(cli, tmp_path):
         "nbformat_minor": 5, "nbformat": 4,
         "cells": [
             {"source": "import torch\nnet = torch.nn.Linear(2, 2)\nout = net.forward(x)",
+             "outputs": [], "metadata": {}, "cell_type": "code"},
+            {"source": ["z = net.forward(x)\n", "# caf\u00e9 \u2713"],
              "outputs": [{"output_type": "stream", "name": "stdout", "text": ["été ✓\n"]}],
              "metadata": {"z": 1, "a": 2}, "execution_count": 3, "id": "c1",
              "cell_type": "code"},
@@ -381,11 +406,15 @@ def test_fix_keeps_indentation_key_order_and_a_string_source(cli, tmp_path):
         "metadata": {"language_info": {"name": "python"}},
     }
     text = json.dumps(data, indent=2, ensure_ascii=False)
+    # the unchanged line of the changed list keeps its escapes (another writer's choice)
+    text = text.replace('"# café ✓"', '"# caf\\u00e9 \\u2713"')
     path = tmp_path / "other.ipynb"
     path.write_text(text)
     result = cli("other.ipynb", "--fix", "--no-cache", "--format", "concise")
-    assert "Fixed 1 finding." in result.out, result
-    expected = text.replace('net.forward(x)"', 'net(x)"')
+    assert "Fixed 2 findings." in result.out, result
+    expected = text.replace('net.forward(x)"', 'net(x)"').replace(
+        '"z = net.forward(x)\\n"', '"z = net(x)\\n"')
+    assert expected != text and '"# caf\\u00e9 \\u2713"' in expected
     assert path.read_text() == expected
 
 
@@ -422,3 +451,93 @@ def test_reader_rejects_what_it_cannot_round_trip():
     assert book.with_sources({c.number: c.source for c in book.cells}) == TUTORIAL.read_text()
     assert book.cell_sources(book.source) == {c.number: c.source for c in book.cells
                                               if c.first_line}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), min_size=1,
+                max_size=4),
+       st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), min_size=4,
+                max_size=4),
+       st.booleans())
+def test_splicing_sources_changes_exactly_those_sources(old, new, ascii_only):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [code_cell(text, outputs=n % 2 == 0) for n, text in enumerate(old)]
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell("between"))
+    text = nbformat.writes(nb)
+    if ascii_only:
+        text = json.dumps(json.loads(text), indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+    book = read_notebook(text.encode())
+    assert book.with_sources({c.number: c.source for c in book.cells}) == text
+    wanted = {c.number: replacement for c, replacement in zip(book.cells, new, strict=False)}
+    spliced = book.with_sources(wanted)
+    assert spliced.isascii() or not ascii_only
+    before, after = json.loads(text), json.loads(spliced)
+    for n, (a, b) in enumerate(zip(before["cells"], after["cells"], strict=True)):
+        source = b.pop("source")
+        expected = wanted.get(n + 1, "".join(a["source"]) if a["cell_type"] == "code" else None)
+        if expected is not None:
+            assert "".join(source) == expected
+        a.pop("source")
+    assert before == after
+    nbformat.validate(nbformat.reads(spliced, as_version=4))
+
+
+def test_github_action_annotates_notebooks_the_same_from_its_sarif(tmp_path):
+    from test_action import run_action
+
+    space = tmp_path / "workspace"
+    (space / "nbs").mkdir(parents=True)
+    shutil.copy(TUTORIAL, space / "nbs" / "t.ipynb")
+    plain = run_action(space, src="nbs", args="check --select ML911 --no-cache")
+    via_sarif = run_action(space, src="nbs", args="check --select ML911 --no-cache",
+                           sarif_file="results.sarif")
+    assert plain.returncode == via_sarif.returncode == 1, plain.stderr
+    assert via_sarif.stdout == plain.stdout
+    assert plain.stdout.count("::error file=nbs/t.ipynb,line=") == 2
+    assert "nbs/t.ipynb:cell 7:2:18: ML911" in plain.stdout
+    summary = (tmp_path / "step_summary.md").read_text()
+    assert "blob/0123abc/nbs/t.ipynb#L" in summary and "t.ipynb:cell 7:2" in summary
+
+
+# Python lines weigh three times the rest, so that most cells parse and have findings
+LINES = 3 * ["import torch.nn.functional as F", "loss = F.cross_entropy(x, y)",
+             "print(loss.data[0])", "loss.data[0]  # noqa", ""] + [
+    "%matplotlib inline", "!pip install torch", "files = !ls", "x?", "?x", "%%time", "%%bash",
+    "if x:", "    y = loss.data[0]", "    %time z = 1", "def f(:", "s = '''", "'''",
+    "# modellint: noqa: ML910", "(a", "  % b)"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(LINES), max_size=6).map("\n".join), min_size=1,
+                max_size=5))
+def test_any_mix_of_cells_is_linted_in_place_and_round_trips(cells):
+    from modellint.config import Config
+    from modellint.plugins import load_registry
+    from modellint.static.notebook import lint_notebook
+
+    registry = load_registry(entry_points=False)
+    rules = [rule for rule in registry.rules.values()
+             if "static" in rule.passes and hasattr(rule, "report")]
+    cells = ["import torch.nn.functional as F\nloss = F.cross_entropy(x, y)", *cells]
+    text = notebook(*(code_cell(source, outputs=False) for source in cells))
+    book = read_notebook(text.encode())
+    # joining, masking and splitting back gives every linted cell as it was
+    assert book.cell_sources(book.source) == {
+        c.number: c.source for c in book.cells if c.first_line}
+    found = lint_notebook("nb.ipynb", book, rules, Config().rule_options()).findings
+    assert not [f for f in found if f.code == "ML001"], found
+    for f in found:
+        lines = cells[f.cell - 1].split("\n")
+        assert 1 <= f.line <= len(lines), (f, cells)
+        if f.code != "ML000":
+            # the finding points into the cell's own text, not at a masked placeholder
+            assert "modellint-masked" not in f.source_line and f.source_line == lines[f.line - 1]
+
+
+def test_a_notebook_in_another_language_is_skipped_with_a_message(cli, tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["language_info"] = {"name": "R"}
+    nb.cells = [code_cell("library(torch)\nx <- torch_randn(2)")]
+    (tmp_path / "r.ipynb").write_text(nbformat.writes(nb))
+    result = cli("r.ipynb", "--no-cache")
+    assert result.rc == 0 and "r.ipynb: not linted: the notebook's language is R, not Python" in result.err

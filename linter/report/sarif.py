@@ -214,6 +214,11 @@ def files_checked(document: dict[str, Any]) -> int:
     return sum(run.get("properties", {}).get("filesChecked", 0) for run in document.get("runs", []))
 
 
+def notebooks_checked(document: dict[str, Any]) -> int:
+    return sum(run.get("properties", {}).get("notebooksChecked", 0)
+               for run in document.get("runs", []))
+
+
 def findings_from_sarif(document: dict[str, Any]) -> list[Finding]:
     """The findings a SARIF log of this reporter holds (the GitHub Action reads its own SARIF
     file back to annotate without running the checks twice)."""

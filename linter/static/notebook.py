@@ -15,10 +15,11 @@ The public API (used by `check` and by the editor server):
 Cells are numbered as ruff numbers them: 1-based, by position among all the notebook's cells
 (markdown and raw cells count), so `cell 3` is the third cell from the top whatever its kind.
 
-The JSON is read with the standard library's C scanner, value by value: the structure around
-the cells is walked in Python (a few hundred steps), each output (an image of several MB) is one
-C call, and the text is never re-serialised: a fix splices the new `"source"` value into the
-original text.
+The JSON is parsed by the standard library's C parser (an output holding an image of several
+MB costs milliseconds and is never looked at again). Where each `"source"` value lies in the
+text is found only for a fix or a SARIF/GitHub location, by walking the structure around the
+cells in Python with one C call per value. The text is never re-serialised: a fix splices the
+new `"source"` value into the original text.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ _MAGIC = re.compile(
     r"|(?P<assign>[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=)[ \t]*[%!]"  # files = !ls
     r")"
 )
+# a quick look for any line that _MAGIC could match
+_ANY_MAGIC = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.M)
 _FILE_NOQA = re.compile(r"[ \t\f]*#[ \t\f]*modellint:[ \t\f]*noqa\b.*", re.I)
 
 
@@ -122,10 +125,11 @@ class Notebook:
         """The line of the notebook file (its JSON text) that holds line `line` of the cell:
         where a SARIF viewer or a GitHub annotation can point."""
         cell = self.cell(cell_number)
-        if cell is None:
+        if cell is None or not self.text:
             return 1
         self.spans()
-        offset = cell.item_offsets[min(max(line, 1), len(cell.item_offsets)) - 1]
+        items = cell.item_offsets or [cell.start]
+        offset = items[min(max(line, 1), len(items)) - 1]
         start, number = self._counted if self._counted[0] <= offset else (0, 1)
         number += self.text.count("\n", start, offset)
         self._counted = (offset, number)
@@ -229,7 +233,12 @@ def _render_source(text: str, cell: CodeCell, new: str, ascii_only: bool) -> str
         lead = newline + indent + " "
         between = "," + lead
         tail = newline + indent
-    return "[" + lead + between.join(dump(item) for item in items) + tail + "]"
+    # an unchanged line keeps its old JSON text, whatever escaping the writer chose
+    raw: dict[str, str] = {}
+    for offset in offsets if old != "[]" else ():
+        value, end = _DECODER.raw_decode(text, offset)
+        raw.setdefault(value, text[offset:end])
+    return "[" + lead + between.join(raw.get(item) or dump(item) for item in items) + tail + "]"
 
 
 def _indent_before(text: str, offset: int) -> str:
@@ -430,6 +439,9 @@ def mask(source: str, first_cell: bool = True) -> tuple[str, dict[int, str]]:
     replaced line. A cell magic whose body is not Python masks the whole cell. Outside the
     first cell a `# modellint: noqa` line is masked too: only the first cell's covers the
     notebook."""
+    if "\r" not in source and _ANY_MAGIC.search(source) is None and (
+            first_cell or "modellint" not in source):
+        return source, {}  # most cells: nothing to mask
     lines = _LINE_END.split(source)
     ends = _LINE_END.findall(source)
     originals: dict[int, str] = {}

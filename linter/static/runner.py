@@ -25,7 +25,7 @@ from modellint.fix import (
 from modellint.rule import StaticRule
 from modellint.static import notebook
 from modellint.static.cache import Cache
-from modellint.static.discover import MAX_FILE_BYTES, read_file_bytes
+from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
 from modellint.static.engine import (
     INTERNAL_ERROR,
     SYNTAX_ERROR,
@@ -218,8 +218,11 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
 
 
 def is_notebook(path: Path, data: bytes) -> bool:
-    """A `.ipynb` file, or a file whose content is a notebook whatever its name."""
-    return str(path).endswith(notebook.SUFFIX) or notebook.looks_like_notebook(data)
+    """A `.ipynb` file, or a file not named as Python whose content is a notebook (a notebook
+    saved as `.json`, or without a suffix)."""
+    name = str(path)
+    return name.endswith(notebook.SUFFIX) or (
+        not name.endswith((*SUFFIXES, ".pyw")) and notebook.looks_like_notebook(data))
 
 
 def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: frozenset[str],
@@ -235,7 +238,7 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         return outcome
     if book.language.lower() != "python":
         outcome.messages.append(
-            f"{display}: a {book.language} notebook, not Python; not linted")
+            f"{display}: not linted: the notebook's language is {book.language}, not Python")
         return outcome
     linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled)
     result = linted.result
