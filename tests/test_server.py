@@ -463,3 +463,28 @@ def test_notebook_cell_that_does_not_parse_and_fixes_across_cells(session, proje
                     text="def f():\n    return F.tanh(1)\n")])]))))
     assert codes(session.wait(uris[1], before[1] + 1)) == ["ML903"]
     assert codes(session.wait(uris[3], count)) == ["ML903"]
+
+
+def test_hover_on_a_finding_shows_the_rule_documentation(session, project):
+    path = project / "hover.py"
+    session.open(path, MISTAKES)
+
+    def hover(line: int, character: int):
+        return session.run(session.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=path.as_uri()),
+            position=types.Position(line=line, character=character))))
+
+    shown = hover(7, 13)  # inside `F.sigmoid`
+    assert shown.contents.kind == types.MarkupKind.Markdown
+    assert shown.contents.value.startswith("**ML903 deprecated-functional**")
+    assert "What it does" in shown.contents.value and "```python" in shown.contents.value
+    assert hover(0, 3) is None  # `import torch`: nothing there
+
+
+def test_a_document_that_is_not_a_file_is_linted_too(session):
+    uri = "untitled:Untitled-1"
+    before = session.count(uri)
+    session.client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
+                                             text=MISTAKES)))
+    assert codes(session.wait(uri, before)) == ["ML903", "ML903", "ML907"]
