@@ -2,7 +2,9 @@
 
 Open `.py` files and the code cells of open notebooks are linted with the same engine,
 configuration (the nearest `pyproject.toml` with a `[tool.modellint]` table) and plugins as
-`modellint check`: on open and save at once, on change after a short pause. The runtime pass is
+`modellint check`: on open and save at once, on change after a short pause. Code actions give
+each fix, a `# noqa` comment and "fix all safe fixes"; hovering over a finding shows its rule's
+documentation, to which each diagnostic's code also links. The runtime pass is
 not part of the server: it never imports torch or runs the code it reads. Plugins named by the
 repository's config load only with the same opt-in as `check` (`--allow-config-plugins` or
 `MODELLINT_ALLOW_CONFIG_PLUGINS=1`).

@@ -488,3 +488,13 @@ def test_a_document_that_is_not_a_file_is_linted_too(session):
         text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
                                              text=MISTAKES)))
     assert codes(session.wait(uri, before)) == ["ML903", "ML903", "ML907"]
+
+
+def test_a_coding_cookie_is_honoured(session, project):
+    # the editor sends text; the engine reads bytes in the file's declared encoding, so that
+    # columns after a non-ASCII character stay right
+    text = ('# -*- coding: latin-1 -*-\nimport torch\nimport torch.nn.functional as F\n'
+            's = "é"; y = F.tanh(s)\n')
+    diagnostics = session.open(project / "latin.py", text)
+    assert codes(diagnostics) == ["ML903"]
+    assert diagnostics[0].range.start == types.Position(line=3, character=13)
