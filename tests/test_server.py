@@ -498,3 +498,19 @@ def test_a_coding_cookie_is_honoured(session, project):
     diagnostics = session.open(project / "latin.py", text)
     assert codes(diagnostics) == ["ML903"]
     assert diagnostics[0].range.start == types.Position(line=3, character=13)
+
+
+def test_saving_pyproject_in_the_editor_rereads_the_config(tmp_path):
+    # a client that cannot watch files: the save of pyproject.toml is the signal
+    session = Session(tmp_path)
+    try:
+        path = tmp_path / "saved.py"
+        assert codes(session.open(path, MISTAKES)) == ["ML903", "ML903", "ML907"]
+        pyproject = tmp_path / "pyproject.toml"
+        pyproject.write_text('[tool.modellint]\nignore = ["ML907"]\n', encoding="utf-8")
+        before = session.count(path.as_uri())
+        session.client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=pyproject.as_uri())))
+        assert codes(session.wait(path.as_uri(), before)) == ["ML903", "ML903"]
+    finally:
+        session.close()
