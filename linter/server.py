@@ -2,7 +2,9 @@
 
 Open `.py` files and the code cells of open notebooks are linted with the same engine,
 configuration (the nearest `pyproject.toml` with a `[tool.modellint]` table) and plugins as
-`modellint check`: on open and save at once, on change after a short pause. The runtime pass is
+`modellint check`: on open and save at once, on change after a short pause. Code actions give
+each fix, a `# noqa` comment and "fix all safe fixes"; hovering over a finding shows its rule's
+documentation, to which each diagnostic's code also links. The runtime pass is
 not part of the server: it never imports torch or runs the code it reads. Plugins named by the
 repository's config load only with the same opt-in as `check` (`--allow-config-plugins` or
 `MODELLINT_ALLOW_CONFIG_PLUGINS=1`).
@@ -410,6 +412,35 @@ class ModellintServer(LanguageServer):
                 actions.append(action)
         return actions
 
+    def hover(self, params: types.HoverParams) -> types.Hover | None:
+        """The documentation of the rules whose findings are under the cursor."""
+        from modellint.report.sarif import help_markdown
+
+        found = self.current(params.text_document.uri)
+        if found is None:
+            return None
+        linted, cell = found
+        lines = noqa.python_lines(linted.source(cell))
+        line = params.position.line
+        text = lines[line] if 0 <= line < len(lines) else ""
+        # the cursor's column in code points
+        column = self.workspace.position_codec.position_from_client_units(
+            [text], types.Position(line=0, character=params.position.character)).character
+        rules = linted.project.registry.rules
+        shown: list[str] = []
+        for finding in linted.findings:
+            if getattr(finding, "cell", None) != cell or finding.code in shown:
+                continue
+            start = (finding.line - 1, finding.column - 1)
+            end = (finding.end_line - 1, max(finding.end_column - 1, finding.column))
+            if start <= (line, column) <= end and finding.code in rules:
+                shown.append(finding.code)
+        if not shown:
+            return None
+        return types.Hover(contents=types.MarkupContent(
+            kind=types.MarkupKind.Markdown,
+            value="\n\n---\n\n".join(help_markdown(rules[code]) for code in shown)))
+
     def resolves_edits(self) -> bool:
         support = self.client_capabilities.text_document
         support = support.code_action if support else None
@@ -635,6 +666,10 @@ def build(plugins: list[str], allow_config_plugins: bool) -> ModellintServer:
         code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True))
     def code_action(ls: ModellintServer, params: types.CodeActionParams):
         return ls.code_actions(params)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: ModellintServer, params: types.HoverParams) -> types.Hover | None:
+        return ls.hover(params)
 
     @server.feature(types.CODE_ACTION_RESOLVE)
     def code_action_resolve(ls: ModellintServer, action: types.CodeAction) -> types.CodeAction:

@@ -463,3 +463,54 @@ def test_notebook_cell_that_does_not_parse_and_fixes_across_cells(session, proje
                     text="def f():\n    return F.tanh(1)\n")])]))))
     assert codes(session.wait(uris[1], before[1] + 1)) == ["ML903"]
     assert codes(session.wait(uris[3], count)) == ["ML903"]
+
+
+def test_hover_on_a_finding_shows_the_rule_documentation(session, project):
+    path = project / "hover.py"
+    session.open(path, MISTAKES)
+
+    def hover(line: int, character: int):
+        return session.run(session.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=path.as_uri()),
+            position=types.Position(line=line, character=character))))
+
+    shown = hover(7, 13)  # inside `F.sigmoid`
+    assert shown.contents.kind == types.MarkupKind.Markdown
+    assert shown.contents.value.startswith("**ML903 deprecated-functional**")
+    assert "What it does" in shown.contents.value and "```python" in shown.contents.value
+    assert hover(0, 3) is None  # `import torch`: nothing there
+
+
+def test_a_document_that_is_not_a_file_is_linted_too(session):
+    uri = "untitled:Untitled-1"
+    before = session.count(uri)
+    session.client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
+                                             text=MISTAKES)))
+    assert codes(session.wait(uri, before)) == ["ML903", "ML903", "ML907"]
+
+
+def test_a_coding_cookie_is_honoured(session, project):
+    # the editor sends text; the engine reads bytes in the file's declared encoding, so that
+    # columns after a non-ASCII character stay right
+    text = ('# -*- coding: latin-1 -*-\nimport torch\nimport torch.nn.functional as F\n'
+            's = "é"; y = F.tanh(s)\n')
+    diagnostics = session.open(project / "latin.py", text)
+    assert codes(diagnostics) == ["ML903"]
+    assert diagnostics[0].range.start == types.Position(line=3, character=13)
+
+
+def test_saving_pyproject_in_the_editor_rereads_the_config(tmp_path):
+    # a client that cannot watch files: the save of pyproject.toml is the signal
+    session = Session(tmp_path)
+    try:
+        path = tmp_path / "saved.py"
+        assert codes(session.open(path, MISTAKES)) == ["ML903", "ML903", "ML907"]
+        pyproject = tmp_path / "pyproject.toml"
+        pyproject.write_text('[tool.modellint]\nignore = ["ML907"]\n', encoding="utf-8")
+        before = session.count(path.as_uri())
+        session.client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=pyproject.as_uri())))
+        assert codes(session.wait(path.as_uri(), before)) == ["ML903", "ML903"]
+    finally:
+        session.close()

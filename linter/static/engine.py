@@ -333,6 +333,7 @@ def _lint_source(
     if not active:
         return result
     nesting = _nesting(tree)
+    lines = statement_lines(tree)
     del tree
     if nesting > DEEP_RECURSION_LIMIT:
         result.findings.append(_finding(
@@ -357,8 +358,8 @@ def _lint_source(
             "it was not linted", 1, 1))
         return result
     try:
-        result.findings.extend(
-            run_rules(path, text, module, active, options, result.tracebacks, index))
+        result.findings.extend(run_rules(path, text, module, active, options, result.tracebacks,
+                                         index, lines))
     except RecursionError:
         result.too_deep = True
         result.findings.append(_finding(
@@ -392,6 +393,13 @@ def parse_with_libcst(text: str) -> cst.Module:
         return cst.parse_module(text[:tail.start()])
 
 
+def statement_lines(tree: ast.Module) -> list[tuple[int, list[int] | None]]:
+    """The first line of each top-level statement CPython parsed, with those of a class's
+    members: where LibCST's positions of the same statements start (see `_Positions`)."""
+    return [(s.lineno, [m.lineno for m in s.body] if isinstance(s, ast.ClassDef) else None)
+            for s in tree.body]
+
+
 def run_rules(
     path: str,
     text: str,
@@ -400,8 +408,10 @@ def run_rules(
     options: dict[str, Any],
     tracebacks: list[str],
     index: Any = None,
+    starts: list[tuple[int, list[int] | None]] | None = None,
 ) -> list[Finding]:
-    """The findings of `rules`; raises RecursionError when the tree is too deep to walk."""
+    """The findings of `rules`; raises RecursionError when the tree is too deep to walk.
+    `starts`: `statement_lines` of CPython's parse of `text`, when the caller has it."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     context = FileContext(path, text, options, index)
     findings: list[Finding] = []
@@ -436,7 +446,7 @@ def run_rules(
         return findings
     lines = noqa.python_lines(text)
     tops = context.top_level_of_reports()
-    positions = _Positions(module, [
+    positions = _Positions(starts, module, [
         (node, top)
         for (_, reported, *_, statement), top in zip(context.reports, tops, strict=True)
         for node in (reported, *statement)
@@ -477,10 +487,13 @@ class _Positions:
     lines). The language server lints a file on every pause in typing: a 1,000-line file
     with findings in two methods costs the positions of those two methods."""
 
-    def __init__(self, module: cst.Module,
+    def __init__(self, lines: list[tuple[int, list[int] | None]] | None, module: cst.Module,
                  wanted: Sequence[tuple[cst.CSTNode, cst.CSTNode | None]]) -> None:
-        """`wanted`: (node, the top-level statement it was reported in, or None)."""
+        """`wanted`: (node, the top-level statement it was reported in, or None). `lines`:
+        where CPython puts each top-level statement and class member (`statement_lines`):
+        then no code is generated to count lines."""
         self.module = module
+        self._lines = _first_lines(module.body, lines) if lines is not None else None
         self._index = {id(statement): i for i, statement in enumerate(module.body)}
         self._owner: dict[cst.CSTNode, int] = {}
         # node -> (top-level index, member index in that class's body, or None: all of it)
@@ -616,6 +629,8 @@ class _Positions:
             elif chosen.get(index, set()) is not None:
                 chosen.setdefault(index, set()).add(member)
         indices = sorted(chosen)
+        if self._lines is not None and self._compute_by_lines(chosen, indices):
+            return
         line = 1 + sum(_line_count(self.module.code_for_node(h)) for h in self.module.header)
         firsts, counts = [], []
         for statement in body[: indices[-1] + 1]:
@@ -649,6 +664,52 @@ class _Positions:
         ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
         for index, member, offset in placed:
             self._ranges[(index, member)] = (ranges, offset)
+
+
+    def _compute_by_lines(self, chosen: dict[int, set[int] | None], indices: list[int]) -> bool:
+        """`_compute` with the lines CPython gave: each unit's offset is its first line in
+        the file against its first line in the module made of the units alone. False when a
+        class's members do not match CPython's (then lines are counted from the code)."""
+        body = self.module.body
+        alone_body = []
+        placed: list[tuple[int, int | None, cst.CSTNode, int]] = []  # (index, member, node, line)
+        for index in indices:
+            statement = body[index]
+            first, member_lines = self._lines[index]
+            members = chosen[index]
+            if members is None:
+                alone_body.append(statement)
+                placed.append((index, None, statement, first))
+                continue
+            every = _members(statement)
+            matched = _first_lines(every, [(n, None) for n in member_lines or ()])
+            if matched is None:
+                return False
+            kept = [member for number, member in enumerate(every) if number in members]
+            placed.extend((index, number, every[number], matched[number][0])
+                          for number in sorted(members))
+            alone_body.append(statement.with_changes(
+                body=statement.body.with_changes(body=kept)))
+        alone = self.module.with_changes(header=(), body=alone_body, footer=())
+        ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+        for index, member, node, line in placed:
+            self._ranges[(index, member)] = (ranges, line - ranges[node].start.line)
+        return True
+
+
+def _first_lines(statements: Sequence[cst.CSTNode],
+                 lines: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]] | None:
+    """`lines` (one per statement CPython parsed) matched to LibCST's `statements`: a simple
+    statement line (`a = 1; b = 2`) is one LibCST statement and several of CPython's. None
+    when they do not match."""
+    out = []
+    at = 0
+    for statement in statements:
+        if at >= len(lines):
+            return None
+        out.append(lines[at])
+        at += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    return out if at == len(lines) else None
 
 
 def _members(statement: cst.CSTNode) -> Sequence[cst.CSTNode]:
