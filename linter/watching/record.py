@@ -151,6 +151,8 @@ class Recorder:
         # under torch.distributed: per step, a sum of each trainable parameter, to compare ranks
         self.rank_prints: list[dict[str, Any]] = []
         self.stopped: str | None = None
+        # set by another thread (the timeout): the run stops at the next hook it reaches
+        self.stop_requested: str | None = None
         self.findings: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.started = time.monotonic()
@@ -265,6 +267,8 @@ class Recorder:
     def _step_pre(self, opt, args, kwargs) -> None:
         if self.budget is not None and self.total_steps >= self.budget:
             self.stop("steps")
+        if self.stop_requested:
+            self.stop(self.stop_requested)
         site = self.site()
         rec = self._optimizer(opt)
         if rec.created is None:
@@ -382,7 +386,10 @@ class Recorder:
                     break
             except Exception:  # noqa: BLE001
                 continue
-        self.non_finite = NonFinite("loss", self.total_steps + 1, site, module, repr(value))
+        detail = repr(value)
+        if module is None and self._leaf_outputs:
+            detail += " while every module's output was finite (the loss computation overflowed)"
+        self.non_finite = NonFinite("loss", self.total_steps + 1, site, module, detail)
 
     def _non_finite_grad(self, opt, rec: OptimizerRecord) -> None:
         names = self._param_names()
@@ -407,6 +414,8 @@ class Recorder:
 
     # -- forwards -------------------------------------------------------------------------
     def _forward_pre(self, module, args) -> None:
+        if self.stop_requested and self._depth == 0:
+            self.stop(self.stop_requested)
         self._depth += 1
         if self._depth != 1:
             return
@@ -568,7 +577,8 @@ class Recorder:
             "steps": self.total_steps,
             "optimizers": len(opts),
             "models": len(self.models),
-            "epochs": max((rec.epochs for rec in self.loaders.values()), default=0),
+            "epochs": (self._train_loader.epochs if self._train_loader is not None else
+                       max((rec.epochs for rec in self.loaders.values()), default=0)),
             "seconds": round(time.monotonic() - self.started, 2),
             "stopped": self.stopped,
             "losses": self.losses[-1000:],
