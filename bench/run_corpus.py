@@ -4,7 +4,8 @@ Each repository is cloned at a pinned commit into `$MODELLINT_CORPUS_DIR` (defau
 `~/.cache/modellint-corpus`, folder `run-<owner>+<name>@<commit>`), never into this checkout,
 and its training script is run for a few steps on CPU with tiny settings and local data
 (makemore's names.txt, minGPT's synthetic addition task, nanoGPT on random tokens and timm's
-train.py, with the installed timm, on random images, both written here), plus the one CPU-reproducible user-code case of TrainCheck's silent-issue workloads
+train.py, with the repository's own timm package, on random images, both written here), plus
+the one CPU-reproducible user-code case of TrainCheck's silent-issue workloads
 (stackoverflow-60335387 with FakeData), which must give ML303 while its fix gives none. pytorch/examples is held out on purpose (the independent check).
 
     python bench/run_corpus.py [--mirror DIR] [--only makemore,minGPT,nanoGPT]
