@@ -83,7 +83,7 @@ class PerEpochSchedulerPerBatch(RunCheck):
 
     def check(self, record) -> None:
         for rec in record.schedulers.values():
-            if rec.name not in PER_EPOCH:
+            if rec.name not in PER_EPOCH or rec.explicit:
                 continue
             per_epoch: dict = defaultdict(list)
             for site, opt_steps, epoch in rec.steps:
@@ -129,7 +129,7 @@ class SchedulerBeforeOptimizerStep(RunCheck):
     def check(self, record) -> None:
         for rec in record.schedulers.values():
             opt = record.optimizers.get(id(getattr(rec.scheduler, "optimizer", None)))
-            if opt is None or not opt.steps or not rec.steps:
+            if opt is None or not opt.steps or not rec.steps or rec.explicit:
                 continue
             site, opt_steps, _ = rec.steps[0]
             if opt_steps:

@@ -74,6 +74,7 @@ class SchedulerRecord:
     created: Site | None = None
     # each user call of step(): (site, steps of its optimizer before it, epoch key)
     steps: list[tuple[Site | None, int, Any]] = field(default_factory=list)
+    explicit: bool = False  # step(epoch) was called: the script sets the position itself
 
     @property
     def name(self) -> str:
@@ -467,16 +468,21 @@ class Recorder:
 
     # -- schedulers -----------------------------------------------------------------------
     def _scheduler_step_patch(self, original):
+        from torch.optim import lr_scheduler
+
         recorder = self
 
         def step(scheduler, *args, **kwargs):
             if recorder._installed:
-                recorder._scheduler_step(scheduler, sys._getframe(1))
+                # `step(epoch)` sets the schedule's position itself: no order or count to check
+                explicit = not isinstance(scheduler, lr_scheduler.ReduceLROnPlateau) and (
+                    bool(args) or kwargs.get("epoch") is not None)
+                recorder._scheduler_step(scheduler, sys._getframe(1), explicit)
             return original(scheduler, *args, **kwargs)
 
         return step
 
-    def _scheduler_step(self, scheduler, caller) -> None:
+    def _scheduler_step(self, scheduler, caller, explicit: bool = False) -> None:
         rec = self.schedulers.get(id(scheduler))
         if rec is None or rec.scheduler is not scheduler:
             rec = SchedulerRecord(scheduler)
@@ -490,6 +496,9 @@ class Recorder:
             return  # stepped by a SequentialLR / ChainedScheduler
         opt = getattr(scheduler, "optimizer", None)
         steps = self.optimizers[id(opt)].steps if id(opt) in self.optimizers else 0
+        if explicit:
+            rec.explicit = True
+            return
         rec.steps.append((site, steps, self._epoch_key()))
 
     # -- data -----------------------------------------------------------------------------
