@@ -115,6 +115,7 @@ def run_main(argv: list[str]) -> int:
     from modellint.config import enabled_codes, validate_codes
     from modellint.report import Summary, printable
     from modellint.runtime.pass_ import Suppressions, torch_missing
+    from modellint.runtime.phases import INTERNAL, SCRIPT_FAILED
     from modellint.watching.session import to_findings
 
     parser = build_parser(cli._Parser, cli._seconds, cli._codes, cli.ALLOW_CONFIG_PLUGINS_FLAG)
@@ -165,13 +166,13 @@ def run_main(argv: list[str]) -> int:
             if compare is not None:
                 raws += compare(result["rank_prints"])
     if "internal" in result:
-        raws.append({"code": "ML001", "message": f"`modellint run` failed: "
+        raws.append({"code": INTERNAL, "message": f"`modellint run` failed: "
                      f"{result['internal']}", "file": None, "line": 1})
     if stopped:
-        raws.append({"code": "ML003", "message": stopped, "file": script and os.path.abspath(
+        raws.append({"code": SCRIPT_FAILED, "message": stopped, "file": script and os.path.abspath(
             script), "line": 1})
     label = script or command[-1]
-    findings = to_findings(raws, registry, enabled | {"ML001"}, Suppressions(config),
+    findings = to_findings(raws, registry, enabled | {INTERNAL}, Suppressions(config),
                            label=label)
     for note in result.get("notes", []):
         print(f"modellint: {printable(note)}", file=sys.stderr)
