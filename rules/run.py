@@ -176,7 +176,11 @@ class EvalInTrainMode(RunCheck):
 
     def check(self, record) -> None:
         for model, forward in _forwards(record):
-            if model.mode_dependent and forward.training and not forward.grad and forward.site:
+            # only the model being trained: a momentum (key) encoder or a teacher updated
+            # without gradients runs in training mode under no_grad by design
+            trained = any(f.grad and f.reached[0] for f in model.forwards)
+            if model.mode_dependent and trained and forward.training and not forward.grad \
+                    and forward.site:
                 record.report(self.code, f"`{model.name}` ran under `no_grad` while in training "
                               f"mode: dropout stays on and batch-norm statistics are updated "
                               f"by evaluation data; call `model.eval()` before evaluating "
