@@ -214,14 +214,6 @@ def test_command_under_torchrun_reports_ranks_that_diverge():
     assert "ddp_diverge_bad.py:24:9: ML323 after optimizer step 1" in out.stdout
 
 
-def test_command_help(capsys):
-    from modellint.cli import main
-
-    assert main(["run", "--help"]) == 0
-    out = capsys.readouterr().out
-    assert "--batches-per-epoch" in out and "EXECUTES the script" in out
-
-
 @pytest.mark.parametrize(("argv", "message"), [
     ([], "after `--`"),
     (["--"], "nothing to run"),

@@ -209,7 +209,7 @@ class Recorder:
         def opt_init(original):
             def __init__(opt, *args, **kwargs):
                 original(opt, *args, **kwargs)
-                if recorder._installed:
+                if recorder._installed and type(opt).__init__ is not None:
                     rec = recorder._optimizer(opt)
                     if rec.created is None:
                         rec.created = recorder.site()
