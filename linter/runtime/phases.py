@@ -19,8 +19,6 @@ PHASES = (FORWARD, REPEAT, TWIN, TRAIN, MEMORY)
 # the codes the runner reports itself (documented by `modellint.rules.core`)
 NOT_CHECKED = "ML002"
 INTERNAL = "ML001"
-# the code `modellint run` reports a script that failed or could not report with
-SCRIPT_FAILED = "ML003"
 
 OOM = re.compile(r"out of memory|can't allocate memory|CUDA error: out of memory", re.I)
 

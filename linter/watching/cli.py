@@ -115,16 +115,21 @@ def run_main(argv: list[str]) -> int:
     from modellint.config import enabled_codes, validate_codes
     from modellint.report import Summary, printable
     from modellint.runtime.pass_ import Suppressions, torch_missing
-    from modellint.runtime.phases import INTERNAL, SCRIPT_FAILED
     from modellint.watching.session import to_findings
 
+    parser = build_parser(cli._Parser, cli._seconds, cli._codes, cli.ALLOW_CONFIG_PLUGINS_FLAG)
+    before = argv[:argv.index("--")] if "--" in argv else argv
+    if "-h" in before or "--help" in before:
+        parser.print_help()
+        print("\nusage: modellint run [OPTIONS] -- python train.py ARGS | -- -m package.module "
+              "ARGS | -- torchrun --nproc-per-node N train.py ARGS")
+        return cli.EXIT_CLEAN
     try:
         options, command, script = split_target(argv, cli.UsageError)
     except TorchrunOptionError as exc:
         raise cli.UsageError(f"torchrun's {exc} is not supported under `modellint run`; give "
                              f"the script's path") from None
-    args = build_parser(cli._Parser, cli._seconds, cli._codes,
-                        cli.ALLOW_CONFIG_PLUGINS_FLAG).parse_args(options)
+    args = parser.parse_args(options)
     if args.steps < 1:
         raise cli.UsageError("--steps must be at least 1")
     if args.batches_per_epoch < 0:
@@ -160,13 +165,13 @@ def run_main(argv: list[str]) -> int:
             if compare is not None:
                 raws += compare(result["rank_prints"])
     if "internal" in result:
-        raws.append({"code": INTERNAL, "message": f"`modellint run` failed: "
+        raws.append({"code": "ML001", "message": f"`modellint run` failed: "
                      f"{result['internal']}", "file": None, "line": 1})
     if stopped:
-        raws.append({"code": SCRIPT_FAILED, "message": stopped, "file": script and os.path.abspath(
+        raws.append({"code": "ML003", "message": stopped, "file": script and os.path.abspath(
             script), "line": 1})
     label = script or command[-1]
-    findings = to_findings(raws, registry, enabled | {INTERNAL}, Suppressions(config),
+    findings = to_findings(raws, registry, enabled | {"ML001"}, Suppressions(config),
                            label=label)
     for note in result.get("notes", []):
         print(f"modellint: {printable(note)}", file=sys.stderr)

@@ -28,7 +28,6 @@ def to_findings(raws: list[dict[str, Any]], registry, enabled, suppressions=None
                 displays: dict[str, str] | None = None, label: str = "<run>") -> list[Finding]:
     """Findings of a run: each at its user line, suppressed by noqa and per-file-ignores."""
     from modellint.runtime.pass_ import Suppressions
-    from modellint.runtime.phases import INTERNAL
     from modellint.runtime.sources import source_line
     from modellint.runtime.specs import display_path
 
@@ -37,7 +36,7 @@ def to_findings(raws: list[dict[str, Any]], registry, enabled, suppressions=None
     for raw in raws:
         code = raw["code"]
         rule = registry.rules.get(code)
-        if code not in enabled and code != INTERNAL:
+        if code not in enabled and code not in ("ML001",):
             continue
         file, line = raw.get("file"), raw.get("line") or 1
         if file and os.path.isfile(file):
