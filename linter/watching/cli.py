@@ -117,19 +117,13 @@ def run_main(argv: list[str]) -> int:
     from modellint.runtime.pass_ import Suppressions, torch_missing
     from modellint.watching.session import to_findings
 
-    parser = build_parser(cli._Parser, cli._seconds, cli._codes, cli.ALLOW_CONFIG_PLUGINS_FLAG)
-    before = argv[:argv.index("--")] if "--" in argv else argv
-    if "-h" in before or "--help" in before:
-        parser.print_help()
-        print("\nusage: modellint run [OPTIONS] -- python train.py ARGS | -- -m package.module "
-              "ARGS | -- torchrun --nproc-per-node N train.py ARGS")
-        return cli.EXIT_CLEAN
     try:
         options, command, script = split_target(argv, cli.UsageError)
     except TorchrunOptionError as exc:
         raise cli.UsageError(f"torchrun's {exc} is not supported under `modellint run`; give "
                              f"the script's path") from None
-    args = parser.parse_args(options)
+    args = build_parser(cli._Parser, cli._seconds, cli._codes,
+                        cli.ALLOW_CONFIG_PLUGINS_FLAG).parse_args(options)
     if args.steps < 1:
         raise cli.UsageError("--steps must be at least 1")
     if args.batches_per_epoch < 0:
