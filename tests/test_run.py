@@ -37,7 +37,8 @@ BAD = {
     "ml322_bad.py": [("ML322", 27)],
 }
 GOOD = ["clean.py", "ml301_good.py", "ml303_good.py", "ml304_good.py", "ml305_good.py",
-        "ml319_good.py", "ml321_good.py", "ml322_good.py", "ml303_gan_good.py", "ml302_good.py", "ml306_good.py"]
+        "ml319_good.py", "ml321_good.py", "ml322_good.py", "ml303_gan_good.py", "ml302_good.py",
+        "ml306_good.py"]
 
 
 def _watch(name: str, **options):
