@@ -156,11 +156,12 @@ class LossGraphsKept(RunCheck):
         if len(live) < 4 or max(live) < 3:
             return
         site = record.backward_sites[0] if record.backward_sites else None
+        holder = (f"`{record.graph_holder}` keeps them" if record.graph_holder
+                  else "a running total or a list keeps them")
         record.report(self.code, f"the loss of every step stays alive with its autograd graph "
                       f"after `backward()` (up to {max(live)} earlier losses alive at once in "
-                      f"{len(live)} steps): a running total or a list keeps them, and memory "
-                      f"grows with each step; keep `loss.item()` or `loss.detach()` instead",
-                      site)
+                      f"{len(live)} steps): {holder}, and memory grows with each step; keep "
+                      f"`loss.item()` or `loss.detach()` instead", site)
 
 
 def _forwards(record):

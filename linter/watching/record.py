@@ -146,6 +146,7 @@ class Recorder:
         self.backward_sites: list[Site | None] = []
         self.loss_graphs: list[tuple[int, weakref.ref]] = []  # (step, sentinel of its graph)
         self.live_graphs: list[int] = []  # per step: earlier steps' losses still holding graphs
+        self.graph_holder: str | None = None  # the user's variable that holds them
         self.non_finite: NonFinite | None = None
         self.crash: dict[str, Any] | None = None
         self.grad_seen: set[int] = set()
@@ -377,6 +378,28 @@ class Recorder:
         step = self.total_steps
         self.live_graphs.append(sum(1 for s, r in self.loss_graphs
                                     if s < step - 1 and r() is not None))
+        if self.live_graphs[-1] >= 3 and self.graph_holder is None:
+            self.graph_holder = self._find_graph_holder()
+
+    def _find_graph_holder(self) -> str | None:
+        """The name of the user's variable that keeps earlier losses' graphs alive: a tensor
+        whose graph reaches a loss's node, or a list or dict of such tensors."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if self.user(frame.f_code.co_filename):
+                for name, value in list(frame.f_locals.items()):
+                    if isinstance(value, torch.Tensor):
+                        found = _holds_loss_graph(value, own=False)  # not the last loss itself
+                    elif isinstance(value, (list, tuple, dict)):
+                        items = list(value.values()) if isinstance(value, dict) else value
+                        found = len(items) >= 3 and all(
+                            _holds_loss_graph(item) for item in list(items)[-3:])
+                    else:
+                        found = False
+                    if found:
+                        return name
+            frame = frame.f_back
+        return None
 
     def _non_finite_loss(self, value: float, site: Site | None) -> None:
         module = None
@@ -625,6 +648,26 @@ class _CutIterator:
 
     def __getattr__(self, name: str):
         return getattr(self._iterator, name)
+
+
+def _holds_loss_graph(value, own: bool = True, limit: int = 256) -> bool:
+    """Whether a tensor's graph reaches the node of a loss `backward()` was called on (its
+    own node counts when `own`)."""
+    if not isinstance(value, torch.Tensor) or value.grad_fn is None:
+        return False
+    seen, stack = set(), [value.grad_fn]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            if "modellint" in node.metadata and (own or node is not value.grad_fn):
+                return True
+            stack.extend(next_node for next_node, _ in node.next_functions)
+        except Exception:  # noqa: BLE001 - a node without metadata
+            continue
+    return False
 
 
 def _distributed() -> bool:
