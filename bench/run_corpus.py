@@ -3,8 +3,9 @@
 Each repository is cloned at a pinned commit into `$MODELLINT_CORPUS_DIR` (default
 `~/.cache/modellint-corpus`, folder `run-<owner>+<name>@<commit>`), never into this checkout,
 and its training script is run for a few steps on CPU with tiny settings and local data
-(makemore's names.txt, minGPT's synthetic addition task, nanoGPT on random tokens written
-here), plus the one CPU-reproducible user-code case of TrainCheck's silent-issue workloads
+(makemore's names.txt, minGPT's synthetic addition task, nanoGPT on random tokens and timm's
+train.py, with the repository's own timm package, on random images, both written here), plus
+the one CPU-reproducible user-code case of TrainCheck's silent-issue workloads
 (stackoverflow-60335387 with FakeData), which must give ML303 while its fix gives none. pytorch/examples is held out on purpose (the independent check).
 
     python bench/run_corpus.py [--mirror DIR] [--only makemore,minGPT,nanoGPT]
@@ -59,6 +60,25 @@ def _nanogpt(tree: Path) -> list[list[str]]:
              "--dropout=0.1", "--out_dir=out-fake"]]
 
 
+def _timm(tree: Path) -> list[list[str]]:
+    """timm's train.py (the installed timm package) on a folder of random 40x40 PNGs."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split in ("train", "validation"):
+        for label in ("a", "b"):
+            folder = tree / "fake-images" / split / label
+            folder.mkdir(parents=True, exist_ok=True)
+            for index in range(16):
+                Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(
+                    folder / f"{index}.png")
+    return [["--steps", "20", "--", "python", "train.py", "fake-images", "--model", "resnet18",
+             "--num-classes", "2", "--img-size", "32", "-b", "4", "--epochs", "10", "-j", "1",
+             "--device", "cpu", "--sched", "cosine", "--model-ema", "--output", "out-fake",
+             "--log-interval", "5"]]
+
+
 def _traincheck(tree: Path) -> list[list[str]]:
     """TrainCheck's silent-issue workload stackoverflow-60335387 (optimizer.zero_grad()
     missing) and its fix, on FakeData instead of MNIST (no download) and on CPU: the bug must
@@ -82,6 +102,7 @@ CORPUS = [
     ("karpathy/makemore", "988aa59e4d8fefa526d06f3b453ad116258398d4", _makemore),
     ("karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26", _mingpt),
     ("karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291", _nanogpt),
+    ("huggingface/pytorch-image-models", "aa4b5850c1543fa488abf260f18390eda46cf85d", _timm),
     ("OrderLab/TrainCheck-Evaluation-Workloads", "2de9268be8845dade014e5e065693e4fdd9095d6",
      _traincheck),
 ]

@@ -83,7 +83,7 @@ class PerEpochSchedulerPerBatch(RunCheck):
 
     def check(self, record) -> None:
         for rec in record.schedulers.values():
-            if rec.name not in PER_EPOCH:
+            if rec.name not in PER_EPOCH or rec.explicit:
                 continue
             per_epoch: dict = defaultdict(list)
             for site, opt_steps, epoch in rec.steps:
@@ -129,7 +129,7 @@ class SchedulerBeforeOptimizerStep(RunCheck):
     def check(self, record) -> None:
         for rec in record.schedulers.values():
             opt = record.optimizers.get(id(getattr(rec.scheduler, "optimizer", None)))
-            if opt is None or not opt.steps or not rec.steps:
+            if opt is None or not opt.steps or not rec.steps or rec.explicit:
                 continue
             site, opt_steps, _ = rec.steps[0]
             if opt_steps:
@@ -156,11 +156,12 @@ class LossGraphsKept(RunCheck):
         if len(live) < 4 or max(live) < 3:
             return
         site = record.backward_sites[0] if record.backward_sites else None
+        holder = (f"`{record.graph_holder}` keeps them" if record.graph_holder
+                  else "a running total or a list keeps them")
         record.report(self.code, f"the loss of every step stays alive with its autograd graph "
                       f"after `backward()` (up to {max(live)} earlier losses alive at once in "
-                      f"{len(live)} steps): a running total or a list keeps them, and memory "
-                      f"grows with each step; keep `loss.item()` or `loss.detach()` instead",
-                      site)
+                      f"{len(live)} steps): {holder}, and memory grows with each step; keep "
+                      f"`loss.item()` or `loss.detach()` instead", site)
 
 
 def _forwards(record):
@@ -176,7 +177,11 @@ class EvalInTrainMode(RunCheck):
 
     def check(self, record) -> None:
         for model, forward in _forwards(record):
-            if model.mode_dependent and forward.training and not forward.grad and forward.site:
+            # only the model being trained: a momentum (key) encoder or a teacher updated
+            # without gradients runs in training mode under no_grad by design
+            trained = any(f.grad and f.reached[0] for f in model.forwards)
+            if model.mode_dependent and trained and forward.training and not forward.grad \
+                    and forward.site:
                 record.report(self.code, f"`{model.name}` ran under `no_grad` while in training "
                               f"mode: dropout stays on and batch-norm statistics are updated "
                               f"by evaluation data; call `model.eval()` before evaluating "

@@ -37,7 +37,8 @@ BAD = {
     "ml322_bad.py": [("ML322", 27)],
 }
 GOOD = ["clean.py", "ml301_good.py", "ml303_good.py", "ml304_good.py", "ml305_good.py",
-        "ml319_good.py", "ml321_good.py", "ml322_good.py", "ml303_gan_good.py"]
+        "ml319_good.py", "ml321_good.py", "ml322_good.py", "ml303_gan_good.py", "ml302_good.py",
+        "ml306_good.py"]
 
 
 def _watch(name: str, **options):
@@ -53,6 +54,21 @@ def test_buggy_script_is_reported_at_its_line(name, expected, capsys):
     w = _watch(name)
     assert sorted((f.code, f.line) for f in w.findings) == sorted(expected), str(w)
     assert all(f.path.endswith(name) and f.pass_ == "run" for f in w.findings)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_kept_losses_name_the_variable_that_keeps_them(tmp_path, capsys):
+    assert "`total` keeps them" in _watch("ml304_bad.py").findings[0].message
+    script = tmp_path / "kept.py"
+    script.write_text("import torch\nmodel = torch.nn.Linear(4, 1)\n"
+                      "opt = torch.optim.SGD(model.parameters(), lr=0.01)\nlosses = []\n"
+                      "for i in range(30):\n    opt.zero_grad()\n"
+                      "    loss = model(torch.randn(8, 4)).pow(2).mean()\n    loss.backward()\n"
+                      "    opt.step()\n    losses.append(loss)\n")
+    with modellint.watch(steps=20) as w:
+        runpy.run_path(str(script), run_name="__main__")
+    assert [(f.code, f.line) for f in w.findings] == [("ML304", 8)]
+    assert "`losses` keeps them" in w.findings[0].message
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 
 
@@ -83,7 +84,14 @@ def main(argv: list[str]) -> int:
     finish.recorder = recorder
     timeout = options.get("timeout")
     if timeout:
-        timer = threading.Timer(float(timeout), finish, args=("timeout",))
+        def time_out() -> None:
+            # stop in the script's own thread at its next step or forward (a consistent
+            # record); a script that reaches none in 3 s is stopped from here
+            recorder.stop_requested = "timeout"
+            time.sleep(3.0)
+            finish("timeout")
+
+        timer = threading.Timer(float(timeout), time_out)
         timer.daemon = True
         timer.start()
     import runpy

@@ -74,6 +74,7 @@ class SchedulerRecord:
     created: Site | None = None
     # each user call of step(): (site, steps of its optimizer before it, epoch key)
     steps: list[tuple[Site | None, int, Any]] = field(default_factory=list)
+    explicit: bool = False  # step(epoch) was called: the script sets the position itself
 
     @property
     def name(self) -> str:
@@ -145,12 +146,15 @@ class Recorder:
         self.backward_sites: list[Site | None] = []
         self.loss_graphs: list[tuple[int, weakref.ref]] = []  # (step, sentinel of its graph)
         self.live_graphs: list[int] = []  # per step: earlier steps' losses still holding graphs
+        self.graph_holder: str | None = None  # the user's variable that holds them
         self.non_finite: NonFinite | None = None
         self.crash: dict[str, Any] | None = None
         self.grad_seen: set[int] = set()
         # under torch.distributed: per step, a sum of each trainable parameter, to compare ranks
         self.rank_prints: list[dict[str, Any]] = []
         self.stopped: str | None = None
+        # set by another thread (the timeout): the run stops at the next hook it reaches
+        self.stop_requested: str | None = None
         self.findings: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.started = time.monotonic()
@@ -265,6 +269,8 @@ class Recorder:
     def _step_pre(self, opt, args, kwargs) -> None:
         if self.budget is not None and self.total_steps >= self.budget:
             self.stop("steps")
+        if self.stop_requested:
+            self.stop(self.stop_requested)
         site = self.site()
         rec = self._optimizer(opt)
         if rec.created is None:
@@ -372,6 +378,28 @@ class Recorder:
         step = self.total_steps
         self.live_graphs.append(sum(1 for s, r in self.loss_graphs
                                     if s < step - 1 and r() is not None))
+        if self.live_graphs[-1] >= 3 and self.graph_holder is None:
+            self.graph_holder = self._find_graph_holder()
+
+    def _find_graph_holder(self) -> str | None:
+        """The name of the user's variable that keeps earlier losses' graphs alive: a tensor
+        whose graph reaches a loss's node, or a list or dict of such tensors."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if self.user(frame.f_code.co_filename):
+                for name, value in list(frame.f_locals.items()):
+                    if isinstance(value, torch.Tensor):
+                        found = _holds_loss_graph(value, own=False)  # not the last loss itself
+                    elif isinstance(value, (list, tuple, dict)):
+                        items = list(value.values()) if isinstance(value, dict) else value
+                        found = len(items) >= 3 and all(
+                            _holds_loss_graph(item) for item in list(items)[-3:])
+                    else:
+                        found = False
+                    if found:
+                        return name
+            frame = frame.f_back
+        return None
 
     def _non_finite_loss(self, value: float, site: Site | None) -> None:
         module = None
@@ -382,7 +410,10 @@ class Recorder:
                     break
             except Exception:  # noqa: BLE001
                 continue
-        self.non_finite = NonFinite("loss", self.total_steps + 1, site, module, repr(value))
+        detail = repr(value)
+        if module is None and self._leaf_outputs:
+            detail += " while every module's output was finite (the loss computation overflowed)"
+        self.non_finite = NonFinite("loss", self.total_steps + 1, site, module, detail)
 
     def _non_finite_grad(self, opt, rec: OptimizerRecord) -> None:
         names = self._param_names()
@@ -407,6 +438,8 @@ class Recorder:
 
     # -- forwards -------------------------------------------------------------------------
     def _forward_pre(self, module, args) -> None:
+        if self.stop_requested and self._depth == 0:
+            self.stop(self.stop_requested)
         self._depth += 1
         if self._depth != 1:
             return
@@ -458,16 +491,21 @@ class Recorder:
 
     # -- schedulers -----------------------------------------------------------------------
     def _scheduler_step_patch(self, original):
+        from torch.optim import lr_scheduler
+
         recorder = self
 
         def step(scheduler, *args, **kwargs):
             if recorder._installed:
-                recorder._scheduler_step(scheduler, sys._getframe(1))
+                # `step(epoch)` sets the schedule's position itself: no order or count to check
+                explicit = not isinstance(scheduler, lr_scheduler.ReduceLROnPlateau) and (
+                    bool(args) or kwargs.get("epoch") is not None)
+                recorder._scheduler_step(scheduler, sys._getframe(1), explicit)
             return original(scheduler, *args, **kwargs)
 
         return step
 
-    def _scheduler_step(self, scheduler, caller) -> None:
+    def _scheduler_step(self, scheduler, caller, explicit: bool = False) -> None:
         rec = self.schedulers.get(id(scheduler))
         if rec is None or rec.scheduler is not scheduler:
             rec = SchedulerRecord(scheduler)
@@ -481,6 +519,9 @@ class Recorder:
             return  # stepped by a SequentialLR / ChainedScheduler
         opt = getattr(scheduler, "optimizer", None)
         steps = self.optimizers[id(opt)].steps if id(opt) in self.optimizers else 0
+        if explicit:
+            rec.explicit = True
+            return
         rec.steps.append((site, steps, self._epoch_key()))
 
     # -- data -----------------------------------------------------------------------------
@@ -568,7 +609,8 @@ class Recorder:
             "steps": self.total_steps,
             "optimizers": len(opts),
             "models": len(self.models),
-            "epochs": max((rec.epochs for rec in self.loaders.values()), default=0),
+            "epochs": (self._train_loader.epochs if self._train_loader is not None else
+                       max((rec.epochs for rec in self.loaders.values()), default=0)),
             "seconds": round(time.monotonic() - self.started, 2),
             "stopped": self.stopped,
             "losses": self.losses[-1000:],
@@ -606,6 +648,26 @@ class _CutIterator:
 
     def __getattr__(self, name: str):
         return getattr(self._iterator, name)
+
+
+def _holds_loss_graph(value, own: bool = True, limit: int = 256) -> bool:
+    """Whether a tensor's graph reaches the node of a loss `backward()` was called on (its
+    own node counts when `own`)."""
+    if not isinstance(value, torch.Tensor) or value.grad_fn is None:
+        return False
+    seen, stack = set(), [value.grad_fn]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            if "modellint" in node.metadata and (own or node is not value.grad_fn):
+                return True
+            stack.extend(next_node for next_node, _ in node.next_functions)
+        except Exception:  # noqa: BLE001 - a node without metadata
+            continue
+    return False
 
 
 def _distributed() -> bool:
