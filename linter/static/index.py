@@ -868,9 +868,12 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None) -> ProjectI
     has no facts (its own lint reports why)."""
     from modellint.static.discover import read_file_bytes
     from modellint.static.engine import DecodeError, decode
+    from modellint.static.notebook import SUFFIX as NOTEBOOK_SUFFIX
 
     index = ProjectIndex()
     for display, path in files:
+        if str(path).endswith(NOTEBOOK_SUFFIX):
+            continue  # a notebook is no module: nothing imports its definitions
         try:
             data = read_file_bytes(path)
             text, _ = decode(data)
