@@ -87,9 +87,10 @@ def parameter_counts(model: nn.Module) -> dict[int, int]:
         known = found.get(id(module))
         if known is not None:
             return known
-        own = {id(p): p.numel() for p in module.parameters(recurse=False)}
-        for child in module.children():
-            own.update(visit(child))
+        own = {id(p): p.numel() for p in module._parameters.values() if p is not None}
+        for child in module._modules.values():
+            if child is not None:
+                own.update(visit(child))
         found[id(module)] = own
         return own
 
@@ -178,17 +179,12 @@ class Tracer:
         rows are recorded: counting them at every module of every traced forward adds up)."""
         cached = self._param_cache.get(id(module))
         if cached is None:
-            first = next(iter(module._parameters.values()), None) if isinstance(
-                module._parameters, dict) else None
+            # module._parameters and _buffers as parameters()/buffers(recurse=False) read them,
+            # without their generator machinery (this runs for every module of a forward)
+            first = next((p for p in module._parameters.values() if p is not None), None)
             if first is None:
-                for tensor in module.parameters(recurse=False):
-                    first = tensor
-                    break
-            if first is None:
-                for tensor in module.buffers(recurse=False):
-                    if tensor.is_floating_point():
-                        first = tensor
-                        break
+                first = next((b for b in module._buffers.values()
+                              if b is not None and b.is_floating_point()), None)
             count = 0
             if self.record_rows:
                 if self._counts is None:
