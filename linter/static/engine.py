@@ -224,8 +224,10 @@ def call_deeply(function, *args):
     return value
 
 
-def _finding(code_name: tuple[str, str], path: str, message: str, line: int, col: int,
-             source_line: str = "") -> Finding:
+def error_finding(code_name: tuple[str, str], path: str, message: str, line: int, col: int,
+                  source_line: str = "") -> Finding:
+    """What the engine reports about a file it could not lint (ML000, ML001): an error at one
+    point, in no statement (a line noqa does not hide it; see `modellint.suppress`)."""
     return Finding(
         code=code_name[0], name=code_name[1], message=message, severity=Severity.ERROR,
         path=path, line=line, column=col, end_line=line, end_column=col,
@@ -243,16 +245,16 @@ def _parse_with_cpython(path: str, text: str) -> tuple[ast.Module | None, Findin
             return ast.parse(text), None
     except SyntaxError as exc:
         line = exc.lineno or 1
-        return None, _finding(
+        return None, error_finding(
             SYNTAX_ERROR, path, f"SyntaxError: {exc.msg}", line, exc.offset or 1,
             _line(noqa.python_lines(text), line),
         )
     except RecursionError as exc:
-        return None, _finding(
+        return None, error_finding(
             SYNTAX_ERROR, path,
             f"the code is nested too deeply for Python to parse (RecursionError: {exc})", 1, 1)
     except (ValueError, MemoryError) as exc:
-        return None, _finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)
+        return None, error_finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)
 
 
 def _nesting(tree: ast.AST) -> int:
@@ -311,7 +313,7 @@ def _lint_source(
     try:
         text, result.encoding = decode(data)
     except DecodeError as exc:
-        result.findings.append(_finding(SYNTAX_ERROR, path, str(exc), exc.line, exc.column))
+        result.findings.append(error_finding(SYNTAX_ERROR, path, str(exc), exc.line, exc.column))
         return result
     result.source = text
     result.suppressions = FileSuppressions.of(text, disabled_codes)
@@ -336,7 +338,7 @@ def _lint_source(
     lines = statement_lines(tree)
     del tree
     if nesting > DEEP_RECURSION_LIMIT:
-        result.findings.append(_finding(
+        result.findings.append(error_finding(
             INTERNAL_ERROR, path, f"the file is nested too deeply ({nesting} levels) for the "
             "parser; it was not linted", 1, 1))
         return result
@@ -347,13 +349,13 @@ def _lint_source(
         module = parse_with_libcst(text)
     except cst.ParserSyntaxError as exc:
         # CPython parsed it: one of LibCST's own limits (on implicitly concatenated strings)
-        result.findings.append(_finding(
+        result.findings.append(error_finding(
             INTERNAL_ERROR, path, "the file is valid Python but beyond the limits of modellint's "
             f"parser ({exc.message}); it was not linted", exc.raw_line, exc.raw_column + 1))
         return result
     except RecursionError:
         result.too_deep = True
-        result.findings.append(_finding(
+        result.findings.append(error_finding(
             INTERNAL_ERROR, path, "the file is nested too deeply for the parser; "
             "it was not linted", 1, 1))
         return result
@@ -362,7 +364,7 @@ def _lint_source(
                                          index, lines))
     except RecursionError:
         result.too_deep = True
-        result.findings.append(_finding(
+        result.findings.append(error_finding(
             INTERNAL_ERROR, path, "the file is nested too deeply to be linted", 1, 1))
         return result
     result.module = module
@@ -372,7 +374,7 @@ def _lint_source(
 def _rule_failed(path: str, rule: type[StaticRule], exc: BaseException,
                  tracebacks: list[str]) -> Finding:
     tracebacks.append("".join(traceback.format_exception(exc)))
-    return _finding(
+    return error_finding(
         INTERNAL_ERROR, path,
         f"rule {rule.code} ({rule.name}) failed: {type(exc).__name__}: {exc}", 1, 1)
 
@@ -432,7 +434,7 @@ def run_rules(
         raise
     except Exception as exc:  # noqa: BLE001 - the engine itself failed on this file
         tracebacks.append("".join(traceback.format_exception(exc)))
-        findings.append(_finding(
+        findings.append(error_finding(
             INTERNAL_ERROR, path, f"modellint failed on this file: {type(exc).__name__}: {exc}",
             1, 1))
         return findings

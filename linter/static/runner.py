@@ -30,6 +30,7 @@ from modellint.static.engine import (
     INTERNAL_ERROR,
     SYNTAX_ERROR,
     call_deeply,
+    error_finding,
     lint_source,
 )
 
@@ -70,12 +71,9 @@ class FileOutcome:
 
 
 def _file_finding(code_name: tuple[str, str], display: str, message: str) -> Finding:
-    from modellint.finding import Severity
-
-    return Finding(
-        code=code_name[0], name=code_name[1], message=message,
-        severity=Severity.ERROR, path=display, line=1, column=1, end_line=1, end_column=1,
-    )
+    """A finding about the whole file (it cannot be read, linting it failed): at line 1, built
+    as the engine builds its own (`engine.error_finding`)."""
+    return error_finding(code_name, display, message, 1, 1)
 
 
 def _read_error(display: str, exc: OSError) -> Finding:

@@ -20,6 +20,21 @@ def human(n: float) -> str:
     return f"{n:.3g}P"
 
 
+
+def _norm(grad) -> float:
+    """The L2 norm of a gradient, as a float: computed in its own precision (float32 for
+    half-precision ones), and again in float64 where float32 could not hold it (a norm that
+    underflowed to exactly zero from non-zero values, or overflowed)."""
+    import torch
+
+    if grad.dtype != torch.float64:
+        norm = float(torch.linalg.vector_norm(grad, dtype=torch.float32)
+                     if grad.is_floating_point() and grad.element_size() < 4
+                     else torch.linalg.vector_norm(grad))
+        if (norm != 0.0 or not bool(grad.any())) and math.isfinite(norm):
+            return norm
+    return float(torch.linalg.vector_norm(grad.double()))
+
 class UnusedParameters(RuntimeRule):
     """Parameters that got no gradient in a forward and backward pass.
 
@@ -171,7 +186,7 @@ class GradientAtInit(RuntimeRule):
                      if p.requires_grad and p.grad is not None]
             if not grads or path not in called:
                 continue
-            norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))
+            norm = math.sqrt(sum(_norm(g) ** 2 for g in grads))
             norms.append((path, norm))
         if len(norms) < 2:
             return
