@@ -574,14 +574,14 @@ def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, An
     """Every finding in the notebook's code cells, each naming its cell (1-based) and its line
     and column in that cell. A cell that does not parse is one ML000 and is left out; the
     others are linted as one program, in order."""
-    from modellint.static.engine import SYNTAX_ERROR, FileResult, _finding, lint_source
+    from modellint.static.engine import SYNTAX_ERROR, FileResult, error_finding, lint_source
 
     findings = []
     for cell in notebook.cells:
         if cell.error is not None and SYNTAX_ERROR[0] not in disabled:
             message, line, column = cell.error
-            found = _finding(SYNTAX_ERROR, display, message, line, column,
-                             _line_of(cell.source, line))
+            found = error_finding(SYNTAX_ERROR, display, message, line, column,
+                                  _line_of(cell.source, line))
             found.cell = cell.number
             found.notebook_line = notebook.file_line(cell.number, line)
             findings.append(found)
