@@ -343,3 +343,79 @@ def test_ml306_not_on_a_model_that_the_project_knows_has_no_mode():
     found = lint_project({"nets.py": NETS.replace("nn.Linear(8, 2)", "nn.Dropout()"),
                           "run.py": train}, [rule("ML306")])
     assert codes(found, "run.py") == [("ML306", 15)]
+
+
+EVAL_PY = '''\
+import torch
+
+
+@torch.no_grad()
+def evaluate(model, loader):
+    correct = 0
+    for x, y in loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+
+
+def validate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return [model(x) for x, _ in loader]
+'''
+
+TRAIN_PY = '''\
+import torch.nn.functional as F
+from evaluation import evaluate, validate
+
+
+def fit(model, train_loader, val_loader, optimizer, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+{before}        print(evaluate(model, val_loader))
+'''
+
+
+def test_ml306_evaluate_whose_callers_never_call_eval():
+    found = lint_project({"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before="")},
+                         [rule("ML306")])
+    assert codes(found, "evaluation.py") == [("ML306", 8)]
+    assert "its caller in train.py never puts it in eval mode" in found["evaluation.py"][0].message
+    assert codes(found, "train.py") == []
+
+
+def test_ml306_evaluate_is_silent_when_a_caller_calls_eval_or_is_unknown():
+    for before in ("        model.eval()\n", "        validate(model, val_loader)\n",
+                   "        helpers.check(model)\n"):
+        found = lint_project(
+            {"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before=before)},
+            [rule("ML306")])
+        assert codes(found, "evaluation.py") == [], before
+    # no caller in the run (a library function): the caller decides
+    found = lint_project({"evaluation.py": EVAL_PY}, [rule("ML306")])
+    assert codes(found, "evaluation.py") == []
+    # one of two callers puts it in eval mode
+    other = 'from evaluation import evaluate\n\ndef test(model, loader):\n' \
+            '    model.eval()\n    return evaluate(model, loader)\n'
+    found = lint_project({"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before=""),
+                          "test.py": other}, [rule("ML306")])
+    assert codes(found, "evaluation.py") == []
+
+
+def test_a_file_depends_on_the_facts_of_the_files_it_imports_and_of_its_importers():
+    files = {"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before=""),
+             "other.py": "x = 1\n"}
+    index = build(files.items())
+    assert index.dependencies("train.py") == ["evaluation.py"]
+    assert index.importers("evaluation.py") == ["train.py"]
+    digests = {path: index.digest(path) for path in files}
+    # the caller now puts the model in eval mode: evaluation.py's findings may change
+    edited = build({**files, "train.py": TRAIN_PY.format(before="        model.eval()\n")}.items())
+    assert edited.digest("evaluation.py") != digests["evaluation.py"]
+    assert edited.digest("other.py") == digests["other.py"]
+    # an edit that changes no fact (a comment) changes no digest
+    commented = build({**files, "train.py": "# note\n" + TRAIN_PY.format(before="")}.items())
+    assert commented.digest("evaluation.py") == digests["evaluation.py"]

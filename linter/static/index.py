@@ -33,7 +33,7 @@ from modellint.static.imports import canonical
 from modellint.static.kinds import Kind
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 _MAX_DEPTH = 40
 _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
@@ -125,7 +125,56 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
             reads_training = True
         stack.extend(ast.iter_child_nodes(node))
     return {"params": _params(func), "assigns": assigns, "returns": returns,
-            "training": reads_training}
+            "training": reads_training, **_mode_facts(func.body)}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _mode_facts(body: list[ast.stmt]) -> dict:
+    """Which names the code puts in eval mode (`x.eval()`, `x.train(False)`, `x.train(mode)`
+    with a computed mode) or training mode (`x.train()`), and the calls that pass plain names
+    to a function named by a dotted name: [callee, [name or None per positional argument]]."""
+    evals: set[str] = set()
+    trains: set[str] = set()
+    calls: set[tuple] = set()
+    stack: list[ast.AST] = [s for s in body
+                            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                  ast.ClassDef))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("eval", "train"):
+                receiver = func.value
+                while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                       and receiver.func.attr in K.RETURNS_SELF):
+                    receiver = receiver.func.value
+                name = _dotted(receiver)
+                if name is not None:
+                    arguments = [*node.args, *(k.value for k in node.keywords)]
+                    if func.attr == "eval" or (arguments and not (
+                            isinstance(arguments[0], ast.Constant) and arguments[0].value is True)):
+                        evals.add(name)
+                    else:
+                        trains.add(name)
+            callee = _dotted(func)
+            if callee is not None and any(isinstance(a, ast.Name) for a in node.args):
+                calls.add((callee, tuple(a.id if isinstance(a, ast.Name) else None
+                                         for a in node.args)))
+        stack.extend(ast.iter_child_nodes(node))
+    return {"evals": sorted(evals), "trains": sorted(trains),
+            "calls": sorted([callee, list(args)] for callee, args in calls)}
 
 
 def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str) -> None:
@@ -238,6 +287,7 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
             elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
                 _assign(statement.target, statement.value, None, globals_, None, "")
         facts["globals"] = globals_
+        facts["script"] = _mode_facts(tree.body)
     except RecursionError:
         return {"v": FACTS_VERSION, "imports": {}, "classes": {}, "functions": {}, "globals": {}}
     return facts
@@ -279,6 +329,8 @@ class ProjectIndex:
         self._memo: dict[Any, Any] = {}
         self._busy: set[Any] = set()
         self._digests: dict[str, str] = {}
+        self._importers: dict[str, list[str]] | None = None
+        self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
         self.hashes: dict[str, str] = {}
         for path, facts in (files or {}).items():
@@ -291,6 +343,7 @@ class ProjectIndex:
 
     def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
         self.files[path] = facts
+        self._importers = self._callers = None
         if text_digest is not None:
             self.hashes[path] = text_digest
         self._memo.clear()
@@ -335,12 +388,44 @@ class ProjectIndex:
                     stack.append(target)
         return sorted(order)
 
+    def importers(self, path: str) -> list[str]:
+        """The project files that import `path` directly (their call sites of its functions
+        are facts of its findings)."""
+        if self._importers is None:
+            found: dict[str, set[str]] = {}
+            for other, facts in self.files.items():
+                for qualified in facts["imports"].values():
+                    target = self._import_target(other, qualified)
+                    if target is not None and target != other:
+                        found.setdefault(target, set()).add(other)
+            self._importers = {key: sorted(value) for key, value in found.items()}
+        return self._importers.get(path, [])
+
+    def callers(self, path: str, function: str) -> list[tuple[str, dict, list]]:
+        """Every call of the project function `function` of `path` that passes plain names:
+        (caller's file, the caller's mode facts (`evals`, `trains`, `calls`), the names passed
+        by position). Calls from the caller's own file and from the files that import it."""
+        if self._callers is None:
+            self._callers = {}
+            for caller_path, facts in self.files.items():
+                bodies = [facts.get("script")]
+                bodies += list(facts["functions"].values())
+                bodies += [m for c in facts["classes"].values() for m in c["methods"].values()]
+                for body in bodies:
+                    for callee, args in (body or {}).get("calls", ()):
+                        found = self.resolve(caller_path, callee)
+                        if found is not None and found[0] == "function":
+                            self._callers.setdefault((found[1], found[2]), []).append(
+                                (caller_path, body, args))
+        return self._callers.get((path, function), [])
+
     def digest(self, path: str) -> str:
-        """A hash of the facts of every file `path` depends on: part of its cache key."""
+        """A hash of the facts of every file `path` depends on (those it imports, and those
+        that import it: call sites): part of its cache key."""
         found = self._digests.get(path)
         if found is None:
             digest = hashlib.sha256(f"facts={FACTS_VERSION}".encode())
-            for dependency in self.dependencies(path):
+            for dependency in sorted({*self.dependencies(path), *self.importers(path)}):
                 digest.update(b"\0" + dependency.encode("utf-8", "surrogateescape") + b"\0")
                 digest.update(json.dumps(self.files[dependency], sort_keys=True).encode())
             found = self._digests[path] = digest.hexdigest()
