@@ -419,3 +419,10 @@ def test_a_file_depends_on_the_facts_of_the_files_it_imports_and_of_its_importer
     # an edit that changes no fact (a comment) changes no digest
     commented = build({**files, "train.py": "# note\n" + TRAIN_PY.format(before="")}.items())
     assert commented.digest("evaluation.py") == digests["evaluation.py"]
+
+
+def test_facts_of_calls_that_pass_names_and_other_values_at_the_same_place():
+    text = "def f(model, loader):\n    run(model, 1)\n    run(2, loader)\n    run(model, loader)\n"
+    index = build([("a.py", text)])
+    calls = index.files["a.py"]["functions"]["f"]["calls"]
+    assert ["run", ["model", None]] in calls and ["run", [None, "loader"]] in calls

@@ -174,7 +174,7 @@ def _mode_facts(body: list[ast.stmt]) -> dict:
                                          for a in node.args)))
         stack.extend(ast.iter_child_nodes(node))
     return {"evals": sorted(evals), "trains": sorted(trains),
-            "calls": sorted([callee, list(args)] for callee, args in calls)}
+            "calls": sorted(([callee, list(args)] for callee, args in calls), key=json.dumps)}
 
 
 def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str) -> None:
