@@ -288,7 +288,9 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
                 _assign(statement.target, statement.value, None, globals_, None, "")
         facts["globals"] = globals_
         facts["script"] = _mode_facts(tree.body)
-    except RecursionError:
+    except Exception:  # noqa: BLE001 - a file the extraction cannot read has no facts
+        # (RecursionError on deep nesting; anything else is a bug that must not stop the run,
+        # which builds the index before linting: the file's rules then know nothing of it)
         return {"v": FACTS_VERSION, "imports": {}, "classes": {}, "functions": {}, "globals": {}}
     return facts
 
