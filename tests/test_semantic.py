@@ -426,3 +426,60 @@ def test_facts_of_calls_that_pass_names_and_other_values_at_the_same_place():
     index = build([("a.py", text)])
     calls = index.files["a.py"]["functions"]["f"]["calls"]
     assert ["run", ["model", None]] in calls and ["run", [None, "loader"]] in calls
+
+
+def test_ml502_saving_a_model_whose_class_is_imported_from_the_project():
+    train = '''\
+    import torch
+    from models import Classifier, build_model
+
+    class Trainer:
+        def __init__(self):
+            self.model = build_model()
+
+        def save(self, path):
+            torch.save(self.model, path)
+
+    def main():
+        model = Classifier()
+        torch.save(model, "model.pt")
+        torch.save(model.state_dict(), "weights.pt")
+    '''
+    found = lint_project({"models.py": MODELS, "train.py": train}, [rule("ML502")])
+    assert codes(found, "train.py") == [("ML502", 9), ("ML502", 13)]
+
+
+def test_ml108_repeating_what_a_project_factory_returns():
+    blocks = "import torch.nn as nn\n\ndef make_block():\n    return nn.Linear(8, 8)\n"
+    net = '''\
+    import torch.nn as nn
+    from blocks import make_block
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.Sequential(*[make_block()] * 4)
+            self.fresh = nn.Sequential(*[make_block() for _ in range(4)])
+    '''
+    found = lint_project({"blocks.py": blocks, "net.py": net}, [rule("ML108")])
+    assert codes(found, "net.py") == [("ML108", 7)]
+
+
+def test_ml104_a_class_whose_module_base_lives_in_another_file():
+    base = "import torch.nn as nn\n\nclass Base(nn.Module):\n    def __init__(self):\n" \
+           "        super().__init__()\n"
+    net = '''\
+    import torch.nn as nn
+    from base import Base
+    from elsewhere import Unknown
+
+    class Net(Base):
+        def __init__(self):
+            self.fc = nn.Linear(2, 2)
+
+    class Other(Unknown):
+        def __init__(self):
+            self.fc = nn.Linear(2, 2)
+    '''
+    found = lint_project({"base.py": base, "net.py": net}, [rule("ML104")])
+    assert codes(found, "net.py") == [("ML104", 6)]

@@ -331,6 +331,7 @@ class ProjectIndex:
         self._memo: dict[Any, Any] = {}
         self._busy: set[Any] = set()
         self._digests: dict[str, str] = {}
+        self._fact_digests: dict[str, bytes] = {}
         self._importers: dict[str, list[str]] | None = None
         self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
@@ -346,6 +347,7 @@ class ProjectIndex:
     def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
         self.files[path] = facts
         self._importers = self._callers = None
+        self._fact_digests.pop(path, None)
         if text_digest is not None:
             self.hashes[path] = text_digest
         self._memo.clear()
@@ -429,8 +431,17 @@ class ProjectIndex:
             digest = hashlib.sha256(f"facts={FACTS_VERSION}".encode())
             for dependency in sorted({*self.dependencies(path), *self.importers(path)}):
                 digest.update(b"\0" + dependency.encode("utf-8", "surrogateescape") + b"\0")
-                digest.update(json.dumps(self.files[dependency], sort_keys=True).encode())
+                digest.update(self._facts_digest(dependency))
             found = self._digests[path] = digest.hexdigest()
+        return found
+
+    def _facts_digest(self, path: str) -> bytes:
+        """A hash of one file's facts, computed once (a file's dependencies can be most of
+        the project)."""
+        found = self._fact_digests.get(path)
+        if found is None:
+            found = self._fact_digests[path] = hashlib.sha256(
+                json.dumps(self.files[path], sort_keys=True).encode()).digest()
         return found
 
     def _absolute(self, path: str, qualified: str) -> str:
@@ -970,6 +981,8 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None) -> ProjectI
             if key is not None:
                 cache.put_facts(key, facts)
         index.add(display, facts, text_hash(text))
+    for path in index.files:
+        index._facts_digest(path)  # once here, not in each worker
     return index
 
 
