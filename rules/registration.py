@@ -965,7 +965,10 @@ class RepeatedModuleInstance(StaticRule):
 
     ## What it does
     Finds `[block] * n`, `nn.Sequential(*[block] * n)` and comprehensions that repeat one
-    pre-built module (`[layer for _ in range(n)]`) inside containers of modules.
+    pre-built module (`[layer for _ in range(n)]`) inside containers of modules. A module is
+    a `torch.nn` layer or a module class built here, or what the semantic model knows returns
+    one: `[make_block()] * n` where `make_block` is a project function (of any file) that
+    returns a module.
 
     ## Why is this bad?
     The container holds the same object `n` times: every "layer" shares one set of weights, so
@@ -987,6 +990,8 @@ class RepeatedModuleInstance(StaticRule):
         HEADER + "sizes = [64] * 4\n",
         HEADER + "shared_head = nn.Linear(8, 8)\nheads = nn.ModuleList([shared_head] * 3)\n",
         HEADER + "layers = [nn.Linear(8, 8) for _ in range(4)]\n",
+        # a factory of something else
+        HEADER + "def make_size(width):\n    return width * 2\n\n\nsizes = [make_size(8)] * 3\n",
     ]
     invalid = [
         Invalid(HEADER + "blocks = nn.Sequential(*[nn.Linear(8, 8)] * 4)\n", line=4),
@@ -995,6 +1000,12 @@ class RepeatedModuleInstance(StaticRule):
             HEADER + "block = nn.Linear(8, 8)\nlayers = nn.ModuleList([block for _ in range(3)])\n",
             line=5,
         ),
+        # a factory that returns a module
+        Invalid(
+            HEADER + "def make_block(width):\n    return nn.Sequential(nn.Linear(width, width), "
+            "nn.ReLU())\n\n\nlayers = nn.ModuleList([make_block(8)] * 3)\n",
+            line=8,
+        ),
     ]
 
     def _is_module(self, node: cst.BaseExpression) -> bool:
@@ -1002,7 +1013,12 @@ class RepeatedModuleInstance(StaticRule):
             return True
         if isinstance(node, cst.Name):
             value = self.context.lookup(node.value)
-            return value is not None and self.context.builds_module(value)
+            if value is not None and self.context.builds_module(value):
+                return True
+        if isinstance(node, (cst.Call, cst.Name)):
+            # the semantic model: `make_block()` of a project factory, a class of another file
+            kind = self.context.semantic.kind_here(node)
+            return kind is not None and kind.kind == "module"
         return False
 
     def _intentional(self, names: list[str]) -> bool:

@@ -725,6 +725,26 @@ class ProjectIndex:
         return kinds[0]
 
     # -- classes ------------------------------------------------------------------------
+    def subclasses_module(self, path: str, cls: str, depth: int = 0) -> bool:
+        """The project class derives from `torch.nn.Module` (or a `torch.nn` class) through
+        bases that are all known: torch's or the project's own."""
+        facts = self.files.get(path, {}).get("classes", {}).get(cls)
+        if facts is None or depth > 20:
+            return False
+        for base in facts["bases"]:
+            if base[0] != "ref":
+                continue
+            found = self.resolve(path, base[1])
+            if found is None:
+                continue
+            if found[0] == "torch" and (found[1] == "torch.nn.Module"
+                                        or _nn_layer(found[1]) is not None):
+                return True
+            if found[0] == "class" and "." not in found[2] and (found[1], found[2]) != (
+                    path, cls) and self.subclasses_module(found[1], found[2], depth + 1):
+                return True
+        return False
+
     def instance(self, path: str, cls: str, depth: int = 0) -> Kind | None:
         """What an instance of the project class `cls` of `path` is: a module (its mode,
         its outputs, the loss it computes) or None (not known to be a module)."""
