@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -980,27 +981,51 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
     return None
 
 
-def index_files(files: Iterable[tuple[str, Any]], cache: Any = None) -> ProjectIndex:
-    """The index of the files of a run: (display path, path on disk) pairs. A file's facts
-    come from the cache when its bytes are unchanged; a file that cannot be read or decoded
-    has no facts (its own lint reports why)."""
+def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
+    """(display, facts, text hash) of one file, or None when it cannot be read or decoded
+    (its own lint reports why). Facts come from the cache when its bytes are unchanged."""
     from modellint.static.discover import read_file_bytes
     from modellint.static.engine import DecodeError, decode
 
-    index = ProjectIndex()
-    for display, path in files:
+    display, path, cache = task
+    try:
+        data = read_file_bytes(path)
+        text, _ = decode(data)
+    except (OSError, DecodeError):
+        return None
+    key = cache.facts_key(data) if cache is not None else None
+    facts = cache.get_facts(key) if key is not None else None
+    if facts is None or facts.get("v") != FACTS_VERSION:
+        facts = extract(text)
+        if key is not None:
+            cache.put_facts(key, facts)
+    return display, facts, text_hash(text)
+
+
+# below this many files the index is read in this process
+_PARALLEL_FROM = 64
+
+
+def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
+                jobs: int = 1) -> ProjectIndex:
+    """The index of the files of a run: (display path, path on disk) pairs, read by `jobs`
+    processes (forked, on POSIX) when there are many."""
+    tasks = [(display, path, cache) for display, path in files]
+    found: list = []
+    if jobs > 1 and len(tasks) >= _PARALLEL_FROM and os.name == "posix":
+        import multiprocessing
+
         try:
-            data = read_file_bytes(path)
-            text, _ = decode(data)
-        except (OSError, DecodeError):
-            continue
-        key = cache.facts_key(data) if cache is not None else None
-        facts = cache.get_facts(key) if key is not None else None
-        if facts is None or facts.get("v") != FACTS_VERSION:
-            facts = extract(text)
-            if key is not None:
-                cache.put_facts(key, facts)
-        index.add(display, facts, text_hash(text))
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                found = pool.map(_read_facts, tasks, chunksize=8)
+        except (OSError, RuntimeError):
+            found = []
+    if not found:
+        found = [_read_facts(task) for task in tasks]
+    index = ProjectIndex()
+    for item in found:
+        if item is not None:
+            index.add(*item)
     for path in index.files:
         index._facts_digest(path)  # once here, not in each worker
     return index
