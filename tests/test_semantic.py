@@ -483,3 +483,19 @@ def test_ml104_a_class_whose_module_base_lives_in_another_file():
     '''
     found = lint_project({"base.py": base, "net.py": net}, [rule("ML104")])
     assert codes(found, "net.py") == [("ML104", 6)]
+
+
+def test_the_index_read_by_several_processes_is_the_one_read_by_one(tmp_path):
+    from modellint.static.index import index_files
+
+    files = []
+    for number in range(70):
+        path = tmp_path / f"m{number}.py"
+        path.write_text(f"import torch.nn as nn\nfrom m{(number + 1) % 70} import Net{(number + 1) % 70}\n\n"
+                        f"class Net{number}(nn.Module):\n    pass\n")
+        files.append((path.name, path))
+    (tmp_path / "bad.py").write_bytes(b"\xff\xfe not text \x00")
+    files.append(("bad.py", tmp_path / "bad.py"))
+    one, two = index_files(files, None, 1), index_files(files, None, 2)
+    assert one.files == two.files and len(one.files) == 70
+    assert one.digest("m0.py") == two.digest("m0.py")
