@@ -13,8 +13,6 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
-from modellint.static.classes import first_param_name
-from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
 from modellint.rules._loops import (
     Scope,
     ScopeRule,
@@ -23,18 +21,20 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
-    is_optimizer,
     is_no_grad_item,
+    is_optimizer,
     last_segment,
     line_of,
     mode_calls,
     names_in,
     optimizer_steps,
-    scope_of,
     scheduler_class,
     scheduler_steps,
+    scope_of,
     under_no_grad,
 )
+from modellint.static.classes import first_param_name
+from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 

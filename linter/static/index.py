@@ -21,6 +21,7 @@ the project's own file, and evaluates summaries to Kinds. What it cannot know is
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -296,6 +297,7 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
     return facts
 
 
+@functools.lru_cache(maxsize=65536)
 def module_name(path: str) -> str:
     """`pkg/models/net.py` -> `pkg.models.net`; `pkg/__init__.py` -> `pkg`."""
     parts = [p for p in re.split(r"[\\/]+", path) if p and p != "."]
@@ -333,6 +335,7 @@ class ProjectIndex:
         self._busy: set[Any] = set()
         self._digests: dict[str, str] = {}
         self._fact_digests: dict[str, bytes] = {}
+        self._direct: dict[str, list[str]] = {}
         self._importers: dict[str, list[str]] | None = None
         self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
@@ -353,6 +356,7 @@ class ProjectIndex:
             self.hashes[path] = text_digest
         self._memo.clear()
         self._digests.clear()
+        self._direct.clear()
         parts = module_name(path).split(".")
         for start in range(len(parts)):
             name = ".".join(parts[start:])
@@ -382,27 +386,34 @@ class ProjectIndex:
         stack = [path]
         while stack:
             current = stack.pop()
-            facts = self.files.get(current)
-            if facts is None:
-                continue
-            for qualified in facts["imports"].values():
-                target = self._import_target(current, qualified)
-                if target is not None and target not in seen:
+            for target in self._imported(current):
+                if target not in seen:
                     seen.add(target)
                     order.append(target)
                     stack.append(target)
         return sorted(order)
+
+    def _imported(self, path: str) -> list[str]:
+        """The project files `path` imports directly (computed once per file)."""
+        found = self._direct.get(path)
+        if found is None:
+            facts = self.files.get(path)
+            targets = set()
+            for qualified in (facts["imports"].values() if facts is not None else ()):
+                target = self._import_target(path, qualified)
+                if target is not None and target != path:
+                    targets.add(target)
+            found = self._direct[path] = sorted(targets)
+        return found
 
     def importers(self, path: str) -> list[str]:
         """The project files that import `path` directly (their call sites of its functions
         are facts of its findings)."""
         if self._importers is None:
             found: dict[str, set[str]] = {}
-            for other, facts in self.files.items():
-                for qualified in facts["imports"].values():
-                    target = self._import_target(other, qualified)
-                    if target is not None and target != other:
-                        found.setdefault(target, set()).add(other)
+            for other in self.files:
+                for target in self._imported(other):
+                    found.setdefault(target, set()).add(other)
             self._importers = {key: sorted(value) for key, value in found.items()}
         return self._importers.get(path, [])
 
@@ -1027,7 +1038,7 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
         if item is not None:
             index.add(*item)
     for path in index.files:
-        index._facts_digest(path)  # once here, not in each worker
+        index.digest(path)  # once here, not in each worker
     return index
 
 
