@@ -326,8 +326,10 @@ class Where:
 
 class ProjectIndex:
     def __init__(self, files: dict[str, dict] | None = None) -> None:
-        # path -> facts
-        self.files: dict[str, dict] = {}
+        # path -> facts (see `files`)
+        self._files: dict[str, dict] = {}
+        # reads the facts on first use, for an index whose digests came from the cache
+        self._loader: Callable[[], None] | None = None
         # dotted module name (and each of its suffixes, when unambiguous) -> path
         self._modules: dict[str, str] = {}
         self._ambiguous: set[str] = set()
@@ -339,9 +341,27 @@ class ProjectIndex:
         self._importers: dict[str, list[str]] | None = None
         self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
-        self.hashes: dict[str, str] = {}
+        self._hashes: dict[str, str] = {}
         for path, facts in (files or {}).items():
             self.add(path, facts)
+
+    def _load(self) -> None:
+        if self._loader is not None:
+            loader, self._loader = self._loader, None
+            digests = dict(self._digests)
+            loader()
+            self._digests.update(digests)
+
+    @property
+    def files(self) -> dict[str, dict]:
+        """Path -> facts of every file of the run."""
+        self._load()
+        return self._files
+
+    @property
+    def hashes(self) -> dict[str, str]:
+        self._load()
+        return self._hashes
 
     def copy(self) -> ProjectIndex:
         other = ProjectIndex(dict(self.files))
@@ -349,11 +369,11 @@ class ProjectIndex:
         return other
 
     def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
-        self.files[path] = facts
+        self._files[path] = facts
         self._importers = self._callers = None
         self._fact_digests.pop(path, None)
         if text_digest is not None:
-            self.hashes[path] = text_digest
+            self._hashes[path] = text_digest
         self._memo.clear()
         self._digests.clear()
         self._direct.clear()
@@ -1020,7 +1040,44 @@ _PARALLEL_FROM = 64
 def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
                 jobs: int = 1) -> ProjectIndex:
     """The index of the files of a run: (display path, path on disk) pairs, read by `jobs`
-    processes (forked, on POSIX) when there are many."""
+    processes (forked, on POSIX) when there are many.
+
+    A rerun on unchanged files needs only each file's digest (its cache key): those are kept
+    in one cache entry keyed by every file's path and bytes, and the facts are then read only
+    when a rule asks for them (a file that missed the cache)."""
+    files = list(files)
+    snapshot = _snapshot_key(files) if cache is not None else None
+    if snapshot is not None:
+        stored = cache.get_facts(snapshot, required=("digests",))
+        digests = stored.get("digests") if stored is not None else None
+        if isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values()):
+            index = ProjectIndex()
+            index._digests = dict(digests)
+            # read later in a worker process, which may not start processes of its own
+            index._loader = lambda: _fill(index, files, cache, 1)
+            return index
+    index = ProjectIndex()
+    _fill(index, files, cache, jobs)
+    if snapshot is not None:
+        cache.put_facts(snapshot, {"digests": {path: index.digest(path) for path in index.files}})
+    return index
+
+
+def _snapshot_key(files: list[tuple[str, Any]]) -> str:
+    from modellint.static.discover import read_file_bytes
+
+    digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
+    for display, path in files:
+        try:
+            data = read_file_bytes(path)
+        except OSError:
+            data = b""
+        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int) -> None:
     tasks = [(display, path, cache) for display, path in files]
     found: list = []
     if jobs > 1 and len(tasks) >= _PARALLEL_FROM and os.name == "posix":
@@ -1033,13 +1090,11 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
             found = []
     if not found:
         found = [_read_facts(task) for task in tasks]
-    index = ProjectIndex()
     for item in found:
         if item is not None:
             index.add(*item)
-    for path in index.files:
+    for path in index._files:
         index.digest(path)  # once here, not in each worker
-    return index
 
 
 def text_hash(text: str) -> str:
