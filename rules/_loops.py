@@ -13,11 +13,11 @@ import libcst as cst
 
 from modellint.rule import FileContext, Invalid, StaticRule, dotted_name
 from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
+    _NESTED,
     LOOPS,
     Assignment,
     Scope,
     Site,
-    _NESTED,
     scope_of,
 )
 

@@ -478,15 +478,28 @@ def _contains_call(node: cst.CSTNode, predicate) -> bool:
     return finder.found
 
 
+def _moved_to_device(expr: cst.BaseExpression) -> bool:
+    """`... .to(device)`, `... .cuda()`."""
+    return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in ("to", "cuda"))
+
+
+def _self_method_call(expr: cst.BaseExpression) -> bool:
+    """`self.method(...)`."""
+    return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and isinstance(expr.func.value, cst.Name) and expr.func.value.value == "self")
+
+
 class UnregisteredTensor(StaticRule):
     """A tensor attribute of a module that is neither a parameter nor a buffer.
 
     ## What it does
     Finds `self.x = torch.ones(3, 4)` (any torch tensor factory, directly or through a local
-    variable, or any expression the semantic model knows is a tensor: a torch function of a
-    tensor, `.to(device)` of one, a helper method of the class that returns one) in a
-    module's `__init__` when `x` is never registered with `register_buffer` or wrapped in
-    `nn.Parameter`.
+    variable; or an expression the semantic model knows is a tensor, when it is moved to a
+    device, `torch.sqrt(torch.tensor([0.5])).to(device)`, or returned by a helper method of
+    the class) in a module's `__init__` when `x` is never registered with `register_buffer` or
+    wrapped in `nn.Parameter`. The module class may subclass a module class of another file
+    of the project.
 
     ## Why is this bad?
     A plain tensor attribute is not in `parameters()`, not moved by `.to(device)` / `.cuda()`,
@@ -519,6 +532,10 @@ class UnregisteredTensor(StaticRule):
         HEADER + "class Helper:\n    def __init__(self):\n        self.scale = torch.ones(3)\n",
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.register_buffer('scale', None)\n        self.scale = torch.ones(3)\n",
+        # derived from the constructor's arguments and used where it is (torchvision's
+        # RandomResizedCrop)
+        HEADER + "class Crop(nn.Module):\n    def __init__(self, ratio):\n"
+        "        super().__init__()\n        self._log_ratio = torch.log(torch.tensor(ratio))\n",
         # a parameter, whatever expression builds it
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.w = self._make()\n\n"
@@ -561,8 +578,13 @@ class UnregisteredTensor(StaticRule):
             bound = self.context.lookup(value.value)
             value = bound if bound is not None else value
         if not self.context.builds_tensor(value):
-            # any tensor-valued expression the semantic model knows (`torch.sqrt(...).to(d)`,
-            # a helper method that returns a tensor), not a parameter
+            # a tensor-valued expression the semantic model knows, not a parameter, when it is
+            # moved to a device (`torch.sqrt(...).to(device)`: the module's own `.to()` will not
+            # follow) or comes from a helper method of the class (`self._causal_mask(n)`); a
+            # tensor merely derived from the constructor's arguments (torchvision's
+            # `torch.log(torch.tensor(self.ratio))`, used on the CPU) is left alone
+            if not (_moved_to_device(node.value) or _self_method_call(node.value)):
+                return
             kind = self.context.semantic.kind_here(node.value, node)
             if kind is None or kind.kind != "tensor" or kind.parameter:
                 return
@@ -965,7 +987,10 @@ class RepeatedModuleInstance(StaticRule):
 
     ## What it does
     Finds `[block] * n`, `nn.Sequential(*[block] * n)` and comprehensions that repeat one
-    pre-built module (`[layer for _ in range(n)]`) inside containers of modules.
+    pre-built module (`[layer for _ in range(n)]`) inside containers of modules. A module is
+    a `torch.nn` layer or a module class built here, or what the semantic model knows returns
+    one: `[make_block()] * n` where `make_block` is a project function (of any file) that
+    returns a module.
 
     ## Why is this bad?
     The container holds the same object `n` times: every "layer" shares one set of weights, so
@@ -987,6 +1012,8 @@ class RepeatedModuleInstance(StaticRule):
         HEADER + "sizes = [64] * 4\n",
         HEADER + "shared_head = nn.Linear(8, 8)\nheads = nn.ModuleList([shared_head] * 3)\n",
         HEADER + "layers = [nn.Linear(8, 8) for _ in range(4)]\n",
+        # a factory of something else
+        HEADER + "def make_size(width):\n    return width * 2\n\n\nsizes = [make_size(8)] * 3\n",
     ]
     invalid = [
         Invalid(HEADER + "blocks = nn.Sequential(*[nn.Linear(8, 8)] * 4)\n", line=4),
@@ -995,6 +1022,12 @@ class RepeatedModuleInstance(StaticRule):
             HEADER + "block = nn.Linear(8, 8)\nlayers = nn.ModuleList([block for _ in range(3)])\n",
             line=5,
         ),
+        # a factory that returns a module
+        Invalid(
+            HEADER + "def make_block(width):\n    return nn.Sequential(nn.Linear(width, width), "
+            "nn.ReLU())\n\n\nlayers = nn.ModuleList([make_block(8)] * 3)\n",
+            line=8,
+        ),
     ]
 
     def _is_module(self, node: cst.BaseExpression) -> bool:
@@ -1002,7 +1035,12 @@ class RepeatedModuleInstance(StaticRule):
             return True
         if isinstance(node, cst.Name):
             value = self.context.lookup(node.value)
-            return value is not None and self.context.builds_module(value)
+            if value is not None and self.context.builds_module(value):
+                return True
+        if isinstance(node, (cst.Call, cst.Name)):
+            # the semantic model: `make_block()` of a project factory, a class of another file
+            kind = self.context.semantic.kind_here(node)
+            return kind is not None and kind.kind == "module"
         return False
 
     def _intentional(self, names: list[str]) -> bool:

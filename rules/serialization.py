@@ -198,9 +198,21 @@ class _TracksModules(StaticRule):
         if isinstance(expr, cst.Name):
             if expr.value == "self":
                 found = self.context.current_method()
-                return found is not None and found[1] is self.context.current_function
-            return self.names.get(self._scope(), expr.value)
-        return False
+                if found is not None and found[1] is self.context.current_function:
+                    return True
+            elif self.names.get(self._scope(), expr.value):
+                return True
+        return self._known_module(expr)
+
+    def _known_module(self, expr: cst.BaseExpression) -> bool:
+        """The semantic model knows `expr` holds a module: an instance of a project class of
+        another file, what a project factory returns, a `self` attribute set to a module."""
+        if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call)):
+            return False
+        kind = self.context.semantic.kind_here(expr, self._node)
+        return kind is not None and kind.kind == "module"
+
+    _node: cst.CSTNode | None = None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         # parameters shadow module-level names
@@ -209,6 +221,7 @@ class _TracksModules(StaticRule):
             self.names.set(id(node), param.name.value, False)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        self._node = node
         is_module = self._is_module(node.value)
         for target in node.targets:
             if isinstance(target.target, cst.Name):
@@ -218,6 +231,7 @@ class _TracksModules(StaticRule):
         """The module `torch.save(module, ...)` pickles whole, or None."""
         if not self.context.is_call_to(node, *_SAVES) or not node.args:
             return None
+        self._node = node
         first = node.args[0]
         if first.keyword is not None and first.keyword.value != "obj":
             return None
@@ -230,7 +244,9 @@ class WholeModelSave(_TracksModules):
     ## What it does
     Finds `torch.save(model, path)` where `model` is known to be a module: built in the same
     function (or at module level) from a module class of the file, a `torch.nn` class or a
-    `torchvision.models` builder, or `self` inside a module class.
+    `torchvision.models` builder, or `self` inside a module class; and, from the semantic
+    model, a model built from a project class or factory of another file
+    (`from models import Net`) or a `self` attribute assigned a module.
 
     ## Why is this bad?
     Pickling a module stores a reference to its class and the module path it was defined in:

@@ -13,8 +13,6 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
-from modellint.static.classes import first_param_name
-from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
 from modellint.rules._loops import (
     Scope,
     ScopeRule,
@@ -23,18 +21,20 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
-    is_optimizer,
     is_no_grad_item,
+    is_optimizer,
     last_segment,
     line_of,
     mode_calls,
     names_in,
     optimizer_steps,
-    scope_of,
     scheduler_class,
     scheduler_steps,
+    scope_of,
     under_no_grad,
 )
+from modellint.static.classes import first_param_name
+from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
@@ -990,7 +990,10 @@ class EvalWithoutEvalMode(ScopeRule):
     when the function itself built the model (a `torch.nn` layer, a module class of the file,
     a `torchvision.models` builder) or put it in training mode (`model.train()`) to train it.
     A model received as an argument may have been put in eval mode by the caller and is not
-    flagged; nor is code inside module classes.
+    flagged, unless the project's call sites say otherwise: every call of the (top-level)
+    function passes a model that its caller put in training mode (or built with dropout or
+    batch norm) and never in eval mode, itself or through another project function that takes
+    it. Code inside module classes is not checked.
 
     Only modules whose behaviour depends on the mode are reported: losses, activations such as
     `nn.Softmax`, `nn.Linear`, an `nn.LSTM` without `dropout=` and module classes of the
@@ -1061,6 +1064,13 @@ class EvalWithoutEvalMode(ScopeRule):
         "        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n"
         "        return F.relu(self.fc(x))\n\n\nmodel = Net()\nwith torch.no_grad():\n"
         "    out = model(x)\n",
+        # the caller puts the model in eval mode before calling
+        HEADER + "@torch.no_grad()\ndef evaluate(model, loader):\n"
+        "    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)\n\n\n"
+        "def fit(model, loader, val_loader, optimizer):\n    model.train()\n"
+        "    for x, y in loader:\n        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+        "    model.eval()\n    print(evaluate(model, val_loader))\n",
         # a GAN's discriminator step: the generator samples under no_grad inside the step
         HEADER + "def train(generator, discriminator, loader, opt_d):\n"
         "    generator.train()\n    for real in loader:\n        with torch.no_grad():\n"
@@ -1087,6 +1097,16 @@ class EvalWithoutEvalMode(ScopeRule):
             "            for x, y in val_loader:\n"
             "                val_loss = F.cross_entropy(model(x), y)\n",
             "val_loss =",
+        ),
+        # the only caller trains the model and never puts it in eval mode
+        invalid_at(
+            HEADER + "@torch.no_grad()\ndef evaluate(model, loader):\n"
+            "    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)\n\n\n"
+            "def fit(model, loader, val_loader, optimizer):\n    model.train()\n"
+            "    for x, y in loader:\n        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+            "    print(evaluate(model, val_loader))\n",
+            "return sum(",
         ),
     ]
 
@@ -1123,20 +1143,93 @@ class EvalWithoutEvalMode(ScopeRule):
                 built = True
             if not decorated and _in_training_step(context, scope, site):
                 continue
+            callers = None
             if not built:
                 if name not in trains:
-                    continue
-                if trains_here is None:
-                    trains_here = bool(backward_calls(context, scope)) and bool(
-                        optimizer_steps(context, scope))
-                if not trains_here:
-                    continue
+                    callers = _callers_in_training(context, scope, name)
+                    if callers is None:
+                        continue
+                else:
+                    if trains_here is None:
+                        trains_here = bool(backward_calls(context, scope)) and bool(
+                            optimizer_steps(context, scope))
+                    if not trains_here:
+                        continue
             reported.add(name)
+            if callers is not None:
+                self.report_at(
+                    site, site.node,
+                    f"`{name}` is run under no_grad for evaluation, but {callers} (dropout "
+                    f"and batch norm behave as in training); call `{name}.eval()` here or "
+                    "before the call",
+                )
+                continue
             self.report_at(
                 site, site.node,
                 f"`{name}` is run under no_grad for evaluation but is still in training mode "
                 f"(dropout and batch norm behave as in training); call `{name}.eval()` first",
             )
+
+
+_BUILTINS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str", "hasattr",
+                       "getattr"})
+
+
+def _callers_in_training(context, scope: Scope, name: str) -> str | None:
+    """For a parameter `name` of a top-level function: a description of its callers when
+    every call of the function in the project passes a model that the caller put in training
+    mode (or built with dropout or batch norm) and never in eval mode, itself or through
+    another project function; else None (unknown)."""
+    root = scope.root
+    if not isinstance(root, cst.FunctionDef) or "." in name or len(context.function_stack) > 1:
+        return None
+    if context.method_owners.get(id(root)) is not None:
+        return None
+    params = [p.name.value for p in root.params.params]
+    if name not in params:
+        return None
+    position = params.index(name)
+    index = context.semantic.index
+    from modellint.static.index import Where, _locals
+
+    callers = index.callers(context.path, root.name.value)
+    if not callers:
+        return None
+    names = []
+    for caller_path, body, args in callers:
+        if position >= len(args) or args[position] is None:
+            return None
+        arg = args[position]
+        if arg in body["evals"]:
+            return None
+        local = _locals(body) if "params" in body else None
+        kind = index.kind(["ref", arg], Where(caller_path, None, local))
+        if kind is not None and kind.kind == "module" and kind.mode is False:
+            return None
+        if arg not in body["trains"] and not (
+            kind is not None and kind.kind == "module" and kind.mode is True
+        ):
+            return None
+        for callee, passed in body["calls"]:
+            if arg not in passed:
+                continue
+            found = index.resolve(caller_path, callee)
+            if found is None and callee in _BUILTINS:
+                continue
+            if found is not None and found[0] == "torch" and found[1].startswith("torch."):
+                continue  # torch.save(model, ...) does not set the mode
+            if found is None or found[0] != "function" or "." in found[2]:
+                return None  # a function not known here may call eval()
+            other = index.files[found[1]]["functions"][found[2]]
+            at = passed.index(arg)
+            if at < len(other["params"]) and other["params"][at] in other.get("evals", ()):
+                return None  # e.g. a validate(model) that calls model.eval()
+        names.append(caller_path)
+    if len(callers) == 1:
+        where = "" if callers[0][0] == context.path else f" in {callers[0][0]}"
+        return f"its caller{where} never puts it in eval mode"
+    return f"none of its {len(callers)} callers ({', '.join(sorted(set(names)))}) puts it in " \
+        "eval mode"
 
 
 # -- ML307 ------------------------------------------------------------------------------------

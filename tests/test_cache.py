@@ -57,7 +57,9 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
     first = cli("net.py", "--format", "json", env=env)
-    assert len(entries(tmp_path)) == 2  # the file's findings and its project facts
+    assert len(entries(tmp_path)) == 1
+    # beside: the file's project facts and the digests of the run's files
+    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 2
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
@@ -170,5 +172,26 @@ def test_editing_a_file_relints_the_files_that_import_it(cli, tmp_path):
                                            "nn.Softmax(dim=1))"))
     assert cli(".", "--select", "ML308", "--format", "json",
                env=env).codes() == [("ML308", 7)]
-    # models.py (facts, findings) and train.py (findings) were linted again; other.py was not
-    assert len(set(entries(tmp_path)) - before) == 3
+    # models.py and train.py were linted again; other.py was not
+    assert len(set(entries(tmp_path)) - before) == 2
+
+
+def test_a_rerun_reads_no_project_facts_unless_a_file_changed(tmp_path):
+    from pathlib import Path
+
+    from modellint.static.cache import Cache
+    from modellint.static.index import index_files
+
+    write(tmp_path, "models.py", MODEL_LOGITS)
+    write(tmp_path, "train.py", TRAIN)
+    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
+    assert cache.prepare()
+    files = [(name, Path(tmp_path / name)) for name in ("models.py", "train.py")]
+    first = index_files(files, cache)
+    again = index_files(files, cache)
+    assert again._loader is not None  # digests from the snapshot; facts not read
+    assert again.digest("train.py") == first.digest("train.py")
+    assert again.files == first.files and again._loader is None  # read when asked
+    write(tmp_path, "models.py", MODEL_LOGITS.replace("784", "100"))
+    changed = index_files(files, cache)
+    assert changed._loader is None and changed.digest("train.py") != first.digest("train.py")

@@ -141,12 +141,15 @@ def test_a_poisoned_cache_is_ignored_and_never_runs(tmp_path):
     first = run(command, tmp_path, **not_ci)
     assert first.returncode == 1, first.stderr
     entries = sorted(tmp_path.rglob(".modellint_cache/**/*.json"))
-    # each file's findings and its project facts
-    assert len(entries) == 4, sorted(tmp_path.rglob("*"))
-    # a pickle that would run a command, and JSON of the wrong shape
-    for pickled, wrong in (entries[0::2], entries[1::2]):
-        pickled.write_bytes(pickle.dumps(_Payload(str(marker))))
-        wrong.write_text(json.dumps({"format": 1, "findings": [{"code": ["ML105"]}]}))
+    # findings of each file; project facts of each file and the run's digests (facts/)
+    assert len([e for e in entries if "facts" not in e.parts]) == 2, sorted(tmp_path.rglob("*"))
+    assert len(entries) == 5, sorted(tmp_path.rglob("*"))
+    # a pickle that would run a command, and JSON of the wrong shape, in every entry
+    for number, entry in enumerate(entries):
+        if number % 2:
+            entry.write_text(json.dumps({"format": 1, "findings": [{"code": ["ML105"]}]}))
+        else:
+            entry.write_bytes(pickle.dumps(_Payload(str(marker))))
     second = run(command, tmp_path, **not_ci)
     assert second.returncode == 1, second.stderr
     assert "Traceback" not in second.stderr

@@ -343,3 +343,159 @@ def test_ml306_not_on_a_model_that_the_project_knows_has_no_mode():
     found = lint_project({"nets.py": NETS.replace("nn.Linear(8, 2)", "nn.Dropout()"),
                           "run.py": train}, [rule("ML306")])
     assert codes(found, "run.py") == [("ML306", 15)]
+
+
+EVAL_PY = '''\
+import torch
+
+
+@torch.no_grad()
+def evaluate(model, loader):
+    correct = 0
+    for x, y in loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct
+
+
+def validate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return [model(x) for x, _ in loader]
+'''
+
+TRAIN_PY = '''\
+import torch.nn.functional as F
+from evaluation import evaluate, validate
+
+
+def fit(model, train_loader, val_loader, optimizer, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+{before}        print(evaluate(model, val_loader))
+'''
+
+
+def test_ml306_evaluate_whose_callers_never_call_eval():
+    found = lint_project({"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before="")},
+                         [rule("ML306")])
+    assert codes(found, "evaluation.py") == [("ML306", 8)]
+    assert "its caller in train.py never puts it in eval mode" in found["evaluation.py"][0].message
+    assert codes(found, "train.py") == []
+
+
+def test_ml306_evaluate_is_silent_when_a_caller_calls_eval_or_is_unknown():
+    for before in ("        model.eval()\n", "        validate(model, val_loader)\n",
+                   "        helpers.check(model)\n"):
+        found = lint_project(
+            {"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before=before)},
+            [rule("ML306")])
+        assert codes(found, "evaluation.py") == [], before
+    # no caller in the run (a library function): the caller decides
+    found = lint_project({"evaluation.py": EVAL_PY}, [rule("ML306")])
+    assert codes(found, "evaluation.py") == []
+    # one of two callers puts it in eval mode
+    other = 'from evaluation import evaluate\n\ndef test(model, loader):\n' \
+            '    model.eval()\n    return evaluate(model, loader)\n'
+    found = lint_project({"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before=""),
+                          "test.py": other}, [rule("ML306")])
+    assert codes(found, "evaluation.py") == []
+
+
+def test_a_file_depends_on_the_facts_of_the_files_it_imports_and_of_its_importers():
+    files = {"evaluation.py": EVAL_PY, "train.py": TRAIN_PY.format(before=""),
+             "other.py": "x = 1\n"}
+    index = build(files.items())
+    assert index.dependencies("train.py") == ["evaluation.py"]
+    assert index.importers("evaluation.py") == ["train.py"]
+    digests = {path: index.digest(path) for path in files}
+    # the caller now puts the model in eval mode: evaluation.py's findings may change
+    edited = build({**files, "train.py": TRAIN_PY.format(before="        model.eval()\n")}.items())
+    assert edited.digest("evaluation.py") != digests["evaluation.py"]
+    assert edited.digest("other.py") == digests["other.py"]
+    # an edit that changes no fact (a comment) changes no digest
+    commented = build({**files, "train.py": "# note\n" + TRAIN_PY.format(before="")}.items())
+    assert commented.digest("evaluation.py") == digests["evaluation.py"]
+
+
+def test_facts_of_calls_that_pass_names_and_other_values_at_the_same_place():
+    text = "def f(model, loader):\n    run(model, 1)\n    run(2, loader)\n    run(model, loader)\n"
+    index = build([("a.py", text)])
+    calls = index.files["a.py"]["functions"]["f"]["calls"]
+    assert ["run", ["model", None]] in calls and ["run", [None, "loader"]] in calls
+
+
+def test_ml502_saving_a_model_whose_class_is_imported_from_the_project():
+    train = '''\
+    import torch
+    from models import Classifier, build_model
+
+    class Trainer:
+        def __init__(self):
+            self.model = build_model()
+
+        def save(self, path):
+            torch.save(self.model, path)
+
+    def main():
+        model = Classifier()
+        torch.save(model, "model.pt")
+        torch.save(model.state_dict(), "weights.pt")
+    '''
+    found = lint_project({"models.py": MODELS, "train.py": train}, [rule("ML502")])
+    assert codes(found, "train.py") == [("ML502", 9), ("ML502", 13)]
+
+
+def test_ml108_repeating_what_a_project_factory_returns():
+    blocks = "import torch.nn as nn\n\ndef make_block():\n    return nn.Linear(8, 8)\n"
+    net = '''\
+    import torch.nn as nn
+    from blocks import make_block
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.Sequential(*[make_block()] * 4)
+            self.fresh = nn.Sequential(*[make_block() for _ in range(4)])
+    '''
+    found = lint_project({"blocks.py": blocks, "net.py": net}, [rule("ML108")])
+    assert codes(found, "net.py") == [("ML108", 7)]
+
+
+def test_ml104_a_class_whose_module_base_lives_in_another_file():
+    base = "import torch.nn as nn\n\nclass Base(nn.Module):\n    def __init__(self):\n" \
+           "        super().__init__()\n"
+    net = '''\
+    import torch.nn as nn
+    from base import Base
+    from elsewhere import Unknown
+
+    class Net(Base):
+        def __init__(self):
+            self.fc = nn.Linear(2, 2)
+
+    class Other(Unknown):
+        def __init__(self):
+            self.fc = nn.Linear(2, 2)
+    '''
+    found = lint_project({"base.py": base, "net.py": net}, [rule("ML104")])
+    assert codes(found, "net.py") == [("ML104", 6)]
+
+
+def test_the_index_read_by_several_processes_is_the_one_read_by_one(tmp_path):
+    from modellint.static.index import index_files
+
+    files = []
+    for number in range(70):
+        path = tmp_path / f"m{number}.py"
+        path.write_text(f"import torch.nn as nn\nfrom m{(number + 1) % 70} import Net{(number + 1) % 70}\n\n"
+                        f"class Net{number}(nn.Module):\n    pass\n")
+        files.append((path.name, path))
+    (tmp_path / "bad.py").write_bytes(b"\xff\xfe not text \x00")
+    files.append(("bad.py", tmp_path / "bad.py"))
+    one, two = index_files(files, None, 1), index_files(files, None, 2)
+    assert one.files == two.files and len(one.files) == 70
+    assert one.digest("m0.py") == two.digest("m0.py")

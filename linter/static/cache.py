@@ -38,6 +38,7 @@ ENV_VAR = "MODELLINT_CACHE_DIR"
 FORMAT = 4  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
+FACTS_DIR_NAME = "facts"
 KEY_BYTES = 32
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 # what modellint names its own: settings folders, entries and the temporary files of
@@ -130,6 +131,8 @@ class Cache:
         self.settings = settings
         self.directory = directory / settings
         self.key_directory = key_directory
+        # the project facts of files (`get_facts`), beside their findings
+        self.facts_directory = self.directory / FACTS_DIR_NAME
         self.secret = b""
         # why the cache is off, when the user should hear it (not for a read-only disk)
         self.problem: str | None = None
@@ -153,6 +156,10 @@ class Cache:
                                     "folder")
                 else:
                     os.utime(self.directory)
+                    self.facts_directory.mkdir(exist_ok=True)
+                    if not _is_real_dir(self.facts_directory):
+                        self.problem = (f"not using the cache: {self.facts_directory} is a "
+                                        "link or not a folder")
         except OSError:
             return False
         return self.problem is None
@@ -171,10 +178,13 @@ class Cache:
     def facts_key(data: bytes) -> str:
         return hashlib.sha256(b"project-facts\0" + data).hexdigest()
 
-    def get_facts(self, key: str) -> dict | None:
-        """The project facts of a file (`modellint.static.index.extract`) stored under `key`."""
+    def get_facts(self, key: str, required: tuple[str, ...] = ("imports", "classes",
+                                                               "functions", "globals")
+                  ) -> dict | None:
+        """The project facts of a file (`modellint.static.index.extract`) stored under `key`
+        (or another JSON object with the `required` keys)."""
         try:
-            raw, _ = _read_regular(self.directory / f"{key}.json", MAX_ENTRY_BYTES)
+            raw, _ = _read_regular(self.facts_directory / f"{key}.json", MAX_ENTRY_BYTES)
             data = json.loads(raw)
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError("unknown cache format")
@@ -183,8 +193,7 @@ class Cache:
                     and hmac.compare_digest(mac, self._mac(key, payload.encode()))):
                 raise ValueError("not an entry of this user's modellint")
             facts = json.loads(payload)
-            if not isinstance(facts, dict) or not {"imports", "classes", "functions",
-                                                   "globals"} <= facts.keys():
+            if not isinstance(facts, dict) or not set(required) <= facts.keys():
                 raise ValueError("bad facts entry")
             return facts
         except (OSError, ValueError, KeyError, TypeError):
@@ -194,7 +203,7 @@ class Cache:
         payload = json.dumps(facts)
         entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
         try:
-            _write_atomically(self.directory / f"{key}.json", json.dumps(entry).encode())
+            _write_atomically(self.facts_directory / f"{key}.json", json.dumps(entry).encode())
         except OSError:
             pass
 
@@ -298,6 +307,8 @@ def _remove_entries(folder: Path) -> None:
         for child in listing:
             if _ENTRY_NAME.fullmatch(child.name) and child.is_file(follow_symlinks=False):
                 os.unlink(child.path)
+            elif child.name == FACTS_DIR_NAME and child.is_dir(follow_symlinks=False):
+                _remove_entries(Path(child.path))
     try:
         os.rmdir(folder)
     except OSError:

@@ -131,10 +131,23 @@ class FileContext:
             qualified = self.imports.resolve(expr)
             if qualified == "torch.nn.Module" or self.is_module_class_name(qualified):
                 break
+            if qualified is not None and self._project_module_class(qualified):
+                break
         else:
             return
         self.module_classes[node.name.value] = node
         self._module_class_ids.add(id(node))
+
+    def _project_module_class(self, qualified: str) -> bool:
+        """`qualified` (an imported name) is a module class of another file of the project:
+        the project index knows it subclasses `nn.Module` (directly or through its own
+        bases). A class of a package outside the project stays unknown."""
+        if self.index is None:
+            return False
+        found = self.index.resolve_qualified(qualified)
+        if found is None or found[0] != "class" or "." in found[2]:
+            return False
+        return self.index.subclasses_module(found[1], found[2])
 
     def class_info(self, node: cst.ClassDef) -> ClassInfo:
         info = self._class_infos.get(id(node))

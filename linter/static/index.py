@@ -21,8 +21,10 @@ the project's own file, and evaluates summaries to Kinds. What it cannot know is
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from modellint.static.imports import canonical
 from modellint.static.kinds import Kind
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 _MAX_DEPTH = 40
 _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
@@ -125,7 +127,56 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
             reads_training = True
         stack.extend(ast.iter_child_nodes(node))
     return {"params": _params(func), "assigns": assigns, "returns": returns,
-            "training": reads_training}
+            "training": reads_training, **_mode_facts(func.body)}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _mode_facts(body: list[ast.stmt]) -> dict:
+    """Which names the code puts in eval mode (`x.eval()`, `x.train(False)`, `x.train(mode)`
+    with a computed mode) or training mode (`x.train()`), and the calls that pass plain names
+    to a function named by a dotted name: [callee, [name or None per positional argument]]."""
+    evals: set[str] = set()
+    trains: set[str] = set()
+    calls: set[tuple] = set()
+    stack: list[ast.AST] = [s for s in body
+                            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                  ast.ClassDef))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("eval", "train"):
+                receiver = func.value
+                while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                       and receiver.func.attr in K.RETURNS_SELF):
+                    receiver = receiver.func.value
+                name = _dotted(receiver)
+                if name is not None:
+                    arguments = [*node.args, *(k.value for k in node.keywords)]
+                    if func.attr == "eval" or (arguments and not (
+                            isinstance(arguments[0], ast.Constant) and arguments[0].value is True)):
+                        evals.add(name)
+                    else:
+                        trains.add(name)
+            callee = _dotted(func)
+            if callee is not None and any(isinstance(a, ast.Name) for a in node.args):
+                calls.add((callee, tuple(a.id if isinstance(a, ast.Name) else None
+                                         for a in node.args)))
+        stack.extend(ast.iter_child_nodes(node))
+    return {"evals": sorted(evals), "trains": sorted(trains),
+            "calls": sorted(([callee, list(args)] for callee, args in calls), key=json.dumps)}
 
 
 def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str) -> None:
@@ -238,11 +289,15 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
             elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
                 _assign(statement.target, statement.value, None, globals_, None, "")
         facts["globals"] = globals_
-    except RecursionError:
+        facts["script"] = _mode_facts(tree.body)
+    except Exception:  # noqa: BLE001 - a file the extraction cannot read has no facts
+        # (RecursionError on deep nesting; anything else is a bug that must not stop the run,
+        # which builds the index before linting: the file's rules then know nothing of it)
         return {"v": FACTS_VERSION, "imports": {}, "classes": {}, "functions": {}, "globals": {}}
     return facts
 
 
+@functools.lru_cache(maxsize=65536)
 def module_name(path: str) -> str:
     """`pkg/models/net.py` -> `pkg.models.net`; `pkg/__init__.py` -> `pkg`."""
     parts = [p for p in re.split(r"[\\/]+", path) if p and p != "."]
@@ -271,18 +326,42 @@ class Where:
 
 class ProjectIndex:
     def __init__(self, files: dict[str, dict] | None = None) -> None:
-        # path -> facts
-        self.files: dict[str, dict] = {}
+        # path -> facts (see `files`)
+        self._files: dict[str, dict] = {}
+        # reads the facts on first use, for an index whose digests came from the cache
+        self._loader: Callable[[], None] | None = None
         # dotted module name (and each of its suffixes, when unambiguous) -> path
         self._modules: dict[str, str] = {}
         self._ambiguous: set[str] = set()
         self._memo: dict[Any, Any] = {}
         self._busy: set[Any] = set()
         self._digests: dict[str, str] = {}
+        self._fact_digests: dict[str, bytes] = {}
+        self._direct: dict[str, list[str]] = {}
+        self._importers: dict[str, list[str]] | None = None
+        self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
-        self.hashes: dict[str, str] = {}
+        self._hashes: dict[str, str] = {}
         for path, facts in (files or {}).items():
             self.add(path, facts)
+
+    def _load(self) -> None:
+        if self._loader is not None:
+            loader, self._loader = self._loader, None
+            digests = dict(self._digests)
+            loader()
+            self._digests.update(digests)
+
+    @property
+    def files(self) -> dict[str, dict]:
+        """Path -> facts of every file of the run."""
+        self._load()
+        return self._files
+
+    @property
+    def hashes(self) -> dict[str, str]:
+        self._load()
+        return self._hashes
 
     def copy(self) -> ProjectIndex:
         other = ProjectIndex(dict(self.files))
@@ -290,11 +369,14 @@ class ProjectIndex:
         return other
 
     def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
-        self.files[path] = facts
+        self._files[path] = facts
+        self._importers = self._callers = None
+        self._fact_digests.pop(path, None)
         if text_digest is not None:
-            self.hashes[path] = text_digest
+            self._hashes[path] = text_digest
         self._memo.clear()
         self._digests.clear()
+        self._direct.clear()
         parts = module_name(path).split(".")
         for start in range(len(parts)):
             name = ".".join(parts[start:])
@@ -324,26 +406,74 @@ class ProjectIndex:
         stack = [path]
         while stack:
             current = stack.pop()
-            facts = self.files.get(current)
-            if facts is None:
-                continue
-            for qualified in facts["imports"].values():
-                target = self._import_target(current, qualified)
-                if target is not None and target not in seen:
+            for target in self._imported(current):
+                if target not in seen:
                     seen.add(target)
                     order.append(target)
                     stack.append(target)
         return sorted(order)
 
+    def _imported(self, path: str) -> list[str]:
+        """The project files `path` imports directly (computed once per file)."""
+        found = self._direct.get(path)
+        if found is None:
+            facts = self.files.get(path)
+            targets = set()
+            for qualified in (facts["imports"].values() if facts is not None else ()):
+                target = self._import_target(path, qualified)
+                if target is not None and target != path:
+                    targets.add(target)
+            found = self._direct[path] = sorted(targets)
+        return found
+
+    def importers(self, path: str) -> list[str]:
+        """The project files that import `path` directly (their call sites of its functions
+        are facts of its findings)."""
+        if self._importers is None:
+            found: dict[str, set[str]] = {}
+            for other in self.files:
+                for target in self._imported(other):
+                    found.setdefault(target, set()).add(other)
+            self._importers = {key: sorted(value) for key, value in found.items()}
+        return self._importers.get(path, [])
+
+    def callers(self, path: str, function: str) -> list[tuple[str, dict, list]]:
+        """Every call of the project function `function` of `path` that passes plain names:
+        (caller's file, the caller's mode facts (`evals`, `trains`, `calls`), the names passed
+        by position). Calls from the caller's own file and from the files that import it."""
+        if self._callers is None:
+            self._callers = {}
+            for caller_path, facts in self.files.items():
+                bodies = [facts.get("script")]
+                bodies += list(facts["functions"].values())
+                bodies += [m for c in facts["classes"].values() for m in c["methods"].values()]
+                for body in bodies:
+                    for callee, args in (body or {}).get("calls", ()):
+                        found = self.resolve(caller_path, callee)
+                        if found is not None and found[0] == "function":
+                            self._callers.setdefault((found[1], found[2]), []).append(
+                                (caller_path, body, args))
+        return self._callers.get((path, function), [])
+
     def digest(self, path: str) -> str:
-        """A hash of the facts of every file `path` depends on: part of its cache key."""
+        """A hash of the facts of every file `path` depends on (those it imports, and those
+        that import it: call sites): part of its cache key."""
         found = self._digests.get(path)
         if found is None:
             digest = hashlib.sha256(f"facts={FACTS_VERSION}".encode())
-            for dependency in self.dependencies(path):
+            for dependency in sorted({*self.dependencies(path), *self.importers(path)}):
                 digest.update(b"\0" + dependency.encode("utf-8", "surrogateescape") + b"\0")
-                digest.update(json.dumps(self.files[dependency], sort_keys=True).encode())
+                digest.update(self._facts_digest(dependency))
             found = self._digests[path] = digest.hexdigest()
+        return found
+
+    def _facts_digest(self, path: str) -> bytes:
+        """A hash of one file's facts, computed once (a file's dependencies can be most of
+        the project)."""
+        found = self._fact_digests.get(path)
+        if found is None:
+            found = self._fact_digests[path] = hashlib.sha256(
+                json.dumps(self.files[path], sort_keys=True).encode()).digest()
         return found
 
     def _absolute(self, path: str, qualified: str) -> str:
@@ -627,6 +757,26 @@ class ProjectIndex:
         return kinds[0]
 
     # -- classes ------------------------------------------------------------------------
+    def subclasses_module(self, path: str, cls: str, depth: int = 0) -> bool:
+        """The project class derives from `torch.nn.Module` (or a `torch.nn` class) through
+        bases that are all known: torch's or the project's own."""
+        facts = self.files.get(path, {}).get("classes", {}).get(cls)
+        if facts is None or depth > 20:
+            return False
+        for base in facts["bases"]:
+            if base[0] != "ref":
+                continue
+            found = self.resolve(path, base[1])
+            if found is None:
+                continue
+            if found[0] == "torch" and (found[1] == "torch.nn.Module"
+                                        or _nn_layer(found[1]) is not None):
+                return True
+            if found[0] == "class" and "." not in found[2] and (found[1], found[2]) != (
+                    path, cls) and self.subclasses_module(found[1], found[2], depth + 1):
+                return True
+        return False
+
     def instance(self, path: str, cls: str, depth: int = 0) -> Kind | None:
         """What an instance of the project class `cls` of `path` is: a module (its mode,
         its outputs, the loss it computes) or None (not known to be a module)."""
@@ -862,31 +1012,93 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
     return None
 
 
-def index_files(files: Iterable[tuple[str, Any]], cache: Any = None) -> ProjectIndex:
-    """The index of the files of a run: (display path, path on disk) pairs. A file's facts
-    come from the cache when its bytes are unchanged; a file that cannot be read or decoded
-    has no facts (its own lint reports why)."""
+def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
+    """(display, facts, text hash) of one file, or None when it cannot be read or decoded
+    (its own lint reports why). Facts come from the cache when its bytes are unchanged."""
     from modellint.static.discover import read_file_bytes
     from modellint.static.engine import DecodeError, decode
+
+    display, path, cache = task
+    try:
+        data = read_file_bytes(path)
+        text, _ = decode(data)
+    except (OSError, DecodeError):
+        return None
+    key = cache.facts_key(data) if cache is not None else None
+    facts = cache.get_facts(key) if key is not None else None
+    if facts is None or facts.get("v") != FACTS_VERSION:
+        facts = extract(text)
+        if key is not None:
+            cache.put_facts(key, facts)
+    return display, facts, text_hash(text)
+
+
+# below this many files the index is read in this process
+_PARALLEL_FROM = 64
+
+
+def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
+                jobs: int = 1) -> ProjectIndex:
+    """The index of the files of a run: (display path, path on disk) pairs, read by `jobs`
+    processes (forked, on POSIX) when there are many.
+
+    A rerun on unchanged files needs only each file's digest (its cache key): those are kept
+    in one cache entry keyed by every file's path and bytes, and the facts are then read only
+    when a rule asks for them (a file that missed the cache)."""
     from modellint.static.notebook import SUFFIX as NOTEBOOK_SUFFIX
 
+    # a notebook is no module: nothing imports its definitions
+    files = [(display, path) for display, path in files
+             if not str(path).endswith(NOTEBOOK_SUFFIX)]
+    snapshot = _snapshot_key(files) if cache is not None else None
+    if snapshot is not None:
+        stored = cache.get_facts(snapshot, required=("digests",))
+        digests = stored.get("digests") if stored is not None else None
+        if isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values()):
+            index = ProjectIndex()
+            index._digests = dict(digests)
+            # read later in a worker process, which may not start processes of its own
+            index._loader = lambda: _fill(index, files, cache, 1)
+            return index
     index = ProjectIndex()
+    _fill(index, files, cache, jobs)
+    if snapshot is not None:
+        cache.put_facts(snapshot, {"digests": {path: index.digest(path) for path in index.files}})
+    return index
+
+
+def _snapshot_key(files: list[tuple[str, Any]]) -> str:
+    from modellint.static.discover import read_file_bytes
+
+    digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
     for display, path in files:
-        if str(path).endswith(NOTEBOOK_SUFFIX):
-            continue  # a notebook is no module: nothing imports its definitions
         try:
             data = read_file_bytes(path)
-            text, _ = decode(data)
-        except (OSError, DecodeError):
-            continue
-        key = cache.facts_key(data) if cache is not None else None
-        facts = cache.get_facts(key) if key is not None else None
-        if facts is None or facts.get("v") != FACTS_VERSION:
-            facts = extract(text)
-            if key is not None:
-                cache.put_facts(key, facts)
-        index.add(display, facts, text_hash(text))
-    return index
+        except OSError:
+            data = b""
+        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int) -> None:
+    tasks = [(display, path, cache) for display, path in files]
+    found: list = []
+    if jobs > 1 and len(tasks) >= _PARALLEL_FROM and os.name == "posix":
+        import multiprocessing
+
+        try:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                found = pool.map(_read_facts, tasks, chunksize=8)
+        except (OSError, RuntimeError):
+            found = []
+    if not found:
+        found = [_read_facts(task) for task in tasks]
+    for item in found:
+        if item is not None:
+            index.add(*item)
+    for path in index._files:
+        index.digest(path)  # once here, not in each worker
 
 
 def text_hash(text: str) -> str:

@@ -362,7 +362,8 @@ def run(
     if opts.index is None and opts.rules:
         from modellint.static.index import index_files
 
-        opts.index = index_files([(display, path) for display, path, _ in tasks], opts.cache)
+        opts.index = index_files([(display, path) for display, path, _ in tasks], opts.cache,
+                                 opts.jobs)
     jobs = max(1, min(opts.jobs, len(tasks)))
     if jobs == 1 or len(tasks) < 4:
         return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
