@@ -101,9 +101,29 @@ class _PlainContainer(StaticRule):
     def _element(self, node: cst.BaseExpression) -> bool:
         if self.holds(node):
             return True
+        if self._inner_list(node):
+            return True
         if isinstance(node, cst.Name):
             value = self.context.lookup(node.value)
             return value is not None and value is not node and self.holds(value)
+        return False
+
+    def _inner_list(self, node: cst.BaseExpression) -> bool:
+        """A list (tuple, comprehension) of our elements inside another container: a list of
+        lists of layers, which needs a wrapper at every level."""
+        return (isinstance(node, (cst.List, cst.Tuple, cst.ListComp))
+                and self.container_kind(node) == "list")
+
+    def _nested(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            return any(self._inner_list(el.value) for el in value.elements)
+        if isinstance(value, (cst.ListComp, cst.SetComp)):
+            return self._inner_list(value.elt)
+        if isinstance(value, cst.Dict):
+            return any(isinstance(el, cst.DictElement) and self._inner_list(el.value)
+                       for el in value.elements)
+        if isinstance(value, cst.DictComp):
+            return self._inner_list(value.value)
         return False
 
     def container_kind(self, value: cst.BaseExpression) -> str | None:
@@ -140,8 +160,14 @@ class _PlainContainer(StaticRule):
             safe=False,
         )
 
-    def _message(self, attr: str, kind: str, origin: str = "") -> str:
+    def _message(self, attr: str, kind: str, origin: str = "", nested: bool = False) -> str:
         wrapper = self.list_class if kind == "list" else self.dict_class
+        if nested:
+            return (
+                f"`self.{attr}` is a plain {kind}{origin} of lists of {self.what}; wrap each "
+                f"inner list in `nn.{self.list_class}` and the outer {kind} in `nn.{wrapper}` "
+                "so that they are registered (parameters(), .to(), state_dict())"
+            )
         return (
             f"`self.{attr}` is a plain {kind}{origin} of {self.what}; wrap it in "
             f"`nn.{wrapper}` so that they are registered (parameters(), .to(), state_dict())"
@@ -174,6 +200,11 @@ class _PlainContainer(StaticRule):
                 continue
             if self.context.class_info(cls).dynamic:
                 continue  # add_module(str(i), layer) registers the elements one by one
+            container = self.context.lookup(value.value) if origin else value
+            if self._nested(container):
+                # one wrapper around lists of layers does not register them (and raises)
+                self.report(node, self._message(attr, kind, origin, nested=True))
+                continue
             self.report(node, self._message(attr, kind, origin), fix=self._wrap(value, kind)
                         if not origin else self._wrap_name(value, kind))
 
@@ -218,12 +249,14 @@ class _PlainContainer(StaticRule):
             return
         reported.add(key)
         empty = assigned[0][1]
+        nested = (self._nested(added) if func.attr.value == "extend"
+                  else self._inner_list(added))
         func_ref = nn_reference(self.context, self.list_class)
         fix = None
-        if func_ref is not None:
+        if func_ref is not None and not nested:
             fix = Fix(((empty, cst.Call(func_ref, [])),), f"use `nn.{self.list_class}()`",
                       safe=False)
-        self.report(node, self._message(attr, "list"), fix=fix)
+        self.report(node, self._message(attr, "list", nested=nested), fix=fix)
 
 
 class ModuleInPlainContainer(_PlainContainer):
@@ -296,6 +329,18 @@ class ModuleInPlainContainer(_PlainContainer):
             line=7,
             fixed=HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
             "        super().__init__()\n        self.heads = nn.ModuleDict({'a': nn.Linear(2, 2)})\n",
+        ),
+        # a list of lists of layers: no single wrapper fixes it, so there is no fix
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.stages = [[nn.Linear(2, 2) for _ in range(2)] for _ in range(3)]\n",
+            line=7,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.stages = []\n        for _ in range(3):\n"
+            "            self.stages.append([nn.Linear(2, 2), nn.ReLU()])\n",
+            line=9,
         ),
         Invalid(
             HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
