@@ -265,7 +265,8 @@ class ModuleInPlainContainer(_PlainContainer):
     ## What it does
     Finds `nn.Module` objects stored in a plain `list`, `tuple` or `dict` attribute of a module:
     a literal or comprehension assigned to `self.x`, a list built in a variable and then
-    assigned, or `self.x = []` followed by `self.x.append(layer)`.
+    assigned, or `self.x = []` followed by `self.x.append(layer)`. A list of lists of layers
+    is reported too, without a fix: each level needs its own `nn.ModuleList`.
 
     ## Why is this bad?
     `parameters()`, `.to(device)`, `state_dict()`, `train()`/`eval()` and the optimizer never see
