@@ -80,6 +80,32 @@ def _seconds(value: str) -> float:
                                          f"not a number: {value!r}") from None
 
 
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """The options `check` and `run` share: which codes to report, how, and with which
+    configuration and plugins."""
+    parser.add_argument("--select", type=_codes, metavar="CODES",
+                        help="comma-separated codes or prefixes, or ALL")
+    parser.add_argument("--extend-select", type=_codes, action="extend", default=[],
+                        metavar="CODES",
+                        help="codes or prefixes to add to the selected ones (repeatable)")
+    parser.add_argument("--ignore", type=_codes, action="extend", default=[], metavar="CODES",
+                        help="codes or prefixes not to report (repeatable)")
+    parser.add_argument("--format", default="text",
+                        help=f"{', '.join(FORMATS)} (default text), or a plugin's")
+    parser.add_argument("--output-file", "-o", metavar="FILE",
+                        help="write the report to FILE instead of the standard output")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    parser.add_argument("--statistics", action="store_true", help="count findings per rule")
+    parser.add_argument("--config", metavar="FILE", help="a pyproject.toml or modellint.toml to use")
+    parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                        help="load a plugin module (repeatable)")
+    parser.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
+                        help="load the plugins the config names (runs the repository's code)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no summary line")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="color the text report (default auto: on a terminal, unless NO_COLOR)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="modellint",
@@ -91,26 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="lint files and folders (the default command)")
     check.add_argument("paths", nargs="*", metavar="PATH",
                        help="files and folders to lint (default: the current folder)")
-    check.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated codes or prefixes, or ALL")
-    check.add_argument("--extend-select", type=_codes, action="extend", default=[],
-                       metavar="CODES",
-                       help="codes or prefixes to add to the selected ones (repeatable)")
-    check.add_argument("--ignore", type=_codes, action="extend", default=[], metavar="CODES",
-                       help="codes or prefixes not to report (repeatable)")
-    check.add_argument("--format", default="text",
-                       help=f"{', '.join(FORMATS)} (default text), or a plugin's")
-    check.add_argument("--output-file", "-o", metavar="FILE",
-                       help="write the report to FILE instead of the standard output")
-    check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
-    check.add_argument("--statistics", action="store_true", help="count findings per rule")
-    check.add_argument("--config", metavar="FILE", help="a pyproject.toml or modellint.toml to use")
-    check.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
-                       help="load a plugin module (repeatable)")
-    check.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
-                       help="load the plugins the config names (runs the repository's code)")
-    check.add_argument("--quiet", "-q", action="store_true", help="no summary line")
-    check.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                       help="color the text report (default auto: on a terminal, unless NO_COLOR)")
+    add_report_options(check)
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
@@ -158,8 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from modellint.watching.cli import build_parser as run_parser
 
-    sub.add_parser("run", parents=[run_parser(argparse.ArgumentParser, _seconds, _codes,
-                                              ALLOW_CONFIG_PLUGINS_FLAG)],
+    sub.add_parser("run", parents=[run_parser(argparse.ArgumentParser)],
                    add_help=False, help="run a training script for a few steps under "
                    "instrumentation (EXECUTES it): modellint run [options] -- python train.py")
 

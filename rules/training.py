@@ -34,7 +34,14 @@ from modellint.rules._loops import (
     under_no_grad,
 )
 from modellint.static.classes import first_param_name
-from modellint.static.kinds import PERIOD_ARGUMENT, SCHEDULERS
+from modellint.static.kinds import (
+    CONTAINERS,
+    DROPOUT_ARGUMENT,
+    INSTANCE_NORMS,
+    MODE_LAYERS,
+    PERIOD_ARGUMENT,
+    SCHEDULERS,
+)
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
@@ -855,25 +862,6 @@ class ParamGroupOverlap(StaticRule):
 
 # -- ML306 ------------------------------------------------------------------------------------
 
-# torch.nn classes whose forward differs between train() and eval() whatever their arguments
-_MODE_LAYERS = frozenset({
-    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
-    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
-    "LazyBatchNorm3d", "SyncBatchNorm", "RReLU",
-})
-# ... only with a non-zero `dropout=` (the default after the name)
-_DROPOUT_ARGUMENT = {
-    "RNN": 0, "LSTM": 0, "GRU": 0, "MultiheadAttention": 0,
-    "Transformer": 0.1, "TransformerEncoderLayer": 0.1, "TransformerDecoderLayer": 0.1,
-}
-# ... only with `track_running_stats=True`
-_INSTANCE_NORMS = frozenset({
-    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d",
-    "LazyInstanceNorm2d", "LazyInstanceNorm3d",
-})
-_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
-
-
 def _number(expr: cst.BaseExpression) -> float | None:
     if isinstance(expr, (cst.Integer, cst.Float)):
         return float(expr.evaluated_value)
@@ -892,21 +880,21 @@ def has_mode_behaviour(context, call: cst.Call, seen: frozenset[str] = frozenset
     if not qualified.startswith("torch.nn.") or qualified.count(".") > 3:
         return True
     layer = qualified.rsplit(".", 1)[1]
-    if layer in _MODE_LAYERS:
+    if layer in MODE_LAYERS:
         return True
     keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
     if any(arg.star for arg in call.args):
         return True
-    if layer in _DROPOUT_ARGUMENT:
+    if layer in DROPOUT_ARGUMENT:
         dropout = keywords.get("dropout")
         if dropout is None:
-            return _DROPOUT_ARGUMENT[layer] != 0
+            return DROPOUT_ARGUMENT[layer] != 0
         return _number(dropout) != 0
-    if layer in _INSTANCE_NORMS:
+    if layer in INSTANCE_NORMS:
         tracked = keywords.get("track_running_stats")
         return tracked is not None and not (
             isinstance(tracked, cst.Name) and tracked.value == "False")
-    if layer in _CONTAINERS:
+    if layer in CONTAINERS:
         return any(_expression_has_mode_behaviour(context, arg.value, seen) for arg in call.args)
     # TransformerEncoder/Decoder take a layer built elsewhere; other torch.nn classes
     # (losses, activations, Linear, convolutions, LayerNorm ...) have no mode

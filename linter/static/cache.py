@@ -183,40 +183,19 @@ class Cache:
                   ) -> dict | None:
         """The project facts of a file (`modellint.static.index.extract`) stored under `key`
         (or another JSON object with the `required` keys)."""
-        try:
-            raw, _ = _read_regular(self.facts_directory / f"{key}.json", MAX_ENTRY_BYTES)
-            data = json.loads(raw)
-            if not isinstance(data, dict) or data.get("format") != FORMAT:
-                raise ValueError("unknown cache format")
-            payload, mac = data["payload"], data["mac"]
-            if not (isinstance(payload, str) and isinstance(mac, str)
-                    and hmac.compare_digest(mac, self._mac(key, payload.encode()))):
-                raise ValueError("not an entry of this user's modellint")
-            facts = json.loads(payload)
-            if not isinstance(facts, dict) or not set(required) <= facts.keys():
-                raise ValueError("bad facts entry")
-            return facts
-        except (OSError, ValueError, KeyError, TypeError):
+        facts = self._read_signed(self.facts_directory, key)
+        if facts is None or not set(required) <= facts.keys():
             return None
+        return facts
 
     def put_facts(self, key: str, facts: dict) -> None:
-        payload = json.dumps(facts)
-        entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
-        try:
-            _write_atomically(self.facts_directory / f"{key}.json", json.dumps(entry).encode())
-        except OSError:
-            pass
+        self._write_signed(self.facts_directory, key, facts)
 
-    def _mac(self, key: str, payload: bytes) -> str:
-        # the settings and file keys are signed too: an entry cannot be moved to another file
-        # or to other settings
-        message = f"{self.settings}/{key}\0".encode() + payload
-        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
-
-    def get(self, key: str) -> tuple[list[Finding], tuple[tuple[str, int], ...]] | None:
-        """(findings, model classes) stored for `key`, or None."""
+    def _read_signed(self, folder: Path, key: str) -> dict | None:
+        """The JSON object stored under `key` in `folder`, or None: missing, corrupt, of another
+        format, or not signed with this user's key (forged) — never trusted."""
         try:
-            raw, _ = _read_regular(self.directory / f"{key}.json", MAX_ENTRY_BYTES)
+            raw, _ = _read_regular(folder / f"{key}.json", MAX_ENTRY_BYTES)
             data = json.loads(raw)
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError("unknown cache format")
@@ -227,10 +206,34 @@ class Cache:
             stored = json.loads(payload)
             if not isinstance(stored, dict):
                 raise ValueError("bad cache entry")
+            return stored
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _write_signed(self, folder: Path, key: str, stored: dict) -> None:
+        payload = json.dumps(stored)
+        entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
+        try:
+            _write_atomically(folder / f"{key}.json", json.dumps(entry).encode())
+        except OSError:
+            pass  # a read-only or full disk only costs speed
+
+    def _mac(self, key: str, payload: bytes) -> str:
+        # the settings and file keys are signed too: an entry cannot be moved to another file
+        # or to other settings
+        message = f"{self.settings}/{key}\0".encode() + payload
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+
+    def get(self, key: str) -> tuple[list[Finding], tuple[tuple[str, int], ...]] | None:
+        """(findings, model classes) stored for `key`, or None."""
+        stored = self._read_signed(self.directory, key)
+        if stored is None:
+            return None  # missing, corrupt or forged: lint again, never trust it
+        try:
             findings = [_finding(item) for item in _entries(stored.get("findings"))]
             return findings, _classes(stored.get("classes"))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # missing, corrupt or forged: lint again, never trust it
+        except (ValueError, KeyError, TypeError):
+            return None
 
     def put(self, key: str, findings: list[Finding],
             classes: tuple[tuple[str, int], ...] = ()) -> None:
@@ -244,12 +247,8 @@ class Cache:
                 None if f.fix is None else {"description": f.fix.description, "safe": f.fix.safe}
             )
             entries.append(item)
-        payload = json.dumps({"findings": entries, "classes": [list(c) for c in classes]})
-        entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
-        try:
-            _write_atomically(self.directory / f"{key}.json", json.dumps(entry).encode())
-        except OSError:
-            pass  # a read-only or full disk only costs speed
+        self._write_signed(self.directory, key,
+                           {"findings": entries, "classes": [list(c) for c in classes]})
 
     def prune(self) -> None:
         """Remove the results of settings unused for a week: only modellint's own entries, in

@@ -46,6 +46,19 @@ _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "
 # -- extraction (ast) -------------------------------------------------------------------------
 
 
+def name_summary(parts: list[str], self_name: str | None) -> list:
+    """The summary of a dotted name (`a.b.c` as its parts): the method's own object (`this`),
+    an attribute of it (`self`, then `attr`s), or a reference to a name."""
+    if self_name is not None and parts[0] == self_name:
+        if len(parts) == 1:
+            return ["this"]
+        summary: list = ["self", parts[1]]
+        for attr in parts[2:]:
+            summary = ["attr", summary, attr]
+        return summary
+    return ["ref", ".".join(parts)]
+
+
 def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0) -> list:
     """The summary of an ast expression."""
     if node is None or depth > 12:
@@ -59,14 +72,7 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         if isinstance(inner, ast.Name):
             parts.append(inner.id)
             parts.reverse()
-            if self_name is not None and parts[0] == self_name and len(parts) == 1:
-                return ["this"]
-            if self_name is not None and parts[0] == self_name and len(parts) > 1:
-                summary: list = ["self", parts[1]]
-                for attr in parts[2:]:
-                    summary = ["attr", summary, attr]
-                return summary
-            return ["ref", ".".join(parts)]
+            return name_summary(parts, self_name)
         return ["attr", summarize(node.value, self_name, depth + 1), node.attr]
     if isinstance(node, ast.Call):
         args = [UNKNOWN if isinstance(a, ast.Starred) else summarize(a, self_name, depth + 1)
@@ -616,19 +622,26 @@ class ProjectIndex:
             return None
         return self._class_attr(where.file, where.cls, attr, depth)
 
-    def _class_attr(self, path: str, cls: str, attr: str, depth: int, seen=()) -> Kind | None:
-        key = ("attr", path, cls, attr)
+    def _once(self, key: tuple, compute: Callable[[], Kind | None],
+              seen: tuple = ()) -> Kind | None:
+        """`compute()` remembered under `key`; None for a key already being computed (a cycle:
+        `self.a = self.b`, `self.b = self.a`)."""
         if key in self._memo:
             return self._memo[key]
         if key in self._busy or key in seen:
             return None
         self._busy.add(key)
         try:
-            result = self._class_attr_uncached(path, cls, attr, depth, (*seen, key))
+            result = compute()
         finally:
             self._busy.discard(key)
         self._memo[key] = result
         return result
+
+    def _class_attr(self, path: str, cls: str, attr: str, depth: int, seen=()) -> Kind | None:
+        key = ("attr", path, cls, attr)
+        return self._once(
+            key, lambda: self._class_attr_uncached(path, cls, attr, depth, (*seen, key)), seen)
 
     def _class_attr_uncached(self, path, cls, attr, depth, seen) -> Kind | None:
         facts = self.files[path]["classes"].get(cls)
@@ -720,34 +733,14 @@ class ProjectIndex:
         return _called(self._kind(func, where, depth + 1))
 
     def _returns(self, path: str, name: str, depth: int) -> Kind | None:
-        key = ("returns", path, name)
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._busy:
-            return None
-        self._busy.add(key)
-        try:
-            func = self.files[path]["functions"][name]
-            result = self._same(func["returns"], Where(path, None, _locals(func)), depth)
-        finally:
-            self._busy.discard(key)
-        self._memo[key] = result
-        return result
+        func = self.files[path]["functions"][name]
+        return self._once(("returns", path, name), lambda: self._same(
+            func["returns"], Where(path, None, _locals(func)), depth))
 
     def _method_returns(self, path: str, cls: str, name: str, depth: int) -> Kind | None:
-        key = ("method", path, cls, name)
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._busy:
-            return None
-        self._busy.add(key)
-        try:
-            func = self.files[path]["classes"][cls]["methods"][name]
-            result = self._same(func["returns"], Where(path, cls, _locals(func)), depth)
-        finally:
-            self._busy.discard(key)
-        self._memo[key] = result
-        return result
+        func = self.files[path]["classes"][cls]["methods"][name]
+        return self._once(("method", path, cls, name), lambda: self._same(
+            func["returns"], Where(path, cls, _locals(func)), depth))
 
     def _same(self, values: list, where: Where, depth: int) -> Kind | None:
         """The kind of every one of `values` when they agree; else None."""

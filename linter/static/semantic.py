@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from modellint.static.imports import dotted_name
-from modellint.static.index import UNKNOWN, ProjectIndex, Where, extract, text_hash
+from modellint.static.index import (
+    UNKNOWN,
+    ProjectIndex,
+    Where,
+    extract,
+    name_summary,
+    text_hash,
+)
 from modellint.static.kinds import Kind
 
 if TYPE_CHECKING:
@@ -35,15 +42,7 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
         if name is None:
             assert isinstance(node, cst.Attribute)
             return ["attr", summarize(node.value, self_name, depth + 1), node.attr.value]
-        parts = name.split(".")
-        if self_name is not None and parts[0] == self_name and len(parts) == 1:
-            return ["this"]
-        if self_name is not None and parts[0] == self_name and len(parts) > 1:
-            summary: list = ["self", parts[1]]
-            for attr in parts[2:]:
-                summary = ["attr", summary, attr]
-            return summary
-        return ["ref", name]
+        return name_summary(name.split("."), self_name)
     if isinstance(node, cst.Call):
         args, keywords = [], {}
         for arg in node.args:

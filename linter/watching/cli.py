@@ -20,7 +20,9 @@ DEFAULT_TIMEOUT = 600.0
 GRACE = 30.0  # seconds the child gets past --timeout to write its result before it is killed
 
 
-def build_parser(parser_class, seconds, codes, allow_flag) -> argparse.ArgumentParser:
+def build_parser(parser_class) -> argparse.ArgumentParser:
+    from modellint.cli import _seconds, add_report_options
+
     parser = parser_class(prog="modellint run", description=(
         "Run a training script for a few steps under instrumentation and report silent "
         "training mistakes. It EXECUTES the script."))
@@ -30,24 +32,9 @@ def build_parser(parser_class, seconds, codes, allow_flag) -> argparse.ArgumentP
     parser.add_argument("--batches-per-epoch", type=int, default=DEFAULT_BATCHES,
                         help=f"cut each DataLoader iteration after this many batches "
                              f"(default {DEFAULT_BATCHES}; 0: no cut)")
-    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
                         help=f"seconds before the run is stopped (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--select", type=codes, help="comma-separated codes or prefixes, or ALL")
-    parser.add_argument("--extend-select", type=codes, default=[],
-                        help="codes or prefixes to report beside the selected ones")
-    parser.add_argument("--ignore", type=codes, default=[], help="codes or prefixes not to report")
-    parser.add_argument("--format", default="text", help="text, concise, json, or a plugin's")
-    parser.add_argument("--output-file", "-o", help="write the report to this file")
-    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
-    parser.add_argument("--statistics", action="store_true", help="count findings per rule")
-    parser.add_argument("--config", help="a pyproject.toml or modellint.toml to use")
-    parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
-                        help="load a plugin module (repeatable)")
-    parser.add_argument(allow_flag, action="store_true",
-                        help="load the plugins the config names (runs the repository's code)")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no summary line")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the text report")
+    add_report_options(parser)
     parser.add_argument("--plots", metavar="DIR",
                         help="write PNGs of loss, learning rates and gradient norm per step")
     parser.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
@@ -124,15 +111,13 @@ def run_main(argv: list[str]) -> int:
 
     before = argv[:argv.index("--")] if "--" in argv else argv
     if "-h" in before or "--help" in before:
-        build_parser(cli._Parser, cli._seconds, cli._codes,
-                     cli.ALLOW_CONFIG_PLUGINS_FLAG).parse_args(["--help"])
+        build_parser(cli._Parser).parse_args(["--help"])
     try:
         options, command, script = split_target(argv, cli.UsageError)
     except TorchrunOptionError as exc:
         raise cli.UsageError(f"torchrun's {exc} is not supported under `modellint run`; give "
                              f"the script's path") from None
-    args = build_parser(cli._Parser, cli._seconds, cli._codes,
-                        cli.ALLOW_CONFIG_PLUGINS_FLAG).parse_args(options)
+    args = build_parser(cli._Parser).parse_args(options)
     if args.steps < 1:
         raise cli.UsageError("--steps must be at least 1")
     if args.batches_per_epoch < 0:
