@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import tomllib
+from modellint.config import tomllib  # the standard library's, or tomli before 3.11
 
 ROOT = Path(__file__).resolve().parent.parent
 
