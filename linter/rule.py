@@ -12,7 +12,7 @@ import libcst as cst
 from modellint.finding import Fix, Severity
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
-from modellint.static.walk import visit
+from modellint.static.walk import child_nodes, code_nodes, visit
 
 __all__ = [
     "FileContext",
@@ -26,6 +26,8 @@ __all__ = [
     "Severity",
     "StaticRule",
     "Valid",
+    "child_nodes",
+    "code_nodes",
     "dotted_name",
     "snippet",
     "source_of",
@@ -127,10 +129,14 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
         *,
         fix: Fix | None = None,
         severity: Severity | None = None,
+        statement: cst.CSTNode | None = None,
     ) -> None:
-        self.context.reports.append(
-            (self, node, message, fix, severity or self.severity, self.context.statement_stack[-1:])
-        )
+        """Report `node`. The finding belongs to a statement (a noqa comment on any of its
+        lines hides it): by default the one the walk is in. A rule that reports after the walk
+        left it (from `leave_Module`, or a site collected earlier) passes that `statement`;
+        reported after the walk without one, it is the innermost statement around `node`."""
+        held = (statement,) if statement is not None else self.context.statement_stack[-1:]
+        self.context.reports.append((self, node, message, fix, severity or self.severity, held))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

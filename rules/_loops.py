@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from modellint.rule import FileContext, Invalid, StaticRule, dotted_name
+from modellint.rule import FileContext, Invalid, StaticRule, code_nodes, dotted_name
 from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
     _NESTED,
     LOOPS,
@@ -198,19 +198,15 @@ def under_no_grad(context: FileContext, site: Site, below: cst.CSTNode | None = 
 
 
 def names_in(expr: cst.CSTNode) -> set[str]:
-    """Every plain name read in an expression (attribute heads included)."""
+    """Every plain name read in an expression (attribute heads included), not looking into
+    nested functions, classes and lambdas."""
     found: set[str] = set()
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Name):
+    attributes: set[int] = set()
+    for node in code_nodes(expr, prune=_NESTED):
+        if isinstance(node, cst.Attribute):
+            attributes.add(id(node.attr))
+        elif isinstance(node, cst.Name) and id(node) not in attributes:
             found.add(node.value)
-        elif isinstance(node, cst.Attribute):
-            stack.append(node.value)
-            continue
-        if isinstance(node, _NESTED):
-            continue
-        stack.extend(node.children)
     return found
 
 
@@ -242,14 +238,9 @@ class ScopeRule(StaticRule):
         raise NotImplementedError
 
     def report_at(self, site: Site, node: cst.CSTNode, message: str, **kwargs) -> None:
-        # reported after the function was visited: name the statement the finding is in, so
-        # that a noqa comment on that statement applies
-        stack = self.context.statement_stack
-        stack.append(site.statement or node)
-        try:
-            self.report(node, message, **kwargs)
-        finally:
-            stack.pop()
+        """`report` of `node` found at `site` of the scope just checked: the finding belongs
+        to the site's statement (a noqa comment on any line of it applies)."""
+        self.report(node, message, statement=site.statement or node, **kwargs)
 
 
 # nn.Module methods that return the module itself, so `model.to(device).train()` sets the mode

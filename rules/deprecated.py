@@ -8,7 +8,16 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, Valid, dotted_name, snippet
+from modellint.rule import (
+    Fix,
+    Invalid,
+    Severity,
+    StaticRule,
+    Valid,
+    dotted_name,
+    snippet,
+    visit,
+)
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
@@ -525,13 +534,13 @@ class ZeroDimDataIndex(StaticRule):
         if key not in self._backwards:
             finder = _Backwards(root)
             if root is not None:
-                root.visit(finder)
+                visit(root, finder)
             self._backwards[key] = finder.names
         return self._backwards[key]
 
     def visit_Module(self, node: cst.Module) -> None:
         finder = _Backwards(node)
-        node.visit(finder)
+        visit(node, finder)
         self._backwards[None] = finder.names
 
     def visit_Subscript(self, node: cst.Subscript) -> None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, snippet
+from modellint.rule import (
+    Fix,
+    Invalid,
+    Severity,
+    StaticRule,
+    code_nodes,
+    dotted_name,
+    snippet,
+    visit,
+)
 from modellint.rules._loops import invalid_at
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
@@ -261,16 +270,7 @@ def _is_training_test(test: cst.BaseExpression, self_name: str) -> bool:
 
 
 def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, visited: cst.CSTNode) -> bool:
-            nonlocal found
-            found = found or visited is node
-            return not found
-
-    tree.visit(Finder())
-    return found
+    return any(each is node for each in code_nodes(tree))
 
 
 def _guarded_by_training(context, node: cst.Call, self_name: str) -> bool:
@@ -293,7 +293,7 @@ def _guarded_by_training(context, node: cst.Call, self_name: str) -> bool:
                 found = True
 
     if stack:
-        stack[-1].visit(Conditional())
+        visit(stack[-1], Conditional())
     return found
 
 
@@ -549,7 +549,7 @@ def _attribute_values(
                 ):
                     values.append(node.value)
 
-    cls.visit(Collector())
+    visit(cls, Collector())
     return values
 
 
@@ -749,7 +749,7 @@ def _mark(expr: cst.CSTNode, ids: set[int]) -> None:
         def visit_Call(self, node: cst.Call) -> None:
             ids.add(id(node))
 
-    expr.visit(Marker())
+    visit(expr, Marker())
 
 
 def _cuda_literal(expr: cst.BaseExpression) -> str | None:
@@ -772,7 +772,7 @@ def _mentions_cuda(expr: cst.CSTNode) -> bool:
             if "cuda" in node.value:
                 found.append(node)
 
-    expr.visit(Finder())
+    visit(expr, Finder())
     return bool(found)
 
 

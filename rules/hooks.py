@@ -8,9 +8,8 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rule import Fix, Invalid, Severity, StaticRule, code_nodes, dotted_name, visit
 from modellint.rules._loops import function_without_grad, is_no_grad_item
-from modellint.static.walk import walk
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -582,7 +581,7 @@ class HookKeepsGraph(StaticRule):
         if not tracked:
             return
         finder = _StoreFinder(_HookBody(self.context, tracked), set())
-        body.visit(finder)
+        visit(body, finder)
         for node, value in finder.stores:
             if _container_name(node) in self._backpropagated:
                 continue  # the stored output is the objective: its graph is wanted
@@ -616,44 +615,7 @@ def _backpropagates(node: cst.CSTNode) -> bool:
         isinstance(each, cst.Call)
         and (dotted_name(each.func) or "").endswith((".backward", "autograd.grad",
                                                       "autograd.backward"))
-        for each in _code_nodes(node))
-
-
-def _code_nodes(root: cst.CSTNode, prune: tuple[type, ...] = ()):
-    """`root` and the code nodes under it (modellint's walk, not LibCST's visitor, which
-    rebuilds every node it passes), without the subtrees of the `prune` types."""
-    found: list[cst.CSTNode] = []
-    inside = [0]
-
-    table: dict[str, list] = {}
-
-    def enter(node: cst.CSTNode) -> None:
-        if isinstance(node, prune):
-            inside[0] += 1
-        elif not inside[0]:
-            found.append(node)
-
-    def leave(node: cst.CSTNode) -> None:
-        inside[0] -= 1
-
-    # one entry for every node class: `walk` dispatches on the exact class name
-    for cls in _node_classes():
-        table[f"visit_{cls.__name__}"] = [enter]
-    for cls in prune:
-        table[f"leave_{cls.__name__}"] = [leave]
-    walk(root, table)
-    return found
-
-
-def _node_classes() -> list[type]:
-    if not _NODE_CLASSES:
-        _NODE_CLASSES.extend(
-            value for value in vars(cst).values()
-            if isinstance(value, type) and issubclass(value, cst.CSTNode))
-    return _NODE_CLASSES
-
-
-_NODE_CLASSES: list[type] = []
+        for each in code_nodes(node))
 
 
 def _names_read_where_backpropagated(module: cst.Module) -> set[str]:
@@ -663,11 +625,11 @@ def _names_read_where_backpropagated(module: cst.Module) -> set[str]:
     names: set[str] = set()
     top_level = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
     units: list[cst.CSTNode] = [cst.Module(body=top_level)]
-    units += [node for node in _code_nodes(module) if isinstance(node, cst.FunctionDef)]
+    units += [node for node in code_nodes(module) if isinstance(node, cst.FunctionDef)]
     for unit in units:
         if _backpropagates(unit):
             # `feats = []` creates the container; it reads nothing
-            for node in _code_nodes(unit, prune=(cst.AssignTarget,)):
+            for node in code_nodes(unit, prune=(cst.AssignTarget,)):
                 if isinstance(node, cst.Name):
                     names.add(node.value)
                 elif isinstance(node, cst.Attribute):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, StaticRule, dotted_name
+from modellint.rule import Fix, Invalid, StaticRule, child_nodes, dotted_name, visit
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -196,7 +196,7 @@ class InitViaChildren(StaticRule):
         if name is None:
             return
         scan = _Scan(self.context, name)
-        node.body.visit(scan)
+        visit(node.body, scan)
         if not (scan.isinstance and scan.initialises):
             return
         receiver = call.func.value
@@ -312,7 +312,7 @@ def _bias_guarded(function: cst.CSTNode, owner: str) -> bool:
     """Whether any condition in `function` looks at `<owner>.bias` (`is not None`, truthiness,
     `hasattr`/`getattr`)."""
     finder = _GuardFinder(owner)
-    function.visit(finder)
+    visit(function, finder)
     return finder.found
 
 
@@ -325,7 +325,7 @@ class _GuardFinder(cst.CSTVisitor):
         if expr is None or self.found:
             return
         mentions = _Mentions(self.owner)
-        expr.visit(mentions)
+        visit(expr, mentions)
         self.found = mentions.found
 
     def visit_If(self, node: cst.If) -> None:
@@ -387,7 +387,7 @@ def _path_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode] | None
         node, path = stack.pop()
         if node is target:
             return path
-        for child in node.children:
+        for child in child_nodes(node):
             stack.append((child, [*path, child]))
     return None
 
@@ -555,7 +555,7 @@ def _tests_more_than_type(test: cst.BaseExpression, owner: str) -> bool:
     if _isinstance_calls(test, owner):
         return False
     finder = _OwnerUse(owner)
-    test.visit(finder)
+    visit(test, finder)
     return finder.found
 
 

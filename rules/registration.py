@@ -67,7 +67,7 @@ def _references_attribute(node: cst.CSTNode, names: set[str]) -> bool:
             if name.value in names:
                 found = True
 
-    node.visit(Finder())
+    visit(node, Finder())
     return found
 
 
@@ -83,7 +83,7 @@ def _wrapped_in_container(context: FileContext, scope: cst.CSTNode, names: set[s
             ):
                 found = True
 
-    scope.visit(Finder())
+    visit(scope, Finder())
     return found
 
 
@@ -520,7 +520,7 @@ class _CallFinder(cst.CSTVisitor):
 
 def _contains_call(node: cst.CSTNode, predicate) -> bool:
     finder = _CallFinder(predicate)
-    node.visit(finder)
+    visit(node, finder)
     return finder.found
 
 
@@ -1002,7 +1002,7 @@ class ModuleCreatedInForward(StaticRule):
 
     def _kept_on_self(self, call: cst.Call, method: cst.FunctionDef) -> bool:
         """`self.x = nn.Linear(...)`, or `layer = nn.Linear(...)` ... `self.x = layer`."""
-        statement = self.context.statement_stack[-1] if self.context.statement_stack else None
+        statement = self.context.current_statement
         if not isinstance(statement, cst.SimpleStatementLine):
             return False
         assign = next((s for s in statement.body if isinstance(s, cst.Assign)), None)

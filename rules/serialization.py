@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, StaticRule, Valid, dotted_name, snippet
+from modellint.rule import Fix, Invalid, StaticRule, Valid, dotted_name, snippet, visit
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -463,7 +463,7 @@ def _names(expr: cst.BaseExpression) -> set[str]:
         def visit_Attribute(self, node: cst.Attribute) -> bool:
             return False
 
-    expr.visit(Names())
+    visit(expr, Names())
     return found
 
 
@@ -488,7 +488,7 @@ def _binds_any(func: cst.FunctionDef, names: set[str]) -> bool:
             if isinstance(node.target, cst.Name) and node.target.value in names:
                 found = True
 
-    func.body.visit(Binds())
+    visit(func.body, Binds())
     return found
 
 
@@ -517,7 +517,7 @@ class _KeyNames(cst.CSTVisitor):
 
 def _compares_keys(func: cst.FunctionDef) -> bool:
     finder = _KeyNames()
-    func.visit(finder)
+    visit(func, finder)
     return finder.found
 
 

@@ -12,7 +12,16 @@ from typing import ClassVar
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import FileContext, Fix, Invalid, Severity, StaticRule, Valid, dotted_name
+from modellint.rule import (
+    FileContext,
+    Fix,
+    Invalid,
+    Severity,
+    StaticRule,
+    Valid,
+    dotted_name,
+    visit,
+)
 from modellint.rules.deprecated_apis import (
     DEPRECATED_APIS,
     LEGACY_REDUCTION,
@@ -228,7 +237,7 @@ class _ApiTableRule(StaticRule):
                 ):
                     found = True
 
-        scope.visit(Finder())
+        visit(scope, Finder())
         return found
 
     # -- imports --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name
+from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, visit
 from modellint.rules._loops import (
     Scope,
     ScopeRule,
@@ -946,7 +946,7 @@ def _class_has_mode_behaviour(context, name: str, seen: frozenset[str]) -> bool:
             if builds and has_mode_behaviour(context, node, seen):
                 found = True
 
-    cls.visit(Calls())
+    visit(cls, Calls())
     return found
 
 

@@ -15,8 +15,9 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Severity, StaticRule, dotted_name
+from modellint.rule import Fix, Severity, StaticRule, child_nodes, code_nodes, dotted_name
 from modellint.rules._loops import (
+    _NESTED,
     Scope,
     ScopeRule,
     Site,
@@ -37,20 +38,12 @@ _code = cst.Module(body=[]).code_for_node
 
 
 class _FileRule(StaticRule):
-    """A rule that collects calls while the file is visited and reports when it ends."""
-
-    def report_later(self, node: cst.CSTNode, message: str, **kwargs) -> None:
-        stack = self.context.statement_stack
-        self._pending.append((node, message, kwargs, stack[-1] if stack else None))
+    """A rule that collects calls while the file is visited and reports when it ends, each
+    finding in the statement it was collected in (where a noqa comment applies)."""
 
     def flush(self) -> None:
-        stack = self.context.statement_stack
         for node, message, kwargs, statement in self._pending:
-            stack.append(statement or node)
-            try:
-                self.report(node, message, **kwargs)
-            finally:
-                stack.pop()
+            self.report(node, message, statement=statement or node, **kwargs)
 
 
 # -- shared helpers -----------------------------------------------------------------------------
@@ -98,29 +91,13 @@ def _literal(expr: cst.BaseExpression) -> str | None:
 def _name_nodes(expr: cst.CSTNode) -> list[cst.Name]:
     """Every Name node read in `expr`, attribute heads included (not attribute names)."""
     found: list[cst.Name] = []
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Name):
-            found.append(node)
-            continue
+    attributes: set[int] = set()
+    for node in code_nodes(expr, prune=_NESTED):
         if isinstance(node, cst.Attribute):
-            stack.append(node.value)
-            continue
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(node.children)
+            attributes.add(id(node.attr))
+        elif isinstance(node, cst.Name) and id(node) not in attributes:
+            found.append(node)
     return found
-
-
-def _contains(expr: cst.CSTNode, kind: type) -> bool:
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, kind):
-            return True
-        stack.extend(node.children)
-    return False
 
 
 _VISITED = re.compile(r"\bval|valid|test|eval|dev_|_dev\b|^dev$", re.IGNORECASE)
@@ -227,8 +204,7 @@ class DataLoaderStarvesDevice(_FileRule):
         context = self.context
         func = node.func
         if _is_dataloader(context, node):
-            stack = context.statement_stack
-            self._loaders.append((node, stack[-1] if stack else None))
+            self._loaders.append((node, context.current_statement))
             return
         if isinstance(func, cst.Attribute) and context.qualified_name(func) is None:
             if func.attr.value == "cuda":
@@ -423,8 +399,7 @@ class UnseededTraining(_FileRule):
             kind = self._kind(qualified)
             if kind is not None:
                 if _argument(node, "generator") is None and kind not in self._draws:
-                    stack = context.statement_stack
-                    self._draws[kind] = (node, qualified, stack[-1] if stack else None)
+                    self._draws[kind] = (node, qualified, context.current_statement)
                 return
         name = dotted_name(func)
         if name is not None and "seed" in last_segment(name):
@@ -476,13 +451,7 @@ _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 def _periodic(test: cst.BaseExpression) -> bool:
     """A condition that holds every N steps (`step % 100 == 0`)."""
-    stack = [test]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            return True
-        stack.extend(node.children)
-    return False
+    return _modulo(test) is not None
 
 
 class SyncInInnerLoop(ScopeRule):
@@ -624,12 +593,8 @@ class SyncInInnerLoop(ScopeRule):
 
 def _descendants(node: cst.CSTNode):
     """Every node below `node`, not descending into nested functions, classes or lambdas."""
-    stack = list(node.children)
-    while stack:
-        inner = stack.pop()
-        yield inner
-        if not isinstance(inner, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(inner.children)
+    for child in child_nodes(node):
+        yield from code_nodes(child, stop=_NESTED)
 
 
 def _comprehension_parts(loop: cst.CSTNode) -> set[int]:
@@ -979,10 +944,9 @@ class DdpWithoutDistributedSampler(_FileRule):
             self._framework = True
         elif qualified in _DATALOADERS:
             target = self._target
-            stack = context.statement_stack
             if self._evaluation_loader(node):
                 return
-            self._loaders.append((node, target, stack[-1] if stack else None))
+            self._loaders.append((node, target, context.current_statement))
 
     def _evaluation_loader(self, call: cst.Call) -> bool:
         """A loader that is built for evaluation: in a function decorated with `no_grad` or
@@ -1294,13 +1258,13 @@ _GRAD_SCALING = re.compile(r"\.grad\b[^\n]*(?:/=|\*=|\.div_\(|\.mul_\()")
 
 
 def _modulo(test: cst.BaseExpression) -> cst.BinaryOperation | None:
-    stack = [test]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            return node
-        stack.extend(node.children)
-    return None
+    """The `%` operation of `test` (of several, the rightmost outermost one)."""
+    found = None
+    for node in code_nodes(test):
+        if (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+                and (found is None or not any(each is node for each in code_nodes(found)))):
+            found = node
+    return found
 
 
 def _scaled(expr: cst.BaseExpression) -> bool:

@@ -223,7 +223,7 @@ def _nested_class_level_names(statement: cst.CSTNode) -> set[str]:
             names.add(node.name.value)
             return False
 
-    statement.visit(Collector())
+    visit(statement, Collector())
     return names
 
 

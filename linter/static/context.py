@@ -200,6 +200,11 @@ class FileContext:
         return tops
 
     @property
+    def current_statement(self) -> cst.CSTNode | None:
+        """The innermost statement the walk is in (None outside any, and after the walk)."""
+        return self.statement_stack[-1] if self.statement_stack else None
+
+    @property
     def current_class(self) -> cst.ClassDef | None:
         return self.class_stack[-1] if self.class_stack else None
 

@@ -10,7 +10,6 @@ It is computed once per function and shared by every rule of the file.
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ import libcst as cst
 
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
+from modellint.static.walk import child_nodes
 
 LOOPS = (cst.For, cst.While)
 # nodes whose body is another scope
@@ -146,53 +146,6 @@ def _elements(
     return [e.value for e in value.elements]
 
 
-_SKIPPED_FIELDS = frozenset({
-    "lpar", "rpar", "lbracket", "rbracket", "lbrace", "rbrace", "comma", "semicolon", "colon",
-    "equal", "dot", "header", "footer", "leading_lines", "lines_after_decorators",
-    "trailing_whitespace", "operator", "asynchronous", "first_colon", "second_colon",
-    "default_indent", "default_newline", "encoding", "has_trailing_newline", "indent",
-    "newline", "star", "relative", "conversion", "start", "end", "whitespace", "decorators",
-})
-# fields whose dataclass order differs from the source order
-_SOURCE_ORDER = {
-    cst.IfExp: ("body", "test", "orelse"),
-    cst.ExceptHandler: ("type", "name", "body"),
-    cst.MatchCase: ("pattern", "guard", "body"),
-    cst.Arg: ("keyword", "value"),
-}
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_IS_NODE: dict[type, bool] = {}
-
-
-def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The code-bearing children of a node in source order (whitespace and punctuation
-    skipped); much cheaper than LibCST's `children`."""
-    cls = type(node)
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _SOURCE_ORDER.get(cls) or tuple(
-            f.name for f in dataclasses.fields(cls)
-            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
-        )
-        _FIELDS[cls] = fields
-    found: list[cst.CSTNode] = []
-    for name in fields:
-        value = getattr(node, name)
-        if type(value) in (tuple, list):
-            found.extend(v for v in value if _node(v))
-        elif _node(value):
-            found.append(value)
-    return found
-
-
-def _node(value: object) -> bool:
-    cls = type(value)
-    known = _IS_NODE.get(cls)
-    if known is None:
-        known = _IS_NODE[cls] = isinstance(value, cst.CSTNode)
-    return known
-
-
 _STATEMENT_TYPES = frozenset(_STATEMENTS)
 _NESTED_TYPES = frozenset(_NESTED)
 
@@ -274,7 +227,7 @@ def _build(root: cst.CSTNode) -> Scope:
         elif kind is cst.Else:
             children = [(node.body, ancestors + (node,))]
         else:
-            children = [(child, ancestors) for child in _children(node)]
+            children = [(child, ancestors) for child in child_nodes(node)]
         for child, child_ancestors in reversed(children):
             stack.append((child, child_ancestors, statement))
     return scope

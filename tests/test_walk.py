@@ -1,0 +1,159 @@
+"""The engine's one walker: `walk` (the batched pass), `visit` (one visitor over a subtree, as
+LibCST's `node.visit`) and `code_nodes`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from modellint.rule import StaticRule, child_nodes, code_nodes, visit
+from modellint.rules._loops import names_in
+from modellint.static.walk import dispatch_table, walk
+from modellint.testing import lint_text
+
+SOURCE = """\
+@decorate(a)
+def f(x, y=g(1)):
+    def inner():
+        return hidden(x)
+    return outer(x.attr, lambda: secret(y))
+"""
+
+
+def _module() -> cst.Module:
+    return cst.parse_module(SOURCE)
+
+
+def _call_names(nodes) -> list[str]:
+    return [n.func.value for n in nodes if isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Name)]
+
+
+class _Calls(cst.CSTVisitor):
+    def __init__(self, prune: type | None = None) -> None:
+        self.prune = prune
+        self.calls: list[str] = []
+        self.left: list[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node.func.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return not (self.prune is cst.FunctionDef and node.name.value == "inner")
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return self.prune is not cst.Lambda
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.left.append(node.name.value)
+
+
+def test_visit_goes_through_the_code_in_source_order():
+    visitor = _Calls()
+    visit(_module(), visitor)
+    assert visitor.calls == ["decorate", "g", "hidden", "outer", "secret"]
+    assert visitor.left == ["inner", "f"]
+
+
+def test_visit_returning_false_skips_the_children_as_libcst_does():
+    for prune in (cst.FunctionDef, cst.Lambda):
+        ours, libcsts = _Calls(prune), _Calls(prune)
+        visit(_module(), ours)
+        _module().visit(libcsts)
+        assert ours.calls == libcsts.calls
+        # the pruned node is still left
+        assert ours.left == libcsts.left == ["inner", "f"]
+    pruned = _Calls(cst.FunctionDef)
+    visit(_module(), pruned)
+    assert "hidden" not in pruned.calls and "secret" in pruned.calls
+
+
+def test_batched_walk_cannot_prune_for_the_other_visitors():
+    # the engine wraps each rule's visits; one rule's return value does not hide nodes from
+    # the others (as in LibCST's batched visitors)
+    seen: list[str] = []
+    table = dispatch_table([])
+    table["visit_FunctionDef"] = [lambda node: None]
+    table["visit_Call"] = [lambda node: seen.append(node.func.value)]
+    walk(_module(), table)
+    assert seen == ["decorate", "g", "hidden", "outer", "secret"]
+
+
+def test_code_nodes_prune_and_stop():
+    module = _module()
+    assert _call_names(code_nodes(module)) == ["decorate", "g", "hidden", "outer", "secret"]
+    nested = (cst.FunctionDef, cst.Lambda)
+    function = module.body[0]
+    assert _call_names(code_nodes(function.body, prune=nested)) == ["outer"]
+    stopped = list(code_nodes(function.body, stop=nested))
+    assert _call_names(stopped) == ["outer"]
+    assert any(isinstance(n, cst.Lambda) for n in stopped)
+    assert not any(isinstance(n, cst.Lambda) for n in code_nodes(function.body, prune=nested))
+    # no whitespace, commas or parentheses
+    assert not any(isinstance(n, (cst.Comma, cst.LeftParen, cst.BaseParenthesizableWhitespace))
+                   for n in code_nodes(module))
+
+
+def test_child_nodes_are_in_source_order():
+    function = _module().body[0]
+    kinds = [type(n).__name__ for n in child_nodes(function)]
+    assert kinds == ["Decorator", "Name", "Parameters", "IndentedBlock"]
+
+
+def test_names_in_reads_names_not_attribute_names_nor_nested_scopes():
+    expr = cst.parse_expression("f(a.b.c, d[e], lambda: hidden, [g for g in h])")
+    assert names_in(expr) == {"f", "a", "d", "e", "g", "h"}
+
+
+class _ReportsLater(StaticRule):
+    """Test rule: reports every call to `late` from `leave_Module`.
+
+    ## What it does
+    ## Why is this bad?
+    ## Example
+    ## Use instead
+    """
+
+    code = "ML990"
+    name = "reports-later"
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.sites: list[tuple[cst.Call, cst.CSTNode | None]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "late":
+            self.sites.append((node, self.context.current_statement))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for call, statement in self.sites:
+            if self.context.options.get("first"):
+                statement = original_node.body[0]
+            elif self.context.options.get("none"):
+                statement = None
+            self.report(call, "late", statement=statement)
+
+
+LATE = """\
+x = (  # noqa: ML990
+    late()
+)
+y = [
+    late(),
+]
+"""
+
+
+def test_a_report_after_the_walk_belongs_to_the_statement_it_names():
+    findings = lint_text(LATE, [_ReportsLater])
+    # the noqa comment on the first line of the statement hides the first report
+    assert [(f.line, f.statement_line) for f in findings] == [(5, 4)]
+
+
+def test_a_report_after_the_walk_without_a_statement_is_in_the_innermost_one():
+    findings = lint_text(LATE, [_ReportsLater], {"none": True})
+    assert [(f.line, f.statement_line) for f in findings] == [(5, 4)]
+
+
+def test_the_statement_named_decides_which_noqa_applies():
+    # both reports are said to belong to the first statement, whose noqa hides them
+    assert lint_text(LATE, [_ReportsLater], {"first": True}) == []
