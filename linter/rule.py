@@ -12,6 +12,7 @@ import libcst as cst
 from modellint.finding import Fix, Severity
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
+from modellint.static.nodes import argument, has_star_args, source_of
 from modellint.static.walk import child_nodes, code_nodes, visit
 
 __all__ = [
@@ -26,22 +27,15 @@ __all__ = [
     "Severity",
     "StaticRule",
     "Valid",
+    "argument",
     "child_nodes",
     "code_nodes",
     "dotted_name",
+    "has_star_args",
     "snippet",
     "source_of",
     "visit",
 ]
-
-_EMPTY_MODULE = cst.Module(body=[])
-
-
-def source_of(node: cst.CSTNode) -> str:
-    """The source text of a node. It is generated, which is costly: use it for messages and
-    for checks that run rarely, not on every node."""
-    return _EMPTY_MODULE.code_for_node(node)
-
 
 def snippet(expr: cst.BaseExpression, limit: int = 40) -> str:
     """Short text of an expression for a message (`self.fc`, `params[0]`), `...` if long."""

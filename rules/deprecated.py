@@ -14,6 +14,7 @@ from modellint.rule import (
     Severity,
     StaticRule,
     Valid,
+    argument,
     dotted_name,
     snippet,
     visit,
@@ -25,13 +26,6 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # where the loop variable is a parameter or buffer: `for p in model.parameters():`
 _TENSOR_ITERATORS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers"})
-
-
-def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
 
 
 class DeprecatedVariable(StaticRule):
@@ -89,7 +83,7 @@ class DeprecatedVariable(StaticRule):
         if self.context.call_name(node) not in VARIABLE_NAMES:
             return
         name = dotted_name(node.func) or "Variable"
-        if _keyword(node, "volatile") is not None:
+        if argument(node, "volatile") is not None:
             message = (
                 f"`{name}(..., volatile=...)` does nothing since PyTorch 0.4; drop the "
                 "`Variable` wrapper and run the code under `torch.no_grad()`"
@@ -109,7 +103,7 @@ class DeprecatedVariable(StaticRule):
 
 def _requires_grad_set(call: cst.Call) -> bool:
     """`requires_grad=` given, and not a literal `False` (which changes nothing)."""
-    arg = _keyword(call, "requires_grad")
+    arg = argument(call, "requires_grad")
     return arg is not None and not (
         isinstance(arg.value, cst.Name) and arg.value.value == "False")
 
@@ -402,7 +396,7 @@ class DeprecatedFunctional(StaticRule):
         return None
 
     def _check_dim(self, node: cst.Call, qualified: str, position: int) -> None:
-        if any(arg.star for arg in node.args) or _keyword(node, "dim") is not None:
+        if any(arg.star for arg in node.args) or argument(node, "dim") is not None:
             return
         positional = [arg for arg in node.args if arg.keyword is None]
         if len(positional) > position:
@@ -437,7 +431,7 @@ def _is_loss_function(qualified: str | None) -> bool:
 
 def _reduction_none(call: cst.Call) -> bool:
     """`reduction="none"` (or a reduction we cannot read): the loss is not a scalar."""
-    arg = _keyword(call, "reduction")
+    arg = argument(call, "reduction")
     if arg is None:
         return any(a.star for a in call.args)
     return not (isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value != "none")

@@ -10,8 +10,10 @@ from modellint.rule import (
     Invalid,
     Severity,
     StaticRule,
+    argument,
     code_nodes,
     dotted_name,
+    has_star_args,
     snippet,
     visit,
 )
@@ -57,17 +59,6 @@ def _self_name(context, cls: cst.ClassDef, method: cst.FunctionDef) -> str | Non
     params = method.params
     first = params.posonly_params[:1] or params.params[:1]
     return first[0].name.value if first else None
-
-
-def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
-def _has_star_args(call: cst.Call) -> bool:
-    return any(arg.star for arg in call.args)
 
 
 def _positional(call: cst.Call) -> list[cst.Arg]:
@@ -219,7 +210,7 @@ class DropoutIgnoresEval(StaticRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.call_name(node)
-        if qualified not in DROPOUT_FUNCTIONS or _has_star_args(node):
+        if qualified not in DROPOUT_FUNCTIONS or has_star_args(node):
             return
         found = self.context.current_method()
         if found is None:
@@ -230,7 +221,7 @@ class DropoutIgnoresEval(StaticRule):
         if _guarded_by_training(self.context, node, self_name):
             return
         short = qualified.rsplit(".", 1)[1]
-        training = _keyword(node, "training")
+        training = argument(node, "training")
         positional = _positional(node)
         if training is None and len(positional) >= 3:
             training = positional[2]
@@ -688,7 +679,7 @@ class TensorWithoutDevice(StaticRule):
         if _zero_dim(qualified, node):
             # a 0-d tensor combines with tensors on any device
             return
-        if _has_star_args(node) or _keyword(node, "device") or _keyword(node, "out"):
+        if has_star_args(node) or argument(node, "device") or argument(node, "out"):
             return
         found = self.context.current_method()
         if found is None:
@@ -877,7 +868,7 @@ class HardcodedDevice(StaticRule):
                     f"`torch.device({literal!r})` in module code pins tensors to one GPU; use "
                     "the input's or a parameter's device instead",
                 )
-        device = _keyword(node, "device")
+        device = argument(node, "device")
         if device is not None and (literal := _cuda_literal(device.value)):
             self.report(
                 device,

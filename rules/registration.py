@@ -8,11 +8,9 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import FileContext, Fix, Invalid, StaticRule, dotted_name, visit
+from modellint.static.classes import REGISTERING_METHODS
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
-REGISTERING_METHODS = frozenset(
-    {"register_buffer", "register_parameter", "add_module", "register_module"}
-)
 CONTAINER_CLASSES = frozenset(
     {
         "torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential",

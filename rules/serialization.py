@@ -6,7 +6,17 @@ from __future__ import annotations
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, StaticRule, Valid, dotted_name, snippet, visit
+from modellint.rule import (
+    Fix,
+    Invalid,
+    StaticRule,
+    Valid,
+    argument,
+    dotted_name,
+    snippet,
+    source_of,
+    visit,
+)
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -17,13 +27,6 @@ _SELF_RETURNING = frozenset(
     {"to", "cuda", "cpu", "eval", "train", "float", "half", "double", "bfloat16",
      "requires_grad_", "to_empty", "share_memory", "type"}
 )
-
-
-def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
 
 
 def _has_double_star(call: cst.Call) -> bool:
@@ -134,7 +137,7 @@ class UnsafeTorchLoad(StaticRule):
         if not self.context.is_call_to(node, *_LOADS):
             return
         name = dotted_name(node.func) or "torch.load"
-        arg = _keyword(node, "weights_only")
+        arg = argument(node, "weights_only")
         if arg is not None:
             if _is_false(arg.value):
                 self.report(
@@ -396,7 +399,7 @@ class PickledModuleLoad(_TracksModules):
         that function)."""
         if isinstance(path, cst.SimpleString):
             return ("literal", path.evaluated_value)
-        text = _code(path)
+        text = source_of(path)
         func = self.context.current_function
         if func is None:
             return ("text", text, None)
@@ -417,7 +420,7 @@ class PickledModuleLoad(_TracksModules):
             return
         if not self.context.is_call_to(node, *_LOADS) or _has_double_star(node):
             return
-        weights_only = _keyword(node, "weights_only")
+        weights_only = argument(node, "weights_only")
         if weights_only is None:
             if tuple(self.context.options.get("target_torch_version") or (2, 6)) < (2, 6):
                 return
@@ -436,7 +439,7 @@ class PickledModuleLoad(_TracksModules):
             if module is None:
                 continue
             name = snippet(module)
-            path = _code(_path_argument(call, "load"))
+            path = source_of(_path_argument(call, "load"))
             self.report(
                 call,
                 f"`torch.load({path})` reads the file that `torch.save({name}, ...)` writes "
@@ -444,10 +447,6 @@ class PickledModuleLoad(_TracksModules):
                 f"torch 2.6) refuses; save `{name}.state_dict()` and load it with "
                 "`load_state_dict` into a freshly built model",
             )
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _names(expr: cst.BaseExpression) -> set[str]:
@@ -579,7 +578,7 @@ class UncheckedNonStrictLoad(StaticRule):
         call = _load_state_dict_call(node.value)
         if call is None:
             return
-        strict = _keyword(call, "strict")
+        strict = argument(call, "strict")
         if strict is None or not _is_false(strict.value):
             return
         func = self.context.current_function

@@ -19,7 +19,9 @@ from modellint.rule import (
     Severity,
     StaticRule,
     Valid,
+    argument,
     dotted_name,
+    source_of,
     visit,
 )
 from modellint.rules.deprecated_apis import (
@@ -69,13 +71,6 @@ def _plain_args(call: cst.Call) -> bool:
     return not any(a.star for a in call.args)
 
 
-def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
 def _parse_arg(text: str) -> cst.Arg:
     if "=" in text:
         key, _, value = text.partition("=")
@@ -113,7 +108,7 @@ def _legacy_reduction(size_average: cst.BaseExpression | None,
         if isinstance(expr, cst.Name) and expr.value in _LITERAL_FLAGS:
             value = _LITERAL_FLAGS[expr.value]
             return True if value is None else value
-        return _code(expr)
+        return source_of(expr)
 
     average, reduced = flag(size_average), flag(reduce)
     if average is True:
@@ -142,7 +137,7 @@ def _reduction_fix(call: cst.Call, legacy: dict[str, cst.Arg]) -> Fix:
     )
     first = next(arg for arg in call.args if any(arg is each for each in legacy.values()))
     dropped = [*legacy.values()]
-    existing = _keyword(call, "reduction")
+    existing = argument(call, "reduction")
     if existing is not None:
         dropped.append(existing)
     args = []
@@ -160,10 +155,6 @@ def _reduction_fix(call: cst.Call, legacy: dict[str, cst.Arg]) -> Fix:
 # an `if` test that asks which torch is installed: `hasattr(torch, "compiler")`,
 # `torch.__version__ >= ...`, `is_torch_greater_or_equal(...)`, `_TORCH_GE_2_4`
 _COMPAT_TEST = re.compile(r"hasattr|getattr|version|is_torch|TORCH_|available", re.IGNORECASE)
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 class _ApiTableRule(StaticRule):
@@ -203,7 +194,7 @@ class _ApiTableRule(StaticRule):
         if self._except_depth:
             return True
         for statement in self.context.statement_stack:
-            if isinstance(statement, cst.If) and _COMPAT_TEST.search(_code(statement.test)):
+            if isinstance(statement, cst.If) and _COMPAT_TEST.search(source_of(statement.test)):
                 return True
         replacement = self.fix_kind(qualified)[1]
         scope = self.context.current_function
@@ -470,8 +461,8 @@ class DeprecatedTorchApi(_ApiTableRule):
         positional = _positional(call)
         legacy = {
             name: arg for name, arg in (
-                ("size_average", _keyword(call, "size_average")),
-                ("reduce", _keyword(call, "reduce")),
+                ("size_average", argument(call, "size_average")),
+                ("reduce", argument(call, "reduce")),
             ) if arg is not None
         }
         given_positionally = len(positional) > min(positions)
@@ -701,7 +692,7 @@ class TorchvisionPretrainedArgument(StaticRule):
             )
 
     def _fix(self, call: cst.Call, arg: cst.Arg, new_key: str, enum: str | None) -> Fix | None:
-        if _keyword(call, new_key) is not None or not isinstance(arg.value, cst.Name):
+        if argument(call, new_key) is not None or not isinstance(arg.value, cst.Name):
             return None
         if arg.value.value == "False":
             value: cst.BaseExpression | None = cst.Name("None")
@@ -773,7 +764,7 @@ class CheckpointUseReentrant(StaticRule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.context.call_name(node) not in CHECKPOINT_FUNCTIONS:
             return
-        if _keyword(node, "use_reentrant") is not None or any(a.star == "**" for a in node.args):
+        if argument(node, "use_reentrant") is not None or any(a.star == "**" for a in node.args):
             return
         name = dotted_name(node.func) or "checkpoint"
         arg = _parse_arg("use_reentrant=False")

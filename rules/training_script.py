@@ -15,7 +15,17 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Severity, StaticRule, child_nodes, code_nodes, dotted_name
+from modellint.rule import (
+    Fix,
+    Severity,
+    StaticRule,
+    argument,
+    child_nodes,
+    code_nodes,
+    dotted_name,
+    has_star_args,
+    source_of,
+)
 from modellint.rules._loops import (
     _NESTED,
     Scope,
@@ -34,7 +44,6 @@ from modellint.rules._loops import (
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 LOADER = "from torch.utils.data import DataLoader\n"
-_code = cst.Module(body=[]).code_for_node
 
 
 class _FileRule(StaticRule):
@@ -58,25 +67,8 @@ def _is_dataloader(context, call: cst.Call) -> bool:
     return context.call_name(call) in _DATALOADERS
 
 
-def _argument(call: cst.Call, keyword: str, position: int | None = None) -> cst.Arg | None:
-    positional = 0
-    for arg in call.args:
-        if arg.keyword is not None:
-            if arg.keyword.value == keyword:
-                return arg
-        elif not arg.star:
-            if positional == position:
-                return arg
-            positional += 1
-    return None
-
-
 def _loader_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
-    return _argument(call, keyword, _LOADER_POSITIONS.get(keyword))
-
-
-def _has_star_args(call: cst.Call) -> bool:
-    return any(arg.star for arg in call.args)
+    return argument(call, keyword, _LOADER_POSITIONS.get(keyword))
 
 
 def _literal(expr: cst.BaseExpression) -> str | None:
@@ -221,7 +213,7 @@ class DataLoaderStarvesDevice(_FileRule):
         if not (self._accelerator and self._trains):
             return
         for call, statement in self._loaders:
-            if _has_star_args(call):
+            if has_star_args(call):
                 continue
             workers = _loader_argument(call, "num_workers")
             pin = _loader_argument(call, "pin_memory")
@@ -361,7 +353,7 @@ class UnseededTraining(_FileRule):
     def visit_If(self, node: cst.If) -> None:
         if not self.context.function_stack and re.fullmatch(
             r"__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__",
-            _code(node.test).strip(),
+            source_of(node.test).strip(),
         ):
             self._entry = True
 
@@ -398,7 +390,7 @@ class UnseededTraining(_FileRule):
                 return
             kind = self._kind(qualified)
             if kind is not None:
-                if _argument(node, "generator") is None and kind not in self._draws:
+                if argument(node, "generator") is None and kind not in self._draws:
                     self._draws[kind] = (node, qualified, context.current_statement)
                 return
         name = dotted_name(func)
@@ -564,7 +556,7 @@ class SyncInInnerLoop(ScopeRule):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS:
             if not call.args and self.context.qualified_name(func) is None:
-                return _code(call)
+                return source_of(call)
             return None
         if isinstance(func, cst.Name) and func.value == "print":
             for arg in call.args:
@@ -572,7 +564,7 @@ class SyncInInnerLoop(ScopeRule):
                 if isinstance(value, cst.Subscript):
                     value = value.value
                 if isinstance(value, cst.Name) and value.value in tensors:
-                    return _code(call)
+                    return source_of(call)
         return None
 
     def _tensor_names(self, scope: Scope) -> set[str]:
@@ -768,7 +760,7 @@ class EvalNeverReset(ScopeRule):
                     continue
                 self.report_at(
                     site, site.node,
-                    f"`{_code(site.node)}` runs inside this training loop but nothing in the loop"
+                    f"`{source_of(site.node)}` runs inside this training loop but nothing in the loop"
                     f" calls `{name}.train()`, so every later iteration trains with dropout off "
                     f"and batch norm frozen; call `{name}.train()` at the start of each epoch",
                 )
@@ -957,7 +949,7 @@ class DdpWithoutDistributedSampler(_FileRule):
         for func in context.function_stack:
             if function_without_grad(context, func) or _EVALUATING.search(func.name.value):
                 return True
-        dataset = _argument(call, "dataset", 0)
+        dataset = argument(call, "dataset", 0)
         if dataset is None:
             return False
         value = dataset.value
@@ -999,7 +991,7 @@ class DdpWithoutDistributedSampler(_FileRule):
         if self._ddp is None or self._framework:
             return
         for call, target, statement in self._loaders:
-            if _has_star_args(call):
+            if has_star_args(call):
                 continue
             sampler = _loader_argument(call, "sampler")
             batch_sampler = _loader_argument(call, "batch_sampler")
@@ -1140,7 +1132,7 @@ class TransferRepeatedEveryStep(ScopeRule):
             if step_loops is None:
                 step_loops = _training_loops(context, scope)
             if not any(loop is s for s in step_loops) and not (
-                isinstance(loop, cst.For) and _DATA_WORDS.search(_code(loop.iter))
+                isinstance(loop, cst.For) and _DATA_WORDS.search(source_of(loop.iter))
             ):
                 continue  # not a loop over batches: a loop over settings, layers, ...
             if isinstance(receiver, cst.Name):
@@ -1148,14 +1140,14 @@ class TransferRepeatedEveryStep(ScopeRule):
                     continue
                 shown = receiver.value
                 message = (
-                    f"`{shown}` does not change inside this loop, but `{_code(call)}` copies it "
+                    f"`{shown}` does not change inside this loop, but `{source_of(call)}` copies it "
                     f"to the device on every iteration; move it once before the loop"
                 )
             elif isinstance(receiver, cst.Call) and context.builds_tensor(receiver) and (
                 _constant_args(receiver)
             ) and not _RANDOM_FACTORY.search(context.call_name(receiver) or ""):
                 message = (
-                    f"`{_code(receiver)}` is built on the host and copied to the device on "
+                    f"`{source_of(receiver)}` is built on the host and copied to the device on "
                     "every iteration; build it once before the loop (with `device=`)"
                 )
             else:
@@ -1163,7 +1155,7 @@ class TransferRepeatedEveryStep(ScopeRule):
             self.report_at(site, call, message)
 
     def _to_device(self, call: cst.Call) -> bool:
-        arg = _argument(call, "device", 0)
+        arg = argument(call, "device", 0)
         if arg is None:
             return False
         value = arg.value
@@ -1206,7 +1198,7 @@ class TransferRepeatedEveryStep(ScopeRule):
             "torch.stack", "torch.cat"
         ):
             return False
-        device = _argument(built, "device")
+        device = argument(built, "device")
         if device is not None and not (
             isinstance(device.value, cst.SimpleString) and device.value.evaluated_value == "cpu"
         ):
@@ -1401,7 +1393,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
                 z.inside(loop) and not z.inside(condition) for z in zero_grads
             ):
                 continue
-            steps = _code(modulo.right).strip()
+            steps = source_of(modulo.right).strip()
             for site, expr in backwards:
                 if not site.inside(loop) or site.inside(condition) or site.order > step.order:
                     continue
@@ -1412,11 +1404,11 @@ class AccumulationWithoutLossScaling(ScopeRule):
                 if isinstance(modulo.right, (cst.Name, cst.Integer, cst.Attribute)):
                     fix = Fix(((target, _divided(target, modulo.right, site)),),
                               f"divide the loss by `{steps}`", safe=False)
-                shown = _code(target).strip()
+                shown = source_of(target).strip()
                 self.report_at(
                     site, target,
                     f"gradients of `{steps}` backward passes are summed before "
-                    f"`{_code(step.node.func.value)}.step()`, but `{shown}` is not divided by "
+                    f"`{source_of(step.node.func.value)}.step()`, but `{shown}` is not divided by "
                     f"`{steps}`, so each update is `{steps}` times too large; backpropagate "
                     f"`{shown} / {steps}`",
                     fix=fix,

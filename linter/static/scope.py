@@ -17,6 +17,7 @@ import libcst as cst
 
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
+from modellint.static.nodes import source_of
 from modellint.static.walk import child_nodes
 
 LOOPS = (cst.For, cst.While)
@@ -105,7 +106,7 @@ class Scope:
     def code(self) -> str:
         # several rules search the function's text; generating it is costly, so once
         if self._code is None:
-            self._code = cst.Module(body=[]).code_for_node(self.root)
+            self._code = source_of(self.root)
         return self._code
 
 
