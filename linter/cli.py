@@ -287,6 +287,7 @@ def _cmd_rules(args) -> int:
         print(
             f"{r['code']:<{widths['code']}}  {r['name']:<{widths['name']}}  "
             f"{r['pass']:<{widths['pass']}}  {r['default']:<7}  {r['fix']}"
+            f"{' (sometimes)' if r['fix_availability'] == 'sometimes' else ''}"
         )
     return EXIT_CLEAN
 
@@ -299,6 +300,7 @@ def rule_row(rule) -> dict[str, str]:
         "pass": "+".join(rule.passes),
         "default": "on" if rule.default_enabled else "off",
         "fix": rule.fix or "",
+        "fix_availability": rule.fix_availability if rule.fix else "",
         "summary": rule.summary(),
     }
 
@@ -313,6 +315,7 @@ def rule_metadata(rule) -> dict:
         "severity": rule.severity.value,
         "default_enabled": bool(rule.default_enabled),
         "fix": rule.fix or None,
+        "fix_availability": rule.fix_availability if rule.fix else None,
         "documentation": rule.documentation(),
         "invalid": [{"code": e.code, "line": e.line} for e in rule.invalid],
         "valid": [e.code if isinstance(e, Valid) else e for e in rule.valid],
@@ -352,7 +355,7 @@ def render_rule_doc(rule) -> str:
     out.write(
         f"Pass: {'+'.join(rule.passes)}. Severity: {rule.severity.value}. "
         f"Default: {'on' if rule.default_enabled else 'off'}. "
-        f"Fix: {rule.fix or 'none'}.\n\n"
+        f"Fix: {rule.fix_description()}.\n\n"
     )
     out.write(rule.documentation() + "\n")
     if rule.invalid:

@@ -76,14 +76,33 @@ class Rule:
     severity: ClassVar[Severity] = Severity.ERROR
     default_enabled: ClassVar[bool] = True
     passes: ClassVar[tuple[str, ...]] = ("static",)
-    # None, "safe" or "unsafe"
+    # the fixes its findings carry (as its invalid examples show: see
+    # `modellint.testing.check_fix_declaration`): None, "safe" (applied by `--fix`), "unsafe"
+    # (only with `--unsafe-fixes`) or "safe/unsafe" (some of each)
     fix: ClassVar[str | None] = None
+    # with a fix: "always" (every finding carries one) or "sometimes", as ruff's docs say
+    fix_availability: ClassVar[str] = "always"
     valid: ClassVar[list[Valid | str]] = []
     invalid: ClassVar[list[Invalid]] = []
 
     @classmethod
     def documentation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def fix_label(cls) -> str:
+        """The rule's fix in a table: `safe`, `unsafe (sometimes)`, or "" without one."""
+        if cls.fix is None:
+            return ""
+        return cls.fix if cls.fix_availability == "always" else f"{cls.fix} (sometimes)"
+
+    @classmethod
+    def fix_description(cls) -> str:
+        """`safe, always available` (as ruff's rule pages say whether a fix is always or
+        sometimes available), or `none`."""
+        if cls.fix is None:
+            return "none"
+        return f"{cls.fix}, {cls.fix_availability} available"
 
     @classmethod
     def summary(cls) -> str:

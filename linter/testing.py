@@ -1,4 +1,6 @@
-"""Helpers for testing rules: lint a string with chosen rules, apply their fixes."""
+"""Helpers for testing rules: lint a string with chosen rules, apply their fixes, and check a
+rule against its own examples (what `tests/test_rule_examples.py` runs on every registered
+rule; a plugin's tests can call `check_examples(MyRule)` too)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from modellint.config import DEFAULT_TORCH_VERSION
 from modellint.finding import Finding
 from modellint.fix import apply_fixes
 from modellint.plugins import Registry, load_registry
-from modellint.rule import StaticRule
+from modellint.rule import DOC_SECTIONS, Invalid, StaticRule, Valid
 from modellint.static.engine import lint_source
 
 _REGISTRY: Registry | None = None
@@ -83,3 +85,88 @@ def fix_text(
             return text
         text = new_text
     return text
+
+
+# -- a rule against its own examples -----------------------------------------------------------
+
+
+def check_documented(rule: type) -> None:
+    """The rule's docs have a summary line and every section (AssertionError if not)."""
+    doc = rule.documentation()
+    for section in DOC_SECTIONS:
+        assert f"## {section}" in doc, f"{rule.code} lacks the section {section!r}"
+    assert rule.summary(), f"{rule.code} has no one-line summary"
+    assert rule.name == rule.name.lower() and " " not in rule.name, (
+        f"{rule.code}'s name {rule.name!r} is not lowercase-with-dashes")
+
+
+def check_valid(rule: type[StaticRule], example: Valid | str) -> None:
+    """The rule reports nothing on a valid example."""
+    example = example if isinstance(example, Valid) else Valid(example)
+    findings = [f for f in lint_text(example.code, [rule], example.options) if f.code == rule.code]
+    assert findings == [], f"{rule.code} flagged valid code:\n{example.code}"
+
+
+def check_invalid(rule: type[StaticRule], example: Invalid) -> list[Finding]:
+    """The rule reports an invalid example at its line; when its findings there carry a fix,
+    the example gives the `fixed` source and applying the fixes (safe and unsafe) gives exactly
+    that; an example with `fixed` must get a fix. Returns the rule's findings."""
+    findings = [f for f in lint_text(example.code, [rule], example.options) if f.code == rule.code]
+    lines = [f.line for f in findings]
+    assert example.line in lines, (
+        f"{rule.code} should report line {example.line}, reported {lines}:\n{example.code}")
+    fixes = [f.fix for f in findings if f.fix is not None]
+    if example.fixed is None:
+        assert not fixes, (
+            f"{rule.code} fixes this example ({fixes[0].description}): give the source after "
+            f"the fix as `fixed=`:\n{example.code}")
+    else:
+        assert fixes, f"{rule.code} gives no fix for this example, which has `fixed`"
+        fixed = fix_text(example.code, [rule], example.options)
+        expected = textwrap.dedent(example.fixed)
+        assert fixed == expected, (
+            f"{rule.code}'s fix of\n{example.code}\ngave\n{fixed}\nnot\n{expected}")
+    return findings
+
+
+def example_fixes(rule: type[StaticRule]) -> tuple[str | None, str]:
+    """(`fix`, `fix_availability`) as the rule's invalid examples show them: the kinds of fix
+    their findings carry (None, "safe", "unsafe" or "safe/unsafe") and whether every finding
+    carries one ("always") or not ("sometimes")."""
+    kinds: set[str] = set()
+    always = True
+    for example in rule.invalid:
+        for finding in lint_text(example.code, [rule], example.options):
+            if finding.code != rule.code:
+                continue
+            if finding.fix is None:
+                always = False
+            else:
+                kinds.add(finding.fix.applicability)
+    fix = "/".join(sorted(kinds)) or None
+    return fix, "always" if always or fix is None else "sometimes"
+
+
+def check_fix_declaration(rule: type[StaticRule]) -> None:
+    """The rule's declared `fix` and `fix_availability` (what the README's table, `modellint
+    rule` and editors show) are what its invalid examples' findings carry."""
+    fix, availability = example_fixes(rule)
+    assert rule.fix == fix, (
+        f"{rule.code} declares fix = {rule.fix!r}, its examples' findings carry {fix!r}")
+    if fix is not None:
+        assert rule.fix_availability == availability, (
+            f"{rule.code} declares fix_availability = {rule.fix_availability!r}, but "
+            f"{'every' if availability == 'always' else 'not every'} finding of its examples "
+            f"carries a fix: {availability!r}")
+
+
+def check_examples(rule: type[StaticRule]) -> None:
+    """Every check above on one static rule."""
+    check_documented(rule)
+    assert rule.valid, f"{rule.code} has no valid examples"
+    assert rule.invalid, f"{rule.code} has no invalid examples"
+    for example in rule.valid:
+        check_valid(rule, example)
+    for example in rule.invalid:
+        check_invalid(rule, example)
+    check_fix_declaration(rule)

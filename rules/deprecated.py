@@ -311,6 +311,7 @@ class DeprecatedFunctional(StaticRule):
     name = "deprecated-functional"
     severity = Severity.WARNING
     fix = "safe"
+    fix_availability = "sometimes"
     triggers = ("sigmoid", "tanh", "softmax", "Softmax", "softmin", "Softmin")
     valid = [
         HEADER + "y = torch.sigmoid(torch.ones(3))\nz = torch.tanh(y)\n",
@@ -511,11 +512,15 @@ class ZeroDimDataIndex(StaticRule):
             HEADER + "criterion = nn.CrossEntropyLoss()\n\ndef step(out, y):\n"
             "    loss = criterion(out, y)\n    print(loss.data[0])\n",
             line=9,
+            fixed=HEADER + "criterion = nn.CrossEntropyLoss()\n\ndef step(out, y):\n"
+            "    loss = criterion(out, y)\n    print(loss.item())\n",
         ),
         Invalid(HEADER + "def accuracy(pred, y):\n    return (pred == y).sum().data[0]\n", line=6,
                 fixed=HEADER + "def accuracy(pred, y):\n    return (pred == y).sum().item()\n"),
         Invalid(HEADER + "def step(out, y):\n    loss = F.mse_loss(out, y)\n"
-                "    return loss.cpu().data[0]\n", line=7),
+                "    return loss.cpu().data[0]\n", line=7,
+                fixed=HEADER + "def step(out, y):\n    loss = F.mse_loss(out, y)\n"
+                "    return loss.cpu().item()\n"),
     ]
 
     def __init__(self, context) -> None:
@@ -620,7 +625,7 @@ class DataLoaderIteratorNext(StaticRule):
     code = "ML911"
     name = "dataloader-iterator-next"
     severity = Severity.ERROR
-    fix = "safe"
+    fix = "safe/unsafe"
     triggers = (".next()",)
     valid = [
         "def first(loader):\n    return next(iter(loader))\n",
@@ -649,6 +654,9 @@ class DataLoaderIteratorNext(StaticRule):
             "class Trainer:\n    def __init__(self, loader):\n        self.batches = iter(loader)\n\n"
             "    def step(self):\n        return self.batches.next()\n",
             line=6,
+            fixed="class Trainer:\n    def __init__(self, loader):\n"
+            "        self.batches = iter(loader)\n\n"
+            "    def step(self):\n        return next(self.batches)\n",
         ),
     ]
 

@@ -130,7 +130,7 @@ class DropoutIgnoresEval(StaticRule):
 
     code = "ML201"
     name = "dropout-ignores-eval"
-    fix = "safe"
+    fix = "safe/unsafe"
     triggers = ("dropout",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"

@@ -156,6 +156,11 @@ class InitViaChildren(StaticRule):
             "        for m in self.children():\n            if isinstance(m, nn.Linear):\n"
             "                nn.init.zeros_(m.weight)\n",
             line=12,
+            fixed=HEADER + "class Block(nn.Module):\n    pass\n\n"
+            "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.block = Block()\n        self.fc = nn.Linear(3, 2)\n"
+            "        for m in self.modules():\n            if isinstance(m, nn.Linear):\n"
+            "                nn.init.zeros_(m.weight)\n",
         ),
     ]
 
@@ -621,6 +626,7 @@ class DeprecatedInit(StaticRule):
     code = "ML603"
     name = "deprecated-init"
     fix = "safe"
+    fix_availability = "sometimes"
     triggers = ("init",)
     valid = [
         HEADER + "nn.init.xavier_uniform_(nn.Linear(2, 2).weight)\n",

@@ -192,6 +192,7 @@ class LogSumExp(_NumericsRule):
     name = "log-sum-exp"
     severity = Severity.WARNING
     fix = "safe"
+    fix_availability = "sometimes"
     triggers = ("exp",)
     valid: ClassVar = [
         HEADER + "z = torch.logsumexp(x, dim=1)\n",

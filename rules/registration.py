@@ -287,6 +287,7 @@ class ModuleInPlainContainer(_PlainContainer):
     passes = ("static", "runtime")
     name = "module-in-plain-container"
     fix = "unsafe"
+    fix_availability = "sometimes"
     list_class = "ModuleList"
     dict_class = "ModuleDict"
     what = "modules"
@@ -321,6 +322,9 @@ class ModuleInPlainContainer(_PlainContainer):
             "class myNet(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.layers = layer_list\n",
             line=9,
+            fixed=HEADER + "layer_list = [nn.Conv2d(5, 5, 3), nn.BatchNorm2d(5), nn.Linear(5, 2)]"
+            "\n\nclass myNet(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.layers = nn.ModuleList(layer_list)\n",
         ),
         Invalid(
             HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"

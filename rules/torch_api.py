@@ -386,7 +386,8 @@ class DeprecatedTorchApi(_ApiTableRule):
     code = "ML905"
     name = "deprecated-torch-api"
     severity = Severity.WARNING
-    fix = "safe"
+    fix = "safe/unsafe"
+    fix_availability = "sometimes"
     table: ClassVar[dict[str, DeprecatedApi]] = DEPRECATED_APIS
     triggers = (*sorted(
         {f"{sep}{key.rsplit('.', 1)[1]}" for key in DEPRECATED_APIS for sep in (".", " ")}
@@ -561,6 +562,10 @@ class NonPublicTorchApi(_ApiTableRule):
     Private modules move and change without deprecation: code that imports them breaks on a
     torch upgrade, while the public twin is kept stable.
 
+    The fix uses the public twin: safely where it is the same function, as an unsafe fix
+    where it answers a little differently (`torch._C._get_tracing_state()`, which returns the
+    tracing state, becomes `torch.jit.is_tracing()`, which returns a bool).
+
     ## Example
         from torch.utils.data._utils.collate import default_collate
 
@@ -571,7 +576,7 @@ class NonPublicTorchApi(_ApiTableRule):
     code = "ML318"
     name = "non-public-torch-api"
     severity = Severity.WARNING
-    fix = "safe"
+    fix = "safe/unsafe"
     triggers = tuple(sorted(
         {f"{sep}{key.rsplit('.', 1)[1]}" for key in PRIVATE_TWINS for sep in (".", " ")}
     ))
@@ -634,6 +639,7 @@ class TorchvisionPretrainedArgument(StaticRule):
     name = "torchvision-pretrained-argument"
     severity = Severity.WARNING
     fix = "safe"
+    fix_availability = "sometimes"
     triggers = ("pretrained",)
     valid: ClassVar = [
         "import torchvision\n\nm = torchvision.models.resnet50(weights=None)\n",
@@ -997,6 +1003,7 @@ class ZeroGradKeepsMemory(StaticRule):
     severity = Severity.INFO
     default_enabled = False
     fix = "unsafe"
+    fix_availability = "sometimes"
     triggers = ("zero_grad",)
     valid: ClassVar = [
         "import torch\n\noptimizer.zero_grad()\n",

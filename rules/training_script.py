@@ -847,6 +847,7 @@ class DdpWithoutDistributedSampler(_FileRule):
     code = "ML313"
     name = "ddp-without-distributed-sampler"
     fix = "safe"
+    fix_availability = "sometimes"
     triggers = ("DistributedDataParallel",)
     _SCRIPT = (
         HEADER + LOADER
@@ -1356,12 +1357,21 @@ class AccumulationWithoutLossScaling(ScopeRule):
                  fixed=_ACCUM.format(loss="        loss = model(**x).loss\n",
                                      backward="scaler.scale(loss / accum_steps).backward()")),
         invalid_at(_ACCUM.format(loss="", backward="F.cross_entropy(model(x), y).backward()"),
-                 "F.cross_entropy"),
+                 "F.cross_entropy",
+                 fixed=_ACCUM.format(loss="",
+                                     backward="(F.cross_entropy(model(x), y) / accum_steps)"
+                                     ".backward()")),
         invalid_at(HEADER + "model = nn.Linear(8, 2)\nopt = torch.optim.AdamW(model.parameters())\n"
                  "loss_fn = nn.MSELoss()\nfor step, (x, y) in enumerate(data):\n"
                  "    loss = loss_fn(model(x), y) + 0.01 * model.weight.norm()\n"
                  "    loss.backward()\n    if step % 8 == 7:\n"
-                 "        opt.step()\n        model.zero_grad()\n", "loss.backward()"),
+                 "        opt.step()\n        model.zero_grad()\n", "loss.backward()",
+                 fixed=HEADER + "model = nn.Linear(8, 2)\n"
+                 "opt = torch.optim.AdamW(model.parameters())\n"
+                 "loss_fn = nn.MSELoss()\nfor step, (x, y) in enumerate(data):\n"
+                 "    loss = loss_fn(model(x), y) + 0.01 * model.weight.norm()\n"
+                 "    (loss / 8).backward()\n    if step % 8 == 7:\n"
+                 "        opt.step()\n        model.zero_grad()\n"),
     ]
 
     def check(self, scope: Scope) -> None:

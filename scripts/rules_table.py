@@ -25,9 +25,16 @@ def builtin_rules() -> list[dict]:
     return [rule for rule in json.loads(out) if rule["plugin"].startswith("modellint.")]
 
 
+def _fix(rule: dict) -> str:
+    """`safe`, `unsafe (sometimes)`, ... as `modellint rules` shows it."""
+    if not rule["fix"]:
+        return ""
+    return rule["fix"] + (" (sometimes)" if rule.get("fix_availability") == "sometimes" else "")
+
+
 def table(rules: list[dict]) -> str:
     rows = "".join(
-        f"| {r['code']} | {r['name']} | {r['pass']} | {r['default']} | {r['fix'] or ''} | "
+        f"| {r['code']} | {r['name']} | {r['pass']} | {r['default']} | {_fix(r)} | "
         f"{r['summary'].replace('|', '/')} |\n"
         for r in rules
     )

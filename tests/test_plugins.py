@@ -65,19 +65,14 @@ def test_example_plugin_passes_its_own_examples(example_plugin, monkeypatch):
     import sys
     import textwrap
 
-    from modellint.rule import DOC_SECTIONS, Valid
-    from modellint.testing import lint_text
+    from modellint.testing import check_examples, lint_text
 
     monkeypatch.syspath_prepend(str(example_plugin))
     monkeypatch.delitem(sys.modules, "modellint_example", raising=False)
     monkeypatch.delitem(sys.modules, "modellint_example.rules", raising=False)
     from modellint_example.rules import PrintInForward
 
-    for section in DOC_SECTIONS:
-        assert f"## {section}" in PrintInForward.documentation()
-    for example in PrintInForward.valid:
-        code = example.code if isinstance(example, Valid) else example
-        assert lint_text(code, [PrintInForward]) == [], code
+    check_examples(PrintInForward)
     for example in PrintInForward.invalid:
         lines = [f.line for f in lint_text(textwrap.dedent(example.code), [PrintInForward])]
         assert lines == [example.line], example.code
