@@ -12,7 +12,7 @@ from modellint.config import DEFAULT_TORCH_VERSION
 from modellint.finding import Finding
 from modellint.fix import apply_fixes
 from modellint.plugins import Registry, load_registry
-from modellint.rule import DOC_SECTIONS, Invalid, StaticRule, Valid
+from modellint.rule import DOC_SECTIONS, Invalid, Rule, StaticRule, Valid
 from modellint.static.engine import lint_source
 
 _REGISTRY: Registry | None = None
@@ -38,19 +38,24 @@ def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def lint_text(
     source: str,
-    rules: Iterable[type[StaticRule]],
+    rules: Iterable[type[Rule]],
     options: Mapping[str, Any] | None = None,
     path: str = "example.py",
 ) -> list[Finding]:
     """Findings of `rules` on `source` (dedented), sorted by position."""
     text = textwrap.dedent(source)
-    result = lint_source(path, text.encode(), list(rules), _options(options))
+    result = lint_source(path, text.encode(), _visitors(rules), _options(options))
     return sorted(result.findings, key=lambda f: f.sort_key())
+
+
+def _visitors(rules: Iterable[type[Rule]]) -> list[type[StaticRule]]:
+    """The rules that visit the tree; the engine reports the others (ML000) itself."""
+    return [rule for rule in rules if issubclass(rule, StaticRule)]
 
 
 def lint_project(
     files: Mapping[str, str],
-    rules: Iterable[type[StaticRule]],
+    rules: Iterable[type[Rule]],
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, list[Finding]]:
     """Findings of `rules` on a project of several files ({path: source}, dedented), linted
@@ -59,7 +64,7 @@ def lint_project(
 
     texts = {path: textwrap.dedent(source) for path, source in files.items()}
     index = build(texts.items())
-    rules = list(rules)
+    rules = _visitors(rules)
     found = {}
     for path, text in texts.items():
         result = lint_source(path, text.encode(), rules, _options(options), index=index)
@@ -69,13 +74,13 @@ def lint_project(
 
 def fix_text(
     source: str,
-    rules: Iterable[type[StaticRule]],
+    rules: Iterable[type[Rule]],
     options: Mapping[str, Any] | None = None,
     unsafe: bool = True,
 ) -> str:
     """`source` after applying the fixes of `rules` until nothing more changes."""
     text = textwrap.dedent(source)
-    rules = list(rules)
+    rules = _visitors(rules)
     for _ in range(10):
         result = lint_source("example.py", text.encode(), rules, _options(options))
         if result.module is None:
@@ -100,14 +105,14 @@ def check_documented(rule: type) -> None:
         f"{rule.code}'s name {rule.name!r} is not lowercase-with-dashes")
 
 
-def check_valid(rule: type[StaticRule], example: Valid | str) -> None:
+def check_valid(rule: type[Rule], example: Valid | str) -> None:
     """The rule reports nothing on a valid example."""
     example = example if isinstance(example, Valid) else Valid(example)
     findings = [f for f in lint_text(example.code, [rule], example.options) if f.code == rule.code]
     assert findings == [], f"{rule.code} flagged valid code:\n{example.code}"
 
 
-def check_invalid(rule: type[StaticRule], example: Invalid) -> list[Finding]:
+def check_invalid(rule: type[Rule], example: Invalid) -> list[Finding]:
     """The rule reports an invalid example at its line; when its findings there carry a fix,
     the example gives the `fixed` source and applying the fixes (safe and unsafe) gives exactly
     that; an example with `fixed` must get a fix. Returns the rule's findings."""
@@ -129,7 +134,7 @@ def check_invalid(rule: type[StaticRule], example: Invalid) -> list[Finding]:
     return findings
 
 
-def example_fixes(rule: type[StaticRule]) -> tuple[str | None, str]:
+def example_fixes(rule: type[Rule]) -> tuple[str | None, str]:
     """(`fix`, `fix_availability`) as the rule's invalid examples show them: the kinds of fix
     their findings carry (None, "safe", "unsafe" or "safe/unsafe") and whether every finding
     carries one ("always") or not ("sometimes")."""
@@ -147,7 +152,7 @@ def example_fixes(rule: type[StaticRule]) -> tuple[str | None, str]:
     return fix, "always" if always or fix is None else "sometimes"
 
 
-def check_fix_declaration(rule: type[StaticRule]) -> None:
+def check_fix_declaration(rule: type[Rule]) -> None:
     """The rule's declared `fix` and `fix_availability` (what the README's table, `modellint
     rule` and editors show) are what its invalid examples' findings carry."""
     fix, availability = example_fixes(rule)
@@ -160,7 +165,7 @@ def check_fix_declaration(rule: type[StaticRule]) -> None:
             f"carries a fix: {availability!r}")
 
 
-def check_examples(rule: type[StaticRule]) -> None:
+def check_examples(rule: type[Rule]) -> None:
     """Every check above on one static rule."""
     check_documented(rule)
     assert rule.valid, f"{rule.code} has no valid examples"

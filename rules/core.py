@@ -1,12 +1,18 @@
-"""Findings the engine itself produces: files that do not parse, internal errors, skipped models."""
+"""Findings the engine itself produces: files that do not parse, internal errors, skipped models.
+
+These are plain rules, not visitors: the engine reports them (`modellint.static.engine`, the
+runtime pass) and the registry gives them their documentation, selection and examples. A file
+that no enabled visitor would look at is never parsed by LibCST just to find ML000: CPython's
+own parse, which the engine runs on every file, tells whether it is Python.
+"""
 
 from __future__ import annotations
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Invalid, Rule, Severity, StaticRule
+from modellint.rule import Invalid, Rule, Severity
 
 
-class SyntaxError_(StaticRule):
+class SyntaxError_(Rule):
     """A file that could not be parsed.
 
     ## What it does
@@ -27,6 +33,7 @@ class SyntaxError_(StaticRule):
 
     code = "ML000"
     name = "syntax-error"
+    passes = ("static",)
     valid = ["def forward(self, x):\n    return x\n"]
     invalid = [Invalid("x = 1\ndef forward(self, x:\n    return x\n", line=2)]
 

@@ -63,15 +63,20 @@ def test_chains_cpython_keeps_flat_are_linted_or_reported_not_crashed(modellint,
     # `and` chains and dotted imports are flat for CPython but one level per link for LibCST
     chains = "import torch" + ".nn" * 8000 + "\nok = " + " and ".join(["x"] * 8000) + "\n"
     write(tmp_path, "chain.py", chains + GOOD)
-    write(tmp_path, "longest.py", "x = " + " or ".join(["x"] * 60_000) + "\n")
+    # (a `def` makes ML105 look at each file: one that no selected rule looks at is not
+    # parsed by LibCST at all, as `unlooked.py`)
+    looked_at = "\ndef f():\n    pass\n"
+    write(tmp_path, "longest.py", "x = " + " or ".join(["x"] * 60_000) + looked_at)
     # LibCST refuses (as a syntax error) 4,000 implicitly concatenated strings; CPython does not
-    write(tmp_path, "strings.py", "x = " + " ".join(['"a"'] * 5000) + "\n")
+    write(tmp_path, "strings.py", "x = " + " ".join(['"a"'] * 5000) + looked_at)
+    write(tmp_path, "unlooked.py", "x = " + " ".join(['"a"'] * 5000) + "\n")
     result = modellint(".", "--format", "json", "--no-cache", "--select", "ML105,ML000")
     assert result.rc == 1, result.err
     assert "Traceback" not in result.err, result.err
     codes = sorted((f["path"], f["code"], f["line"]) for f in result.json())
+    # (strings.py: at the end of the file, where LibCST gave up)
     assert codes == [("chain.py", "ML105", 7), ("longest.py", "ML001", 1),
-                     ("strings.py", "ML001", 1)]
+                     ("strings.py", "ML001", 3)]
     messages = {f["path"]: f["message"] for f in result.json()}
     assert "nested too deeply" in messages["longest.py"]
     assert "valid Python but beyond the limits of modellint's parser" in messages["strings.py"]

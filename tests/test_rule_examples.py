@@ -16,7 +16,9 @@ from modellint.testing import (
 )
 
 RULES = sorted(registry().rules.values(), key=lambda r: r.code)
-STATIC = [r for r in RULES if issubclass(r, StaticRule)]
+# the static pass's rules: its visitors, and ML000, which the engine reports itself (ML001, a
+# crash, has no examples)
+STATIC = [r for r in RULES if "static" in r.passes and r.code != "ML001"]
 
 
 def _cases(kind):
@@ -30,7 +32,7 @@ def test_rule_is_documented(rule):
     check_documented(rule)
 
 
-@pytest.mark.parametrize("rule", [r for r in STATIC if r.code != "ML001"], ids=lambda r: r.code)
+@pytest.mark.parametrize("rule", STATIC, ids=lambda r: r.code)
 def test_static_rule_has_examples(rule):
     assert rule.valid, f"{rule.code} has no valid examples"
     assert rule.invalid, f"{rule.code} has no invalid examples"
