@@ -12,7 +12,7 @@ import libcst as cst
 from modellint.finding import Fix, Severity
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
-from modellint.static.nodes import argument, has_star_args, source_of
+from modellint.static.nodes import argument, has_star_args, name_nodes, source_of
 from modellint.static.walk import child_nodes, code_nodes, visit
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "code_nodes",
     "dotted_name",
     "has_star_args",
+    "name_nodes",
     "snippet",
     "source_of",
     "visit",

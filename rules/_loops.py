@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from modellint.rule import FileContext, Invalid, StaticRule, code_nodes, dotted_name
+from modellint.rule import FileContext, Invalid, StaticRule, dotted_name, name_nodes
 from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
     _NESTED,
     LOOPS,
@@ -200,14 +200,7 @@ def under_no_grad(context: FileContext, site: Site, below: cst.CSTNode | None = 
 def names_in(expr: cst.CSTNode) -> set[str]:
     """Every plain name read in an expression (attribute heads included), not looking into
     nested functions, classes and lambdas."""
-    found: set[str] = set()
-    attributes: set[int] = set()
-    for node in code_nodes(expr, prune=_NESTED):
-        if isinstance(node, cst.Attribute):
-            attributes.add(id(node.attr))
-        elif isinstance(node, cst.Name) and id(node) not in attributes:
-            found.add(node.value)
-    return found
+    return {node.value for node in name_nodes(expr)}
 
 
 # -- shared by the rule modules that check whole functions -------------------------------------

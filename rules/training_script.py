@@ -24,6 +24,7 @@ from modellint.rule import (
     code_nodes,
     dotted_name,
     has_star_args,
+    name_nodes,
     source_of,
 )
 from modellint.rules._loops import (
@@ -78,18 +79,6 @@ def _literal(expr: cst.BaseExpression) -> str | None:
     if isinstance(expr, cst.Integer):
         return expr.value
     return None
-
-
-def _name_nodes(expr: cst.CSTNode) -> list[cst.Name]:
-    """Every Name node read in `expr`, attribute heads included (not attribute names)."""
-    found: list[cst.Name] = []
-    attributes: set[int] = set()
-    for node in code_nodes(expr, prune=_NESTED):
-        if isinstance(node, cst.Attribute):
-            attributes.add(id(node.attr))
-        elif isinstance(node, cst.Name) and id(node) not in attributes:
-            found.append(node)
-    return found
 
 
 _VISITED = re.compile(r"\bval|valid|test|eval|dev_|_dev\b|^dev$", re.IGNORECASE)
@@ -1236,8 +1225,8 @@ def _constant_args(call: cst.Call) -> bool:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "device":
             return False
-        if _name_nodes(arg.value) and not all(
-            n.value in ("True", "False", "None") for n in _name_nodes(arg.value)
+        if name_nodes(arg.value) and not all(
+            n.value in ("True", "False", "None") for n in name_nodes(arg.value)
         ):
             if arg.keyword is None or arg.keyword.value != "dtype":
                 return False

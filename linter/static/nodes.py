@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from modellint.static.walk import code_nodes
+
+# nodes whose body is a scope of its own
+NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _EMPTY_MODULE = cst.Module(body=[])
 
 
@@ -32,3 +36,16 @@ def argument(call: cst.Call, keyword: str, position: int | None = None) -> cst.A
 def has_star_args(call: cst.Call) -> bool:
     """`call` passes `*args` or `**kwargs` (its arguments cannot all be known)."""
     return any(arg.star for arg in call.args)
+
+
+def name_nodes(expr: cst.CSTNode) -> list[cst.Name]:
+    """Every `Name` read in `expr` in source order: attribute heads (`a` of `a.b`), not
+    attribute names (`b`), and nothing inside nested functions, classes or lambdas."""
+    found: list[cst.Name] = []
+    attributes: set[int] = set()
+    for node in code_nodes(expr, prune=NESTED_SCOPES):
+        if isinstance(node, cst.Attribute):
+            attributes.add(id(node.attr))
+        elif isinstance(node, cst.Name) and id(node) not in attributes:
+            found.append(node)
+    return found

@@ -17,12 +17,12 @@ import libcst as cst
 
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
-from modellint.static.nodes import source_of
+from modellint.static.nodes import NESTED_SCOPES, source_of
 from modellint.static.walk import child_nodes
 
 LOOPS = (cst.For, cst.While)
 # nodes whose body is another scope
-_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_NESTED = NESTED_SCOPES
 _STATEMENTS = (
     cst.SimpleStatementLine, cst.For, cst.While, cst.If, cst.With, cst.Try, cst.TryStar,
     cst.Match,
