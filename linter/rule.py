@@ -12,7 +12,13 @@ import libcst as cst
 from modellint.finding import Fix, Severity
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
-from modellint.static.nodes import argument, has_star_args, name_nodes, source_of
+from modellint.static.nodes import (
+    argument,
+    has_star_args,
+    name_nodes,
+    positional_args,
+    source_of,
+)
 from modellint.static.walk import child_nodes, code_nodes, visit
 
 __all__ = [
@@ -33,6 +39,7 @@ __all__ = [
     "dotted_name",
     "has_star_args",
     "name_nodes",
+    "positional_args",
     "snippet",
     "source_of",
     "visit",

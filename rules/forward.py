@@ -14,6 +14,7 @@ from modellint.rule import (
     code_nodes,
     dotted_name,
     has_star_args,
+    positional_args,
     snippet,
     visit,
 )
@@ -59,10 +60,6 @@ def _self_name(context, cls: cst.ClassDef, method: cst.FunctionDef) -> str | Non
     params = method.params
     first = params.posonly_params[:1] or params.params[:1]
     return first[0].name.value if first else None
-
-
-def _positional(call: cst.Call) -> list[cst.Arg]:
-    return [arg for arg in call.args if arg.keyword is None and not arg.star]
 
 
 def _append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
@@ -222,7 +219,7 @@ class DropoutIgnoresEval(StaticRule):
             return
         short = qualified.rsplit(".", 1)[1]
         training = argument(node, "training")
-        positional = _positional(node)
+        positional = positional_args(node)
         if training is None and len(positional) >= 3:
             training = positional[2]
         replacement = cst.Attribute(value=cst.Name(self_name), attr=cst.Name("training"))
@@ -418,7 +415,7 @@ class ForwardCalledDirectly(StaticRule):
         self._call = node
         if self._names_a_class(receiver) or not self._may_be_module(receiver):
             return
-        positional = _positional(node)
+        positional = positional_args(node)
         found = self.context.current_method()
         if found is not None and positional:
             # `Base.forward(self, x)` spelled through any expression: an unbound call
@@ -717,7 +714,7 @@ _TO_PYTHON = frozenset({"item", "tolist", "numpy"})
 
 def _zero_dim(qualified: str, call: cst.Call) -> bool:
     """`torch.tensor(0.5)`, `torch.rand([])`: a 0-d tensor."""
-    positional = _positional(call)
+    positional = positional_args(call)
     if qualified in ("torch.tensor", "torch.scalar_tensor"):
         if not positional:
             return False
@@ -853,7 +850,7 @@ class HardcodedDevice(StaticRule):
             )
             return
         if isinstance(func, cst.Attribute) and func.attr.value == "to":
-            positional = _positional(node)
+            positional = positional_args(node)
             if positional and (literal := _cuda_literal(positional[0].value)):
                 self.report(
                     positional[0].value,
@@ -861,7 +858,7 @@ class HardcodedDevice(StaticRule):
                     "input's device (`.to(x.device)`) instead",
                 )
         if self.context.is_call_to(node, "torch.device"):
-            positional = _positional(node)
+            positional = positional_args(node)
             if positional and (literal := _cuda_literal(positional[0].value)):
                 self.report(
                     node,

@@ -21,6 +21,8 @@ from modellint.rule import (
     Valid,
     argument,
     dotted_name,
+    has_star_args,
+    positional_args,
     source_of,
     visit,
 )
@@ -60,15 +62,6 @@ def reference(context: FileContext, qualified: str) -> cst.BaseExpression | None
     for part in qualified[len(target) :].split(".")[1:]:
         expr = cst.Attribute(expr, cst.Name(part))
     return expr
-
-
-def _positional(call: cst.Call) -> list[cst.Arg]:
-    return [a for a in call.args if a.keyword is None and not a.star]
-
-
-def _plain_args(call: cst.Call) -> bool:
-    """No `*args` / `**kwargs` in the call."""
-    return not any(a.star for a in call.args)
 
 
 def _parse_arg(text: str) -> cst.Arg:
@@ -313,7 +306,7 @@ class _ApiTableRule(StaticRule):
         func = reference(self.context, replacement)
         if func is None:
             return None
-        positional = _positional(call)
+        positional = positional_args(call)
         if kind == "rename":
             return Fix(((call.func, func),), f"use `{replacement}`", safe=True)
         if kind == "rename-unsafe":
@@ -322,7 +315,7 @@ class _ApiTableRule(StaticRule):
             if len(call.args) == 1 and len(positional) == 1:
                 return Fix(((call.func, func),), f"use `{replacement}`", safe=True)
             return None
-        if not _plain_args(call):
+        if has_star_args(call):
             return None
         if kind == "add-arg":
             if positional:
@@ -459,7 +452,7 @@ class DeprecatedTorchApi(_ApiTableRule):
             self._check_legacy_reduction(node, positions)
 
     def _check_legacy_reduction(self, call: cst.Call, positions: tuple[int, int]) -> None:
-        positional = _positional(call)
+        positional = positional_args(call)
         legacy = {
             name: arg for name, arg in (
                 ("size_average", argument(call, "size_average")),
@@ -475,7 +468,7 @@ class DeprecatedTorchApi(_ApiTableRule):
         severity, when = described
         name = dotted_name(call.func) or "the loss"
         fix = None
-        if legacy and not given_positionally and _plain_args(call):
+        if legacy and not given_positionally and not has_star_args(call):
             fix = _reduction_fix(call, legacy)
         spelled = " and ".join(f"`{key}=`" for key in legacy) or "`size_average`/`reduce`"
         self.report(

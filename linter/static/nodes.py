@@ -33,6 +33,11 @@ def argument(call: cst.Call, keyword: str, position: int | None = None) -> cst.A
     return None
 
 
+def positional_args(call: cst.Call) -> list[cst.Arg]:
+    """The arguments of `call` given by position, before or after any `*args`."""
+    return [arg for arg in call.args if arg.keyword is None and not arg.star]
+
+
 def has_star_args(call: cst.Call) -> bool:
     """`call` passes `*args` or `**kwargs` (its arguments cannot all be known)."""
     return any(arg.star for arg in call.args)
