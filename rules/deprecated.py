@@ -664,7 +664,9 @@ class DataLoaderIteratorNext(StaticRule):
         super().__init__(context)
         # (scope, dotted name) -> the iterator's loader is certain (built by DataLoader)
         self._iterators: dict[tuple[int | None, str], bool] = {}
-        self._calls: list[tuple[cst.Call, tuple[int | None, str], tuple[int | None, str]]] = []
+        # (call, key in its scope, key at module level, its statement)
+        self._calls: list[tuple[cst.Call, tuple[int | None, str], tuple[int | None, str],
+                                cst.CSTNode | None]] = []
 
     def _scope(self, name: str) -> int | None:
         """Where a dotted name lives: `self.x` in its class, a plain name in its function."""
@@ -717,15 +719,17 @@ class DataLoaderIteratorNext(StaticRule):
             return
         name = dotted_name(func.value)
         if name is not None:
-            self._calls.append((node, (self._scope(name), name), (None, name)))
+            self._calls.append((node, (self._scope(name), name), (None, name),
+                                self.context.current_statement))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        for call, key, module_key in self._calls:
+        for call, key, module_key, statement in self._calls:
             certain = self._iterators.get(key, self._iterators.get(module_key))
             if certain is not None:
-                self._report(call, certain)
+                self._report(call, certain, statement)
 
-    def _report(self, call: cst.Call, certain: bool) -> None:
+    def _report(self, call: cst.Call, certain: bool,
+                statement: cst.CSTNode | None = None) -> None:
         receiver = call.func.value
         text = snippet(receiver)
         fix = None
@@ -736,7 +740,7 @@ class DataLoaderIteratorNext(StaticRule):
             call,
             f"`{text}.next()`: DataLoader iterators have no `next` method since PyTorch 1.13 "
             f"(AttributeError); use `next({text})`",
-            fix=fix,
+            fix=fix, statement=statement,
         )
 
 

@@ -391,7 +391,8 @@ class PickledModuleLoad(_TracksModules):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.saves: dict[tuple, cst.BaseExpression] = {}
-        self.loads: list[tuple[cst.Call, tuple]] = []
+        # (call, path key, its statement)
+        self.loads: list[tuple[cst.Call, tuple, cst.CSTNode | None]] = []
 
     def _path_key(self, path: cst.BaseExpression) -> tuple | None:
         """What identifies a path across the file: a literal's value, else the expression's
@@ -429,12 +430,12 @@ class PickledModuleLoad(_TracksModules):
         path = _path_argument(node, "load")
         key = self._path_key(path) if path is not None else None
         if key is not None:
-            self.loads.append((node, key))
+            self.loads.append((node, key, self.context.current_statement))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         if "safe_globals" in self.context.source:
             return
-        for call, key in self.loads:
+        for call, key, statement in self.loads:
             module = self.saves.get(key)
             if module is None:
                 continue
@@ -446,6 +447,7 @@ class PickledModuleLoad(_TracksModules):
                 "from a whole module, which the weights-only unpickler (the default since "
                 f"torch 2.6) refuses; save `{name}.state_dict()` and load it with "
                 "`load_state_dict` into a freshly built model",
+                statement=statement,
             )
 
 
