@@ -52,6 +52,36 @@ def _child_fields(cls: type) -> tuple[str, ...]:
     return fields
 
 
+# node class -> whether it is one: cheaper than `isinstance` against LibCST's abstract base
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node(cls: type) -> bool:
+    known = _IS_NODE[cls] = issubclass(cls, cst.CSTNode)
+    return known
+
+
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The code-bearing children of `node` in source order (the nodes `walk` goes to next:
+    no whitespace, punctuation or operators); much cheaper than LibCST's `children`."""
+    children: list[cst.CSTNode] = []
+    is_node = _IS_NODE
+    for field in _FIELDS.get(type(node)) or _child_fields(type(node)):
+        value = getattr(node, field)
+        cls = type(value)
+        if cls is tuple or cls is list:
+            for child in value:
+                kind = type(child)
+                known = is_node.get(kind)
+                if known or (known is None and _is_node(kind)):
+                    children.append(child)
+        else:
+            known = is_node.get(cls)
+            if known or (known is None and _is_node(cls)):
+                children.append(value)
+    return children
+
+
 Dispatch = dict[str, list[Callable[[cst.CSTNode], None]]]
 
 
@@ -71,7 +101,6 @@ def walk(root: cst.CSTNode, table: Dispatch) -> None:
     leaves: dict[type, list] = {}
     stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
     pop, push = stack.pop, stack.append
-    node_type = cst.CSTNode
     while stack:
         node, leaving = pop()
         cls = type(node)
@@ -92,28 +121,8 @@ def walk(root: cst.CSTNode, table: Dispatch) -> None:
             push((node, True))
         if not enter:
             continue
-        children: list[cst.CSTNode] = []
-        for field in _child_fields(cls):
-            value = getattr(node, field)
-            if isinstance(value, node_type):
-                children.append(value)
-            elif type(value) in (tuple, list):
-                children.extend(child for child in value if isinstance(child, node_type))
-        for child in reversed(children):
+        for child in reversed(child_nodes(node)):
             push((child, False))
-
-
-def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The code-bearing children of `node` in source order (the nodes `walk` goes to next:
-    no whitespace, punctuation or operators); much cheaper than LibCST's `children`."""
-    children: list[cst.CSTNode] = []
-    for field in _child_fields(type(node)):
-        value = getattr(node, field)
-        if type(value) in (tuple, list):
-            children.extend(child for child in value if isinstance(child, cst.CSTNode))
-        elif isinstance(value, cst.CSTNode):
-            children.append(value)
-    return children
 
 
 def code_nodes(
@@ -143,7 +152,7 @@ def every_node(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """`root` and every node under it, whitespace and punctuation included (cheaper than
     LibCST's `children`, which runs a visitor on each node)."""
     stack = [root]
-    node_type = cst.CSTNode
+    is_node = _IS_NODE
     while stack:
         node = stack.pop()
         yield node
@@ -153,10 +162,16 @@ def every_node(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
             fields = _ALL_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
         for name in fields:
             value = getattr(node, name)
-            if isinstance(value, node_type):
-                stack.append(value)
-            elif type(value) in (tuple, list):
-                stack.extend(child for child in value if isinstance(child, node_type))
+            kind = type(value)
+            if kind is tuple or kind is list:
+                for child in value:
+                    known = is_node.get(type(child))
+                    if known or (known is None and _is_node(type(child))):
+                        stack.append(child)
+            else:
+                known = is_node.get(kind)
+                if known or (known is None and _is_node(kind)):
+                    stack.append(value)
 
 
 def visit(node: cst.CSTNode, visitor: object) -> None:
