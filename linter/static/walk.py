@@ -180,9 +180,13 @@ def visit(node: cst.CSTNode, visitor: object) -> None:
     `node.visit(visitor)` does in LibCST, without rebuilding every node it passes. Only code
     nodes are visited (not whitespace, commas, parentheses or operators)."""
     table: Dispatch = {}
-    for name in dir(type(visitor)):
-        if name.startswith(("visit_", "leave_")):
-            method = getattr(visitor, name)
-            if not getattr(method, "_is_no_op", False):
-                table[name] = [method]
+    # the visitor's own classes: LibCST's bases define a no-op for every node type, and
+    # listing those (`dir`) costs more than many a walk
+    for klass in type(visitor).__mro__:
+        if klass.__module__.startswith("libcst") or klass is object:
+            continue
+        for name, attr in vars(klass).items():
+            if (name.startswith(("visit_", "leave_")) and name not in table and callable(attr)
+                    and not getattr(attr, "_is_no_op", False)):
+                table[name] = [getattr(visitor, name)]
     walk(node, table)
