@@ -67,12 +67,65 @@ def test_visit_returning_false_skips_the_children_as_libcst_does():
     assert "hidden" not in pruned.calls and "secret" in pruned.calls
 
 
-def test_batched_walk_cannot_prune_for_the_other_visitors():
-    # the engine wraps each rule's visits; one rule's return value does not hide nodes from
-    # the others (as in LibCST's batched visitors)
+def test_visit_uses_the_visitors_own_methods_and_their_overrides():
+    class Base:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def visit_Call(self, node: cst.Call) -> None:
+            self.seen.append("base")
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    class Child(Base):
+        def visit_Call(self, node: cst.Call) -> None:
+            self.seen.append(node.func.value)
+
+    visitor = Child()
+    visit(_module(), visitor)
+    # the override, and the inherited prune of the lambda
+    assert visitor.seen == ["decorate", "g", "hidden", "outer"]
+
+
+class _Prunes(StaticRule):
+    """Test rule: returns False from visit_FunctionDef.
+
+    ## What it does
+    ## Why is this bad?
+    ## Example
+    ## Use instead
+    """
+
+    code = "ML992"
+    name = "prunes"
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+
+class _Calls992(StaticRule):
+    """Test rule: reports every call.
+
+    ## What it does
+    ## Why is this bad?
+    ## Example
+    ## Use instead
+    """
+
+    code = "ML993"
+    name = "calls"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.report(node, "call")
+
+
+def test_a_rule_in_the_batched_walk_cannot_prune_for_the_others():
+    # as in LibCST's batched visitors, a rule's return value hides nothing from the others
+    findings = lint_text(SOURCE, [_Prunes, _Calls992])
+    assert [f.line for f in findings] == [1, 2, 4, 5, 5]
     seen: list[str] = []
     table = dispatch_table([])
-    table["visit_FunctionDef"] = [lambda node: None]
     table["visit_Call"] = [lambda node: seen.append(node.func.value)]
     walk(_module(), table)
     assert seen == ["decorate", "g", "hidden", "outer", "secret"]
