@@ -137,6 +137,8 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
     """
 
     triggers: ClassVar[tuple[str, ...]] = ()
+    # its own visit_/leave_ method names (set for each subclass by __init_subclass__)
+    _visitor_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: FileContext) -> None:
         super().__init__()

@@ -95,7 +95,7 @@ def fix_text(
 # -- a rule against its own examples -----------------------------------------------------------
 
 
-def check_documented(rule: type) -> None:
+def check_documented(rule: type[Rule]) -> None:
     """The rule's docs have a summary line and every section (AssertionError if not)."""
     doc = rule.documentation()
     for section in DOC_SECTIONS:
@@ -170,8 +170,8 @@ def check_examples(rule: type[Rule]) -> None:
     check_documented(rule)
     assert rule.valid, f"{rule.code} has no valid examples"
     assert rule.invalid, f"{rule.code} has no invalid examples"
-    for example in rule.valid:
-        check_valid(rule, example)
-    for example in rule.invalid:
-        check_invalid(rule, example)
+    for valid in rule.valid:
+        check_valid(rule, valid)
+    for invalid in rule.invalid:
+        check_invalid(rule, invalid)
     check_fix_declaration(rule)
