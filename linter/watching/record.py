@@ -48,6 +48,9 @@ class OptimizerRecord:
     index: int
     created: Site | None = None
     steps: int = 0
+    # `scaler.step(opt)` calls that GradScaler skipped (inf/NaN in the scaled gradients): the
+    # script asked for a step, in the right order, and mixed precision dropped it
+    skipped: int = 0
     step_sites: list[Site] = field(default_factory=list)
     # backward passes since the last step, and whether its gradients were seen cleared
     backwards_since_step: int = 0
@@ -161,6 +164,8 @@ class Recorder:
         self._depth = 0
         self._order = 0
         self._leaf_outputs: list[tuple[str, Any]] = []
+        # GradScaler.scale outputs -> the loss they scaled, whose value is the real loss
+        self._scaled: dict[int, tuple[weakref.ref, float]] = {}
         self._names: dict[int, str] = {}  # module id -> path in its model (for non-finite)
         self._last_loader: LoaderRecord | None = None
         self._train_loader: LoaderRecord | None = None
@@ -189,6 +194,7 @@ class Recorder:
     def install(self) -> Recorder:
         if self._installed:
             return self
+        from torch.amp.grad_scaler import GradScaler
         from torch.nn.modules import module as module_mod
         from torch.optim import lr_scheduler
         from torch.optim import optimizer as optimizer_mod
@@ -244,6 +250,8 @@ class Recorder:
 
         for cls in {lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau}:
             patch(cls, "step", self._scheduler_step_patch)
+        patch(GradScaler, "scale", self._scaler_scale_patch)
+        patch(GradScaler, "step", self._scaler_step_patch)
         patch(DataLoader, "__iter__", self._loader_iter_patch)
         patch(DistributedSampler, "__iter__", self._sampler_iter_patch)
         self._installed = True
@@ -356,7 +364,13 @@ class Recorder:
         if not roots:
             return
         root = roots[0]
-        if root.numel() == 1:
+        scaled = self._scaled.pop(id(root), None)
+        if scaled is not None and scaled[0]() is root:
+            # an overflow of the scaled loss is GradScaler's to handle (it skips the step)
+            self.losses.append(scaled[1])
+            if self.non_finite is None and not math.isfinite(scaled[1]):
+                self._non_finite_loss(scaled[1], site)
+        elif root.numel() == 1:
             with torch.no_grad():
                 value = float(root.detach().float())
             self.losses.append(value)
@@ -505,6 +519,34 @@ class Recorder:
 
         return step
 
+    # -- mixed precision ------------------------------------------------------------------
+    def _scaler_scale_patch(self, original):
+        recorder = self
+
+        def scale(scaler, outputs):
+            scaled = original(scaler, outputs)
+            if (recorder._installed and isinstance(outputs, torch.Tensor)
+                    and isinstance(scaled, torch.Tensor) and outputs.numel() == 1):
+                with torch.no_grad():
+                    value = float(outputs.detach().float())
+                recorder._scaled = {k: v for k, v in recorder._scaled.items()
+                                    if v[0]() is not None}
+                recorder._scaled[id(scaled)] = (weakref.ref(scaled), value)
+            return scaled
+        return scale
+
+    def _scaler_step_patch(self, original):
+        recorder = self
+
+        def step(scaler, optimizer, *args, **kwargs):
+            rec = recorder._optimizer(optimizer) if recorder._installed else None
+            before = rec.steps if rec is not None else 0
+            result = original(scaler, optimizer, *args, **kwargs)
+            if rec is not None and rec.steps == before:
+                rec.skipped += 1
+            return result
+        return step
+
     def _scheduler_step(self, scheduler, caller, explicit: bool = False) -> None:
         rec = self.schedulers.get(id(scheduler))
         if rec is None or rec.scheduler is not scheduler:
@@ -518,7 +560,8 @@ class Recorder:
         if not self.user(caller.f_code.co_filename) and "lr_scheduler" in caller.f_code.co_filename:
             return  # stepped by a SequentialLR / ChainedScheduler
         opt = getattr(scheduler, "optimizer", None)
-        steps = self.optimizers[id(opt)].steps if id(opt) in self.optimizers else 0
+        opt_rec = self.optimizers.get(id(opt))
+        steps = opt_rec.steps + opt_rec.skipped if opt_rec is not None else 0
         if explicit:
             rec.explicit = True
             return
