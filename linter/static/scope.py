@@ -41,7 +41,7 @@ class Site:
     statement: cst.CSTNode | None
 
     @property
-    def loops(self) -> tuple[cst.CSTNode, ...]:
+    def loops(self) -> tuple[cst.For | cst.While, ...]:
         return tuple(a for a in self.ancestors if isinstance(a, LOOPS))
 
     def inside(self, node: cst.CSTNode) -> bool:
@@ -52,6 +52,13 @@ class Site:
             if ancestor is node:
                 return self.ancestors[index + 1 :]
         return ()
+
+
+@dataclass
+class CallSite(Site):
+    """The site of a call (`Scope.calls`)."""
+
+    node: cst.Call
 
 
 @dataclass
@@ -71,7 +78,7 @@ class Assignment:
 class Scope:
     root: cst.CSTNode
     sites: list[Site] = field(default_factory=list)
-    calls: list[Site] = field(default_factory=list)
+    calls: list[CallSite] = field(default_factory=list)
     loops: list[Site] = field(default_factory=list)
     assignments: list[Assignment] = field(default_factory=list)
     site_of: dict[int, Site] = field(default_factory=dict)
@@ -94,11 +101,11 @@ class Scope:
                 self._sites.setdefault(id(assignment.site.node), assignment.site)
         return self._sites.get(id(node))
 
-    def method_calls(self, method: str) -> list[tuple[Site, cst.BaseExpression]]:
+    def method_calls(self, method: str) -> list[tuple[CallSite, cst.BaseExpression]]:
         """`receiver.method(...)` calls: (site, receiver)."""
         found = []
         for site in self.calls:
-            func = cast(cst.Call, site.node).func
+            func = site.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == method:
                 found.append((site, func.value))
         return found
@@ -216,11 +223,12 @@ def _build(root: cst.CSTNode) -> Scope:
             continue
         # `kind is` is the dispatch (cheaper than isinstance on every node); the casts below
         # tell mypy what it established
-        if kind is cst.Call or kind is cst.AugAssign:
-            site = Site(node, order, ancestors, statement)
-            scope.sites.append(site)
-            if kind is cst.Call:
-                scope.calls.append(site)
+        if kind is cst.Call:
+            call_site = CallSite(cast(cst.Call, node), order, ancestors, statement)
+            scope.sites.append(call_site)
+            scope.calls.append(call_site)
+        elif kind is cst.AugAssign:
+            scope.sites.append(Site(node, order, ancestors, statement))
         elif kind is cst.Assign:
             assign = cast(cst.Assign, node)
             site = Site(node, order, ancestors, statement)
