@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from mypy import build, util
 from mypy.errors import CompileError
@@ -43,7 +42,7 @@ def installed_name(path: str, dirs: list[tuple[str, str]]) -> str | None:
     """The module `path` is imported as once installed, or None if no package holds it."""
     full = os.path.abspath(path)
     for directory, package in dirs:
-        if os.path.commonpath([full, directory]) == directory:
+        if _within(full, directory):
             parts = os.path.relpath(os.path.splitext(full)[0], directory).split(os.sep)
             if parts[-1] == "__init__":
                 parts.pop()
@@ -51,8 +50,12 @@ def installed_name(path: str, dirs: list[tuple[str, str]]) -> str | None:
     return None
 
 
+def _within(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` (an absolute path) or lies inside it."""
+    return os.path.commonpath([os.path.abspath(path), folder]) == folder
+
+
 def main(argv: list[str]) -> int:
-    t0 = time.time()
     # Paths on the command line only filter the errors shown: a file checked alone would not see
     # the other modellint modules (they are found as sources, never by mypy's import search).
     shown = [os.path.abspath(a) for a in argv if not a.startswith("-") and os.path.exists(a)]
@@ -60,6 +63,12 @@ def main(argv: list[str]) -> int:
     os.chdir(ROOT)
     fscache = FileSystemCache()
     sources, options = process_options(options_only, fscache=fscache)
+    checked = [os.path.abspath(s.path) for s in sources if s.path]
+    outside = [p for p in shown if not any(_within(c, p) for c in checked)]
+    if outside:
+        print(f"error: not among the files checked ([tool.mypy] files in pyproject.toml): "
+              f"{', '.join(os.path.relpath(p) for p in outside)}", file=sys.stderr)
+        return 2
     dirs = package_dirs()
     renamed = []
     for source in sources:
@@ -70,16 +79,15 @@ def main(argv: list[str]) -> int:
             renamed.append(BuildSource(source.path, module, source.text, None))
 
     formatter = util.FancyFormatter(sys.stdout, sys.stderr, options.hide_error_codes)
+    color = options.color_output  # the formatter writes no colour where the terminal has none
     messages: list[str] = []
 
     def flush_errors(filename: str | None, new_messages: list[str], serious: bool) -> None:
-        if shown and filename and not any(
-            os.path.commonpath([os.path.abspath(filename), path]) == path for path in shown
-        ):
+        if shown and filename and not any(_within(filename, path) for path in shown):
             return
         messages.extend(new_messages)
         for message in new_messages:
-            print(formatter.colorize(message) if options.color_output else message)
+            print(formatter.colorize(message) if color else message)
 
     blockers = False
     try:
@@ -88,12 +96,16 @@ def main(argv: list[str]) -> int:
         blockers = True
         if e.messages and not messages:
             flush_errors(None, e.messages, True)
-    n_errors, n_notes, n_files = util.count_stats(messages)
+    n_errors, _, n_files = util.count_stats(messages)
     if n_errors:
-        print(formatter.format_error(n_errors, n_files, len(renamed), blockers=blockers))
+        print(formatter.format_error(n_errors, n_files, len(renamed), blockers=blockers,
+                                     use_color=color))
         return 2 if blockers else 1
-    print(formatter.format_success(len(renamed)))
-    print(f"({time.time() - t0:.1f}s)", file=sys.stderr)
+    if shown:
+        print(f"Success: no issues found in {', '.join(os.path.relpath(p) for p in shown)} "
+              f"({len(renamed)} source files checked)")
+    else:
+        print(formatter.format_success(len(renamed), color))
     return 0
 
 
