@@ -253,7 +253,7 @@ class _ApiTableRule(StaticRule):
             self.report(alias, message, severity=severity, fix=fix)
 
     def _import_fix(self, node: cst.ImportFrom, found: list) -> Fix | None:
-        if len(found) != len(node.names):
+        if isinstance(node.names, cst.ImportStar) or len(found) != len(node.names):
             return None
         modules = set()
         names = []
@@ -386,7 +386,7 @@ class DeprecatedTorchApi(_ApiTableRule):
     code = "ML905"
     name = "deprecated-torch-api"
     severity = Severity.WARNING
-    fix = "safe"
+    fix: ClassVar[str | None] = "safe"  # ML909, a subclass, has none
     table: ClassVar[dict[str, DeprecatedApi]] = DEPRECATED_APIS
     triggers = (*sorted(
         {f"{sep}{key.rsplit('.', 1)[1]}" for key in DEPRECATED_APIS for sep in (".", " ")}

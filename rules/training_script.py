@@ -11,6 +11,7 @@ A name whose origin is unknown is never assumed to be anything.
 from __future__ import annotations
 
 import re
+from typing import Any, cast
 
 import libcst as cst
 
@@ -30,6 +31,7 @@ from modellint.rules._loops import (
     optimizer_steps,
     under_no_grad,
 )
+from modellint.static.scope import CallSite
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 LOADER = "from torch.utils.data import DataLoader\n"
@@ -38,6 +40,8 @@ _code = cst.Module(body=[]).code_for_node
 
 class _FileRule(StaticRule):
     """A rule that collects calls while the file is visited and reports when it ends."""
+
+    _pending: list[tuple[cst.CSTNode, str, dict[str, Any], cst.CSTNode | None]]  # visit_Module sets
 
     def report_later(self, node: cst.CSTNode, message: str, **kwargs) -> None:
         stack = self.context.statement_stack
@@ -476,7 +480,7 @@ _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 def _periodic(test: cst.BaseExpression) -> bool:
     """A condition that holds every N steps (`step % 100 == 0`)."""
-    stack = [test]
+    stack: list[cst.CSTNode] = [test]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
@@ -645,9 +649,9 @@ def _comprehension_parts(loop: cst.CSTNode) -> set[int]:
     return found
 
 
-def _comprehension_fors(node: cst.CSTNode):
+def _comprehension_fors(node: cst.BaseComp):
     """The `if` conditions and inner iterables of a comprehension (run once per element)."""
-    comp_for = node.for_in
+    comp_for: cst.CompFor | None = node.for_in
     first = True
     while comp_for is not None:
         if not first:
@@ -1006,7 +1010,8 @@ class DdpWithoutDistributedSampler(_FileRule):
                 if keyword == "train" and _literal(arg.value) == "False":
                     return True
                 if keyword == "split" and isinstance(arg.value, cst.SimpleString) and (
-                        _VISITED.search(arg.value.evaluated_value)):
+                        isinstance(arg.value.evaluated_value, str)  # not a bytes literal
+                        and _VISITED.search(arg.value.evaluated_value)):
                     return True
         return False
 
@@ -1213,7 +1218,7 @@ class TransferRepeatedEveryStep(ScopeRule):
         name = dotted_name(value)
         return name is not None and bool(_DEVICE_WORDS.search(last_segment(name)))
 
-    def _invariant_host_tensor(self, scope: Scope, name: str, loop: cst.CSTNode,
+    def _invariant_host_tensor(self, scope: Scope, name: str, loop: cst.For | cst.While,
                                site: Site) -> bool:
         context = self.context
         statement = site.statement
@@ -1294,7 +1299,7 @@ _GRAD_SCALING = re.compile(r"\.grad\b[^\n]*(?:/=|\*=|\.div_\(|\.mul_\()")
 
 
 def _modulo(test: cst.BaseExpression) -> cst.BinaryOperation | None:
-    stack = [test]
+    stack: list[cst.CSTNode] = [test]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
@@ -1430,7 +1435,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
                     if modulo is not None:
                         condition = ancestor
                         break
-            if condition is None or not step.loops:
+            if condition is None or modulo is None or not step.loops:  # found together
                 continue
             loop = step.loops[-1]
             if not any(z.inside(condition) for z in zero_grads) or any(
@@ -1452,7 +1457,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
                 self.report_at(
                     site, target,
                     f"gradients of `{steps}` backward passes are summed before "
-                    f"`{_code(step.node.func.value)}.step()`, but `{shown}` is not divided by "
+                    f"`{_code(cast(cst.Attribute, step.node.func).value)}.step()`, but `{shown}` is not divided by "
                     f"`{steps}`, so each update is `{steps}` times too large; backpropagate "
                     f"`{shown} / {steps}`",
                     fix=fix,
@@ -1519,7 +1524,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
         return bool(_LOSS_CALLEES.search(last_segment(name)))
 
 
-def _divided(target: cst.BaseExpression, steps: cst.BaseExpression, site: Site) -> cst.CSTNode:
+def _divided(target: cst.BaseExpression, steps: cst.BaseExpression, site: CallSite) -> cst.CSTNode:
     func = site.node.func
     receiver = func.value if isinstance(func, cst.Attribute) else None
     parenthesize = receiver is target

@@ -21,13 +21,17 @@ import sys
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from modellint.runtime.phases import first_line
 from modellint.runtime.sources import UserCode
+
+if TYPE_CHECKING:
+    from torch.autograd.graph import Node
 
 Site = tuple[str, int, str]
 
@@ -51,12 +55,12 @@ class OptimizerRecord:
     # `scaler.step(opt)` calls that GradScaler skipped (inf/NaN in the scaled gradients): the
     # script asked for a step, in the right order, and mixed precision dropped it
     skipped: int = 0
-    step_sites: list[Site] = field(default_factory=list)
+    step_sites: list[Site | None] = field(default_factory=list)  # None: outside the user's code
     # backward passes since the last step, and whether its gradients were seen cleared
     backwards_since_step: int = 0
     cleared_since_step: bool = True
     # steps taken on gradients accumulated over an earlier step: (step number, site)
-    uncleared_steps: list[tuple[int, Site]] = field(default_factory=list)
+    uncleared_steps: list[tuple[int, Site | None]] = field(default_factory=list)
     lrs: list[list[float]] = field(default_factory=list)  # per step, per group
     grad_norms: list[float] = field(default_factory=list)
     sample: list[Any] = field(default_factory=list)  # a few parameters to tell cleared grads
@@ -381,7 +385,8 @@ class Recorder:
         if root.grad_fn is not None:
             try:
                 sentinel = _Sentinel()
-                root.grad_fn.metadata["modellint"] = sentinel
+                # torch's Node declares metadata a method; grad_fn objects hold a dict
+                root.grad_fn.metadata["modellint"] = sentinel  # type: ignore[index]
                 self.loss_graphs.append((self.total_steps, weakref.ref(sentinel)))
             except Exception:  # noqa: BLE001 - a node without metadata
                 pass
@@ -398,7 +403,7 @@ class Recorder:
     def _find_graph_holder(self) -> str | None:
         """The name of the user's variable that keeps earlier losses' graphs alive: a tensor
         whose graph reaches a loss's node, or a list or dict of such tensors."""
-        frame = sys._getframe(2)
+        frame: FrameType | None = sys._getframe(2)
         while frame is not None:
             if self.user(frame.f_code.co_filename):
                 for name, value in list(frame.f_locals.items()):
@@ -444,7 +449,7 @@ class Recorder:
                                     f"the gradient of `{bad}`" if bad else "a gradient")
 
     def _param_names(self) -> dict[int, str]:
-        names = {}
+        names: dict[int, str] = {}
         for rec in self.models.values():
             for name, p in rec.model.named_parameters():
                 names.setdefault(id(p), name)
@@ -623,7 +628,7 @@ class Recorder:
             return []
         from modellint.watching.workers import identical, read
 
-        out = []
+        out: list[tuple[Any, list[str]]] = []
         for (key, _), names in identical(read(self.probe_dir)).items():
             loader = self.probed.get(key)
             rec = self.loaders.get(id(loader)) if loader is not None else None
@@ -698,14 +703,16 @@ def _holds_loss_graph(value, own: bool = True, limit: int = 256) -> bool:
     own node counts when `own`)."""
     if not isinstance(value, torch.Tensor) or value.grad_fn is None:
         return False
-    seen, stack = set(), [value.grad_fn]
+    seen: set[int] = set()
+    stack: list[Node | None] = [value.grad_fn]
     while stack and len(seen) < limit:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
         try:
-            if "modellint" in node.metadata and (own or node is not value.grad_fn):
+            # torch's Node declares metadata a method; grad_fn objects hold a dict
+            if "modellint" in node.metadata and (own or node is not value.grad_fn):  # type: ignore[operator]
                 return True
             stack.extend(next_node for next_node, _ in node.next_functions)
         except Exception:  # noqa: BLE001 - a node without metadata
