@@ -23,6 +23,7 @@ from modellint.rules._loops import (
     invalid_at,
     is_no_grad_item,
     is_optimizer,
+    is_scheduler,
     last_segment,
     line_of,
     mode_calls,
@@ -39,7 +40,9 @@ from modellint.static.kinds import (
     DROPOUT_ARGUMENT,
     INSTANCE_NORMS,
     MODE_LAYERS,
+    OPTIMIZER,
     PERIOD_ARGUMENT,
+    SCHEDULER,
     SCHEDULERS,
 )
 
@@ -254,17 +257,123 @@ class SchedulerStepInBatchLoop(ScopeRule):
 
 # -- ML302 ------------------------------------------------------------------------------------
 
+# methods that a training framework (or a hand-written trainer) runs at the start of each
+# training epoch: Lightning's `on_train_epoch_start`, mmengine's `before_train_epoch`,
+# fairseq's `begin_epoch`, Keras-style `on_epoch_begin`. Epoch ends, validation and test
+# epochs are not these.
+_EPOCH_START = re.compile(
+    r"^(?:on_)?(?:train(?:ing)?_)?epoch_(?:start|begin)$"
+    r"|^(?:on_)?(?:before|begin|start)_(?:train(?:ing)?_)?epoch$"
+)
+# how deep calls of the project's own functions and methods are followed
+_CALL_DEPTH = 3
+
+
+def _is_lr_scheduler(context, scope: Scope, name: str, order: int) -> bool:
+    """`name` holds a learning-rate scheduler: the semantic model knows it is one of
+    `torch.optim.lr_scheduler` (also when a factory of another file builds it), or, when it
+    does not know what `name` holds, its name says so and no class of the project built it."""
+    kind = context.semantic.kind_of_name(name, scope, order)
+    if kind is not None:
+        return kind.kind == SCHEDULER
+    return is_scheduler(context, scope, name)
+
+
+def _callee(context, scope: Scope, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of this file that `call` runs: `self.method(...)` in a method (a method
+    of the same class), or `function(...)` for a top-level function of the file that the
+    scope does not rebind."""
+    func = call.func
+    root = scope.root
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        owner = context.method_owners.get(id(root)) if isinstance(root, cst.FunctionDef) else None
+        if owner is None or func.value.value != first_param_name(root):
+            return None
+        name = func.attr.value
+        found = [s for s in owner.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+        return found[0] if len(found) == 1 else None
+    if isinstance(func, cst.Name) and context.module_node is not None:
+        name = func.value
+        if scope.assigned(name) or (
+            isinstance(root, cst.FunctionDef) and name in {p.name.value for p in root.params.params}
+        ):
+            return None
+        found = [s for s in context.module_node.body
+                 if isinstance(s, cst.FunctionDef) and s.name.value == name]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _optimizer_events(context, scope: Scope, depth: int = 0, seen: frozenset = frozenset()
+                      ) -> list[tuple[Site, str]]:
+    """Where this scope steps an optimizer: `optimizer.step()` (a name that says so, or a
+    value the semantic model knows is a torch optimizer), and calls of the project's own
+    functions and methods of this file that do (followed `_CALL_DEPTH` deep): (site, what is
+    stepped, as the message names it)."""
+    found = {id(site): (site, f"`{_receiver(site)}.step()`")
+             for site in optimizer_steps(context, scope)}
+    for site, receiver in scope.method_calls("step"):
+        if id(site) not in found:
+            kind = context.semantic.kind(receiver, scope, site.order)
+            if kind is not None and kind.kind == OPTIMIZER:
+                found[id(site)] = (site, f"`{_receiver(site)}.step()`")
+    if depth < _CALL_DEPTH:
+        for site in scope.calls:
+            if id(site) in found:
+                continue
+            callee = _callee(context, scope, site.node)
+            if callee is None or id(callee) in seen:
+                continue
+            if _optimizer_events(context, scope_of(context, callee), depth + 1,
+                                 seen | {id(callee)}):
+                name = dotted_name(site.node.func) or callee.name.value
+                found[id(site)] = (site, f"`{name}()`, which steps the optimizer,")
+    return sorted(found.values(), key=lambda event: event[0].order)
+
+
+def _first_in_loop(site: Site, events: list[tuple[Site, str]]) -> tuple[Site, str] | None:
+    """For a site in a loop: the first optimizer event of that loop's body when `site` runs
+    before it in every iteration (not in an `else`, nor under a test of the loop's variable,
+    such as `if i > 0:`); else None."""
+    if not site.loops:
+        return None
+    loop = site.loops[-1]
+    inside = [event for event in events if event[0].inside(loop)]
+    if not inside or site.order > inside[0][0].order:
+        return None
+    between = site.ancestors_below(loop)
+    if any(isinstance(a, cst.Else) for a in between):
+        return None
+    loop_names = names_in(loop.target) if isinstance(loop, cst.For) else set()
+    if any(isinstance(a, cst.If) and names_in(a.test) & loop_names for a in between):
+        return None
+    return inside[0]
+
 
 class SchedulerBeforeOptimizer(ScopeRule):
     """`scheduler.step()` runs before `optimizer.step()` in the same iteration.
 
     ## What it does
-    Finds a learning-rate scheduler stepped, within one iteration of a loop, before the
-    optimizer it drives: earlier in the batch loop's body, or at the top of the epoch loop
-    before the batch loop (the advice of tutorials written for PyTorch before 1.1). A
-    scheduler is a name built from `torch.optim.lr_scheduler` in the same function, or whose
-    name says so (`scheduler`, `lr_sched`); calls with arguments (`step(epoch)`) are not
-    checked.
+    Finds a learning-rate scheduler stepped before the optimizer it drives:
+
+    - within one iteration of a loop: earlier in the batch loop's body, or at the top of the
+      epoch loop before the batch loop (the advice of tutorials written for PyTorch before
+      1.1), also when the optimizer is stepped by a function or method of the same file that
+      the loop calls afterwards (`scheduler.step()` then `train(model, loader, optimizer)`);
+    - in a method run at the start of each training epoch (`on_epoch_start`,
+      `on_train_epoch_start`, `before_train_epoch`, `on_epoch_begin`, `begin_epoch`...) of a
+      class whose other methods step the optimizer (`train_step`, `fit`). When the class
+      calls that method itself, its call sites decide: each must come, in its loop, before
+      the optimizer is stepped. Methods named for the end of an epoch, or for validation and
+      test epochs, are never reported.
+
+    A scheduler is a value the semantic model knows is one of `torch.optim.lr_scheduler`
+    (built in the function, set on `self` anywhere in the class, or returned by a factory of
+    another file), or, when nothing is known of it, whose name says so (`scheduler`,
+    `lr_sched`) and that no class of the project built. Calls with arguments (`step(epoch)`,
+    `step(metric)`) and steps under a condition in a callback (`if self.epoch > 0:`) are not
+    reported, nor anything whose order is not known (a step in another file, a callback
+    never called in a loop).
 
     ## Why is this bad?
     Since PyTorch 1.1 `scheduler.step()` is meant to follow `optimizer.step()`. Stepped first,
@@ -310,9 +419,45 @@ class SchedulerBeforeOptimizer(ScopeRule):
         "    for t in noise_scheduler.timesteps:\n"
         "        latents = noise_scheduler.step(unet(latents, t), t, latents)\n"
         "    return latents\n",
-        # the optimizer step is in another function
-        HEADER + "def fit(model, scheduler, epochs):\n    for epoch in range(epochs):\n"
+        # the optimizer step is in a function of another file: its order is not known
+        HEADER + "from engine import train_one_epoch\n\n"
+        "def fit(model, scheduler, epochs):\n    for epoch in range(epochs):\n"
         "        scheduler.step()\n        train_one_epoch(model)\n",
+        # stepped at the end of each epoch, after the training steps
+        HEADER + "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+        "    def on_epoch_end(self):\n        self.scheduler.step()\n\n"
+        "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
+        "        F.cross_entropy(self.model(x), y).backward()\n"
+        "        self.optimizer.step()\n",
+        # an epoch-start callback that skips the first epoch
+        HEADER + "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+        "    def on_train_epoch_start(self, epoch):\n"
+        "        if epoch > 0:\n            self.scheduler.step()\n\n"
+        "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
+        "        F.cross_entropy(self.model(x), y).backward()\n"
+        "        self.optimizer.step()\n",
+        # the class calls its epoch-start method after the epoch's training steps
+        HEADER + "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+        "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
+        "    def fit(self, loader, epochs):\n"
+        "        for epoch in range(epochs):\n"
+        "            for x, y in loader:\n"
+        "                self.optimizer.zero_grad()\n"
+        "                F.cross_entropy(self.model(x), y).backward()\n"
+        "                self.optimizer.step()\n"
+        "            self.on_epoch_start()\n",
     ]
     invalid = [
         invalid_at(
@@ -329,31 +474,127 @@ class SchedulerBeforeOptimizer(ScopeRule):
             "        optimizer.step()\n",
             line=7,
         ),
+        # the optimizer is stepped by a function of the file that the epoch loop calls
+        invalid_at(
+            HEADER + "def train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n"
+            "        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n"
+            "        optimizer.step()\n\n"
+            "def main(model, loader, epochs):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)\n"
+            "    for epoch in range(epochs):\n"
+            "        scheduler.step()\n"
+            "        train(model, loader, optimizer)\n",
+            "scheduler.step()",
+        ),
+        # an epoch-start callback of a trainer whose training step steps the optimizer
+        invalid_at(
+            HEADER + "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.model = model\n"
+            "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+            "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
+            "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
+            "        F.cross_entropy(self.model(x), y).backward()\n"
+            "        self.optimizer.step()\n",
+            "self.scheduler.step()",
+        ),
     ]
 
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if self.context.method_owners.get(id(original_node)) is None:
+            super().leave_FunctionDef(original_node)
+        # a method is checked with its class, once every method of the class is known (a
+        # callback calls methods defined after it, and is called from them)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        for statement in original_node.body.body:
+            if isinstance(statement, cst.FunctionDef):
+                self.check(scope_of(self.context, statement))
+
     def check(self, scope: Scope) -> None:
-        steps = optimizer_steps(self.context, scope)
-        if not steps:
-            return
-        for site, name in scheduler_steps(self.context, scope):
-            if site.node.args or not site.loops:
+        context = self.context
+        events: list[tuple[Site, str]] | None = None
+        for site, name in self._scheduler_steps(scope):
+            if not site.loops:
                 continue
-            loop = site.loops[-1]
-            inside = [s for s in steps if s.inside(loop)]
-            if not inside or site.order > min(s.order for s in inside):
+            if events is None:
+                events = _optimizer_events(context, scope)
+            first = _first_in_loop(site, events)
+            if first is None:
                 continue
-            between = site.ancestors_below(loop)
-            if any(isinstance(a, cst.Else) for a in between):
-                continue
-            loop_names = names_in(loop.target) if isinstance(loop, cst.For) else set()
-            if any(isinstance(a, cst.If) and names_in(a.test) & loop_names for a in between):
-                continue
-            optimizer = _receiver(min(inside, key=lambda s: s.order))
             self.report_at(
                 site, site.node,
-                f"`{name}.step()` runs before `{optimizer}.step()` in this loop, so the first "
+                f"`{name}.step()` runs before {first[1]} in this loop, so the first "
                 "learning rate of the schedule is skipped; step the scheduler after the "
                 "optimizer",
+            )
+        self._check_epoch_start(scope)
+
+    def _scheduler_steps(self, scope: Scope) -> list[tuple[Site, str]]:
+        """`scheduler.step()` calls without arguments on a learning-rate scheduler."""
+        found = []
+        for site, receiver in scope.method_calls("step"):
+            name = dotted_name(receiver)
+            if name is None or site.node.args:
+                continue
+            if _is_lr_scheduler(self.context, scope, name, site.order):
+                found.append((site, name))
+        return found
+
+    def _check_epoch_start(self, scope: Scope) -> None:
+        """A scheduler stepped in a method run at the start of each training epoch, in a class
+        whose other methods step the optimizer."""
+        context = self.context
+        root = scope.root
+        if not isinstance(root, cst.FunctionDef) or not _EPOCH_START.match(root.name.value):
+            return
+        owner = context.method_owners.get(id(root))
+        self_name = first_param_name(root)
+        if owner is None or self_name is None:
+            return
+        steps = [(site, name) for site, name in self._scheduler_steps(scope)
+                 if name.startswith(self_name + ".")
+                 and not any(isinstance(a, (cst.If, cst.Else, cst.Try, cst.For, cst.While))
+                             for a in site.ancestors)]
+        if not steps:
+            return
+        own = _optimizer_events(context, scope)
+        methods = [s for s in owner.body.body
+                   if isinstance(s, cst.FunctionDef) and s is not root]
+        callers: list[tuple[Site, str]] = []
+        stepped: tuple[str, str] | None = None
+        for method in methods:
+            method_scope = scope_of(context, method)
+            events = _optimizer_events(context, method_scope)
+            for site in method_scope.calls:
+                if _callee(context, method_scope, site.node) is root:
+                    # the class runs the callback itself: each call must come first in its loop
+                    first = _first_in_loop(site, events)
+                    if first is None:
+                        return
+                    callers.append((site, method.name.value))
+            if events and stepped is None:
+                stepped = (events[0][1], method.name.value)
+        if stepped is None:
+            return
+        when = root.name.value
+        if callers:
+            where = ", ".join(sorted({f"`{m}`" for _, m in callers}))
+            reason = f"`{when}()`, which {where} calls before stepping the optimizer"
+        else:
+            reason = f"`{when}()`, which runs at the start of each epoch, before {stepped[0]} " \
+                f"in `{stepped[1]}`"
+        for site, name in steps:
+            if any(event[0].order < site.order for event in own):
+                continue
+            self.report_at(
+                site, site.node,
+                f"`{name}.step()` runs in {reason}, so the first learning rate of the "
+                "schedule is skipped; step the scheduler at the end of the epoch instead",
             )
 
 
