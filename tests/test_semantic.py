@@ -499,3 +499,76 @@ def test_the_index_read_by_several_processes_is_the_one_read_by_one(tmp_path):
     one, two = index_files(files, None, 1), index_files(files, None, 2)
     assert one.files == two.files and len(one.files) == 70
     assert one.digest("m0.py") == two.digest("m0.py")
+
+
+SCHEDULES = '''\
+import torch
+
+
+def build_scheduler(optimizer, epochs):
+    return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
+
+
+class WarmUp:
+    def __init__(self, optimizer, steps=500):
+        self.optimizer, self.steps, self.count = optimizer, steps, 0
+
+    def step(self):
+        self.count += 1
+
+
+def build_warmup(optimizer):
+    return WarmUp(optimizer)
+'''
+
+BASE_TRAINER = '''\
+class BaseTrainer:
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            self.on_train_epoch_start()
+            for batch in loader:
+                self.train_step(batch)
+
+    def on_train_epoch_start(self):
+        pass
+'''
+
+HOOKED = '''\
+import torch
+import torch.nn.functional as F
+from base import BaseTrainer
+from schedules import build_scheduler
+
+
+class Trainer(BaseTrainer):
+    def __init__(self, model, epochs):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.lr_sched = build_scheduler(self.optimizer, epochs)
+
+    def on_train_epoch_start(self):
+        self.lr_sched.step()
+
+    def train_step(self, batch):
+        x, y = batch
+        self.optimizer.zero_grad()
+        F.cross_entropy(self.model(x), y).backward()
+        self.optimizer.step()
+'''
+
+
+def test_ml302_a_scheduler_from_another_file_stepped_in_an_epoch_start_hook():
+    files = {"schedules.py": SCHEDULES, "base.py": BASE_TRAINER, "trainer.py": HOOKED}
+    found = lint_project(files, [rule("ML302")])
+    assert codes(found, "trainer.py") == [("ML302", 14)]
+    assert "`on_train_epoch_start()`, which runs at the start of each epoch" in \
+        found["trainer.py"][0].message
+    # a warm-up class of the project, built by a factory of another file: meant to step first
+    warm = HOOKED.replace("build_scheduler", "build_warmup").replace(
+        "build_warmup(self.optimizer, epochs)", "build_warmup(self.optimizer)")
+    found = lint_project({**files, "trainer.py": warm}, [rule("ML302")])
+    assert codes(found, "trainer.py") == []
+    # stepped at the end of the epoch
+    end = HOOKED.replace("def on_train_epoch_start", "def on_train_epoch_end")
+    found = lint_project({**files, "trainer.py": end}, [rule("ML302")])
+    assert codes(found, "trainer.py") == []
