@@ -572,3 +572,112 @@ def test_ml302_a_scheduler_from_another_file_stepped_in_an_epoch_start_hook():
     end = HOOKED.replace("def on_train_epoch_start", "def on_train_epoch_end")
     found = lint_project({**files, "trainer.py": end}, [rule("ML302")])
     assert codes(found, "trainer.py") == []
+
+
+# ML601 across files: the model's class lives in models.py, its stem in a base class of
+# another file; the init loop is in train.py.
+BLOCKS = '''\
+import torch.nn as nn
+
+
+class Stem(nn.Module):
+    def __init__(self, width=32):
+        super().__init__()
+        self.width = width
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, stride=2), nn.BatchNorm2d(width))
+
+
+class Residual(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+'''
+
+CLASSIFIER = '''\
+import torch.nn as nn
+from blocks import Residual, Stem
+
+
+class Classifier(Stem):
+    def __init__(self, width=32, num_classes=10, dropout=0.1):
+        super().__init__(width)
+        self.blocks = nn.ModuleList([Residual(width), Residual(width)])
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(width, num_classes)
+        self.dropout = dropout
+'''
+
+INIT_LOOP = '''\
+import torch
+import torch.nn as nn
+from models import Classifier
+
+
+def build(device):
+    model = Classifier(num_classes=100).to(device)
+    for name, m in model.named_children():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(m.weight)
+    return model
+'''
+
+
+def test_ml601_a_children_loop_over_a_model_of_another_file_never_reaches_its_convs():
+    files = {"blocks.py": BLOCKS, "models.py": CLASSIFIER, "train.py": INIT_LOOP}
+    found = lint_project(files, [rule("ML601")])
+    assert codes(found, "train.py") == [("ML601", 8)]
+    message = found["train.py"][0].message
+    # both the base class's stem and the residual blocks hold convolutions; the Linear head
+    # is a direct child
+    assert "none of them is a `Conv2d`" in message
+    assert "`model.blocks`, `model.stem`" in message
+    assert "model.named_modules()" in message
+
+
+def test_ml601_silent_when_a_direct_child_may_be_the_layer_or_is_not_known():
+    files = {"blocks.py": BLOCKS, "models.py": CLASSIFIER, "train.py": INIT_LOOP}
+    # the head is a convolution: the loop reaches it (the nested ones it misses are not
+    # reported for a model of another file: that takes knowing every layer)
+    conv_head = CLASSIFIER.replace("nn.Linear(width, num_classes)", "nn.Conv2d(width, 10, 1)")
+    # a child set from a parameter whose default is None: it may be anything
+    given = CLASSIFIER.replace("dropout=0.1", "dropout=None")
+    # the model is handed to a function before the loop, which may replace its children
+    patched = INIT_LOOP.replace("    for name, m", "    convert_sync_batchnorm(model)\n"
+                                "    for name, m")
+    for changed in ({"models.py": conv_head}, {"models.py": given}, {"train.py": patched}):
+        found = lint_project({**files, **changed}, [rule("ML601")])
+        assert codes(found, "train.py") == [], changed
+
+
+def test_the_subclass_table_of_torch_nn_matches_the_installed_torch():
+    nn = pytest.importorskip("torch.nn")
+    from modellint.static.kinds import NN_BASES
+
+    public = {name: value for name, value in vars(nn).items()
+              if name[:1].isupper() and inspect.isclass(value) and issubclass(value, nn.Module)}
+    names = {value: name for name, value in public.items()}
+    assert "Conv2d" in public
+    for name, value in public.items():
+        bases = {names[b] for b in value.__mro__[1:] if b in names and b is not nn.Module}
+        missing = bases - set(NN_BASES.get(name, ()))
+        assert not missing, f"add {sorted(missing)} to modellint.static.kinds.NN_BASES[{name!r}]"
+
+
+def test_facts_keep_parameter_defaults_and_arithmetic():
+    from modellint.static.index import extract
+
+    facts = extract(textwrap.dedent('''\
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, dim, heads=8, *, bias=True, norm=None):
+            super().__init__()
+            self.scale = dim ** -0.5
+            self.add_module("proj", nn.Linear(dim, dim))
+    '''))
+    net = facts["classes"]["Net"]
+    assert net["methods"]["__init__"]["defaults"] == {
+        "heads": ["num", 8.0], "bias": ["const", "True"], "norm": ["const", "None"]}
+    assert net["attrs"]["scale"] == [["__init__", ["op"]]]
+    assert net["registers"] is True

@@ -35,8 +35,11 @@ from modellint.static.imports import canonical
 from modellint.static.kinds import Kind
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 2
+FACTS_VERSION = 3
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
+# a class that registers submodules other than by assigning `self.x` (its children are not
+# all in its `attrs`)
+_REGISTERS_TEXT = re.compile(r"add_module|register_module|setattr|_modules\b")
 _MAX_DEPTH = 40
 _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
                        "set", "isinstance", "getattr", "hasattr", "print", "zip", "enumerate",
@@ -94,7 +97,22 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         return ["str"]
     if isinstance(node, (ast.List, ast.Tuple)):
         return ["seq", [summarize(e, self_name, depth + 1) for e in node.elts]]
+    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr)):
+        # arithmetic, a comparison, an f-string: a number, a bool, a string, a tensor, or
+        # (`seq_a + seq_b`) a container: never a layer such as a Conv2d
+        return ["op"]
     return UNKNOWN
+
+
+def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
+    """Parameter -> the summary of its default value."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    found = {a.arg: summarize(d) for a, d in zip(positional[len(positional) - len(args.defaults):],
+                                                 args.defaults)}
+    found.update({a.arg: summarize(d) for a, d in zip(args.kwonlyargs, args.kw_defaults)
+                  if d is not None})
+    return found
 
 
 def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -132,7 +150,8 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
         elif isinstance(node, ast.Attribute) and node.attr == "training":
             reads_training = True
         stack.extend(ast.iter_child_nodes(node))
-    return {"params": _params(func), "assigns": assigns, "returns": returns,
+    return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
+            "returns": returns,
             "training": reads_training, **_mode_facts(func.body)}
 
 
@@ -232,6 +251,7 @@ def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
         "calls": list(calls.values()),
         "super_init": super_init,
         "mode_text": bool(_MODE_TEXT.search(text)),
+        "registers": bool(_REGISTERS_TEXT.search(text)),
     }
 
 
