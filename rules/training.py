@@ -267,6 +267,14 @@ _EPOCH_START = re.compile(
 )
 # how deep calls of the project's own functions and methods are followed
 _CALL_DEPTH = 3
+# Ignite events that fire before the first iteration of an epoch (or of the run)
+_IGNITE_START_EVENTS = frozenset({
+    f"ignite.engine.{module}Events.{event}"
+    for module in ("", "events.") for event in ("EPOCH_STARTED", "STARTED")
+})
+_IGNITE_TRAINERS = frozenset({"ignite.engine.create_supervised_trainer",
+                              "ignite.engine.engine.create_supervised_trainer"})
+_IGNITE_ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine"})
 
 
 def _is_lr_scheduler(context, scope: Scope, name: str, order: int) -> bool:
@@ -365,7 +373,11 @@ class SchedulerBeforeOptimizer(ScopeRule):
       class whose other methods step the optimizer (`train_step`, `fit`). When the class
       calls that method itself, its call sites decide: each must come, in its loop, before
       the optimizer is stepped. Methods named for the end of an epoch, or for validation and
-      test epochs, are never reported.
+      test epochs, are never reported;
+    - in an Ignite handler of `Events.EPOCH_STARTED` or `Events.STARTED` (`@trainer.on(...)`
+      or `trainer.add_event_handler(...)`) of an engine that steps the optimizer
+      (`create_supervised_trainer(...)`, or `Engine(update)` whose `update` function of the
+      file does).
 
     A scheduler is a value the semantic model knows is one of `torch.optim.lr_scheduler`
     (built in the function, set on `self` anywhere in the class, or returned by a factory of
@@ -458,6 +470,16 @@ class SchedulerBeforeOptimizer(ScopeRule):
         "                F.cross_entropy(self.model(x), y).backward()\n"
         "                self.optimizer.step()\n"
         "            self.on_epoch_start()\n",
+        # Ignite: stepped when each epoch completes
+        HEADER + "from ignite.engine import Events, create_supervised_trainer\n\n"
+        "def run(model, loader, epochs):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)\n"
+        "    trainer = create_supervised_trainer(model, optimizer, F.nll_loss)\n\n"
+        "    @trainer.on(Events.EPOCH_COMPLETED)\n"
+        "    def lr_step(engine):\n"
+        "        scheduler.step()\n\n"
+        "    trainer.run(loader, max_epochs=epochs)\n",
     ]
     invalid = [
         invalid_at(
@@ -502,6 +524,19 @@ class SchedulerBeforeOptimizer(ScopeRule):
             "        self.optimizer.step()\n",
             "self.scheduler.step()",
         ),
+        # an Ignite handler run when each epoch starts, before the trainer's iterations
+        invalid_at(
+            HEADER + "from ignite.engine import Events, create_supervised_trainer\n\n"
+            "def run(model, loader, epochs):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)\n"
+            "    trainer = create_supervised_trainer(model, optimizer, F.nll_loss)\n\n"
+            "    @trainer.on(Events.EPOCH_STARTED)\n"
+            "    def lr_step(engine):\n"
+            "        scheduler.step()\n\n"
+            "    trainer.run(loader, max_epochs=epochs)\n",
+            "scheduler.step()",
+        ),
     ]
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
@@ -533,6 +568,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
                 "optimizer",
             )
         self._check_epoch_start(scope)
+        self._check_ignite_handler(scope)
 
     def _scheduler_steps(self, scope: Scope) -> list[tuple[Site, str]]:
         """`scheduler.step()` calls without arguments on a learning-rate scheduler."""
@@ -544,6 +580,88 @@ class SchedulerBeforeOptimizer(ScopeRule):
             if _is_lr_scheduler(self.context, scope, name, site.order):
                 found.append((site, name))
         return found
+
+    def _check_ignite_handler(self, scope: Scope) -> None:
+        """A scheduler stepped in an Ignite handler of `Events.EPOCH_STARTED` (or `STARTED`)
+        of an engine that steps the optimizer: `create_supervised_trainer(...)`, or
+        `Engine(update)` for an `update` function of the file that steps it."""
+        context = self.context
+        root = scope.root
+        if not isinstance(root, cst.FunctionDef) or context.method_owners.get(id(root)):
+            return
+        stack = context.function_stack
+        outer_root = stack[-2] if len(stack) > 1 and stack[-1] is root else (
+            context.module_node if stack and stack[-1] is root else None)
+        if outer_root is None:
+            return
+        outer = scope_of(context, outer_root)
+        engines = [self._event_engine(d.decorator) for d in root.decorators]
+        for site, receiver in outer.method_calls("add_event_handler"):
+            args = site.node.args
+            if len(args) >= 2 and isinstance(args[1].value, cst.Name) and (
+                    args[1].value.value == root.name.value):
+                engines.append(self._event_engine(site.node, receiver))
+        engines = [e for e in engines if e is not None]
+        if not engines:
+            return
+        engine, event = engines[0]
+        if not self._engine_steps_optimizer(outer, engine):
+            return
+        for site, receiver in scope.method_calls("step"):
+            name = dotted_name(receiver)
+            if name is None or site.node.args or any(
+                    isinstance(a, (cst.If, cst.Else, cst.Try, cst.For, cst.While))
+                    for a in site.ancestors):
+                continue
+            known = scope.assigned(name.split(".")[0])
+            if not (_is_lr_scheduler(context, scope, name, site.order) if known
+                    else _is_lr_scheduler(context, outer, name, 10**9)):
+                continue
+            self.report_at(
+                site, site.node,
+                f"`{name}.step()` runs in `{root.name.value}()`, a handler of "
+                f"`Events.{event}` of `{engine}`, before the engine's first optimizer step, "
+                "so the first learning rate of the schedule is skipped; attach it to "
+                "`Events.EPOCH_COMPLETED` instead",
+            )
+
+    def _event_engine(self, expr: cst.BaseExpression,
+                      receiver: cst.BaseExpression | None = None) -> tuple[str, str] | None:
+        """(engine, event) for `@engine.on(Events.EPOCH_STARTED)` (or `engine.
+        add_event_handler(Events.EPOCH_STARTED, ...)` with its receiver), when the event
+        fires before the first iteration."""
+        if not isinstance(expr, cst.Call) or not expr.args:
+            return None
+        if receiver is None:
+            if not (isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "on"):
+                return None
+            receiver = expr.func.value
+        event = expr.args[0].value
+        if isinstance(event, cst.Call):
+            return None  # a filtered event (`EPOCH_STARTED(every=2)`): not the first one
+        qualified = self.context.qualified_name(event) or ""
+        engine = dotted_name(receiver)
+        if qualified not in _IGNITE_START_EVENTS or engine is None:
+            return None
+        return engine, qualified.rsplit(".", 1)[1]
+
+    def _engine_steps_optimizer(self, outer: Scope, engine: str) -> bool:
+        call = constructor_of(self.context, outer, engine)
+        if call is None:
+            return False
+        qualified = self.context.call_name(call)
+        if qualified in _IGNITE_TRAINERS:
+            return True
+        if qualified not in _IGNITE_ENGINES or not call.args:
+            return False
+        update = call.args[0].value
+        if not isinstance(update, cst.Name):
+            return False
+        body = outer.root.body.body if isinstance(outer.root, cst.FunctionDef) else (
+            outer.root.body)
+        found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == update.value]
+        return len(found) == 1 and bool(
+            _optimizer_events(self.context, scope_of(self.context, found[0])))
 
     def _check_epoch_start(self, scope: Scope) -> None:
         """A scheduler stepped in a method run at the start of each training epoch, in a class

@@ -652,3 +652,42 @@ def test_epoch_start_callbacks_of_frameworks_and_what_stays_silent():
     # a scheduler of the project's own (a warm-up may be meant to step first)
     assert found(source.replace("torch.optim.lr_scheduler.ExponentialLR(self.opt, 0.9)",
                                 "WarmUp(self.opt)")) == []
+
+
+# Ignite: a torch scheduler stepped by a handler of EPOCH_STARTED runs before the engine's
+# first iteration (the examples attach it to EPOCH_COMPLETED).
+IGNITE = """\
+import torch
+from torch.optim.lr_scheduler import StepLR
+from ignite.engine import Engine, Events
+
+
+def run(model, train_loader, epochs, lr):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    lr_scheduler = StepLR(optimizer, step_size=1, gamma=0.5)
+
+    def update(engine, batch):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = torch.nn.functional.nll_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    trainer = Engine(update)
+
+    def lr_step(engine):
+        lr_scheduler.step()
+
+    trainer.add_event_handler(Events.EPOCH_STARTED, lr_step)
+    trainer.run(train_loader, max_epochs=epochs)
+"""
+
+
+def test_ignite_handler_of_epoch_started_steps_the_scheduler_first():
+    assert found(IGNITE) == [("ML302", line_of(IGNITE, "lr_scheduler.step()"))]
+    assert found(IGNITE.replace("EPOCH_STARTED", "EPOCH_COMPLETED")) == []
+    # a filtered event (every other epoch, once at epoch 3) is not the first one
+    assert found(IGNITE.replace("Events.EPOCH_STARTED", "Events.EPOCH_STARTED(every=2)")) == []
+    # an engine whose update function is not known here
+    assert found(IGNITE.replace("Engine(update)", "Engine(make_update(model))")) == []
