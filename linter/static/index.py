@@ -108,10 +108,10 @@ def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
     """Parameter -> the summary of its default value."""
     args = func.args
     positional = [*args.posonlyargs, *args.args]
-    found = {a.arg: summarize(d) for a, d in zip(positional[len(positional) - len(args.defaults):],
-                                                 args.defaults)}
-    found.update({a.arg: summarize(d) for a, d in zip(args.kwonlyargs, args.kw_defaults)
-                  if d is not None})
+    found = {a.arg: summarize(d) for a, d in zip(
+        positional[len(positional) - len(args.defaults):], args.defaults, strict=True)}
+    found.update({a.arg: summarize(d) for a, d in zip(args.kwonlyargs, args.kw_defaults,
+                                                      strict=True) if d is not None})
     return found
 
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from modellint.static.imports import dotted_name
 from modellint.static import kinds as K
+from modellint.static.imports import dotted_name
 from modellint.static.index import (
     UNKNOWN,
     ProjectIndex,
@@ -389,9 +389,8 @@ def _inside(index: ProjectIndex, sub: Submodule) -> list[Submodule]:
                 found.append(Submodule(sub.attr, kind.cls, element, sub.where))
         return found
     if cls is not None and ":" in cls:
-        path, name = cls.split(":", 1)
         found = []
-        for path, name, facts in _lineage(index, path, name)[0]:
+        for path, name, facts in _lineage(index, *cls.split(":", 1))[0]:
             for attr, values in facts["attrs"].items():
                 for method, value in values:
                     held = _held(index, path, name, facts, attr, method, value)
