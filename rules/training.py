@@ -368,6 +368,8 @@ class SchedulerBeforeOptimizer(ScopeRule):
       epoch loop before the batch loop (the advice of tutorials written for PyTorch before
       1.1), also when the optimizer is stepped by a function or method of the same file that
       the loop calls afterwards (`scheduler.step()` then `train(model, loader, optimizer)`);
+    - in a function's own body, outside any loop and condition, before the function steps
+      the optimizer (`def train_epoch(...): scheduler.step()` then the batch loop);
     - in a method run at the start of each training epoch (`on_epoch_start`,
       `on_train_epoch_start`, `before_train_epoch`, `on_epoch_begin`, `begin_epoch`...) of a
       class whose other methods step the optimizer (`train_step`, `fit`). When the class
@@ -470,6 +472,14 @@ class SchedulerBeforeOptimizer(ScopeRule):
         "                F.cross_entropy(self.model(x), y).backward()\n"
         "                self.optimizer.step()\n"
         "            self.on_epoch_start()\n",
+        # a per-epoch function that steps the scheduler from the second epoch on
+        HEADER + "def train_epoch(model, loader, optimizer, scheduler, epoch):\n"
+        "    if epoch > 0:\n"
+        "        scheduler.step()\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n"
+        "        optimizer.step()\n",
         # Ignite: stepped when each epoch completes
         HEADER + "from ignite.engine import Events, create_supervised_trainer\n\n"
         "def run(model, loader, epochs):\n"
@@ -524,6 +534,17 @@ class SchedulerBeforeOptimizer(ScopeRule):
             "        self.optimizer.step()\n",
             "self.scheduler.step()",
         ),
+        # a function run once per epoch that steps the scheduler before its batch loop
+        invalid_at(
+            HEADER + "def train_epoch(model, loader, optimizer, scheduler):\n"
+            "    scheduler.step()\n"
+            "    model.train()\n"
+            "    for x, y in loader:\n"
+            "        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n"
+            "        optimizer.step()\n",
+            "scheduler.step()",
+        ),
         # an Ignite handler run when each epoch starts, before the trainer's iterations
         invalid_at(
             HEADER + "from ignite.engine import Events, create_supervised_trainer\n\n"
@@ -554,10 +575,11 @@ class SchedulerBeforeOptimizer(ScopeRule):
         context = self.context
         events: list[tuple[Site, str]] | None = None
         for site, name in self._scheduler_steps(scope):
-            if not site.loops:
-                continue
             if events is None:
                 events = _optimizer_events(context, scope)
+            if not site.loops:
+                self._check_function_top(scope, site, name, events)
+                continue
             first = _first_in_loop(site, events)
             if first is None:
                 continue
@@ -569,6 +591,27 @@ class SchedulerBeforeOptimizer(ScopeRule):
             )
         self._check_epoch_start(scope)
         self._check_ignite_handler(scope)
+
+    def _check_function_top(self, scope: Scope, site: Site, name: str,
+                            events: list[tuple[Site, str]]) -> None:
+        """A function that steps the scheduler unconditionally, outside any loop, and then
+        the optimizer (`def train_epoch(...): scheduler.step(); for batch in loader: ...`):
+        on its first call the scheduler steps first."""
+        root = scope.root
+        if not isinstance(root, cst.FunctionDef) or not any(
+                statement is site.statement for statement in root.body.body):
+            return  # not a statement of the function's own body (under an if, a try...)
+        if any(event[0].order < site.order for event in events):
+            return
+        later = [event for event in events if event[0].order > site.order]
+        if not later:
+            return
+        self.report_at(
+            site, site.node,
+            f"`{name}.step()` runs before {later[0][1]} in this function, so the first "
+            "learning rate of the schedule is skipped; step the scheduler after the "
+            "optimizer",
+        )
 
     def _scheduler_steps(self, scope: Scope) -> list[tuple[Site, str]]:
         """`scheduler.step()` calls without arguments on a learning-rate scheduler."""
@@ -707,8 +750,8 @@ class SchedulerBeforeOptimizer(ScopeRule):
             reason = f"`{when}()`, which runs at the start of each epoch, before {stepped[0]} " \
                 f"in `{stepped[1]}`"
         for site, name in steps:
-            if any(event[0].order < site.order for event in own):
-                continue
+            if own:
+                continue  # this method steps the optimizer too: its own order decides
             self.report_at(
                 site, site.node,
                 f"`{name}.step()` runs in {reason}, so the first learning rate of the "

@@ -691,3 +691,31 @@ def test_ignite_handler_of_epoch_started_steps_the_scheduler_first():
     assert found(IGNITE.replace("Events.EPOCH_STARTED", "Events.EPOCH_STARTED(every=2)")) == []
     # an engine whose update function is not known here
     assert found(IGNITE.replace("Engine(update)", "Engine(make_update(model))")) == []
+
+
+def test_scheduler_stepped_at_the_top_of_a_per_epoch_function():
+    source = """\
+    import torch.nn.functional as F
+
+
+    def train(train_loader, model, optimizer, scheduler, epoch):
+        scheduler.step()
+        model.train()
+        for i, (images, target) in enumerate(train_loader):
+            loss = F.cross_entropy(model(images), target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+    source = textwrap.dedent(source)
+    assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
+    # after the batch loop: right
+    after = source.replace("    scheduler.step()\n", "") + "    scheduler.step()\n"
+    assert found(after) == []
+    # only in some calls (a condition, an exception handler): not known to come first
+    for wrapped in ("    if epoch:\n        scheduler.step()\n",
+                    "    try:\n        pass\n    except ValueError:\n        scheduler.step()\n"):
+        changed = source.replace("    scheduler.step()\n", wrapped)
+        assert changed != source and found(changed) == []
+    # an explicit epoch
+    assert found(source.replace("scheduler.step()", "scheduler.step(epoch)")) == []
