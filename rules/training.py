@@ -23,6 +23,7 @@ from modellint.rules._loops import (
     invalid_at,
     is_no_grad_item,
     is_optimizer,
+    is_optimizer_name,
     is_scheduler,
     last_segment,
     line_of,
@@ -330,13 +331,76 @@ def _optimizer_events(context, scope: Scope, depth: int = 0, seen: frozenset = f
             if id(site) in found:
                 continue
             callee = _callee(context, scope, site.node)
-            if callee is None or id(callee) in seen:
+            if callee is None:
+                elsewhere = _stepping_elsewhere(context, scope, site.node)
+                if elsewhere is not None:
+                    name = dotted_name(site.node.func)
+                    found[id(site)] = (site, f"`{name}()` ({elsewhere}), which steps the "
+                                       "optimizer,")
+                continue
+            if id(callee) in seen:
                 continue
             if _optimizer_events(context, scope_of(context, callee), depth + 1,
                                  seen | {id(callee)}):
                 name = dotted_name(site.node.func) or callee.name.value
                 found[id(site)] = (site, f"`{name}()`, which steps the optimizer,")
     return sorted(found.values(), key=lambda event: event[0].order)
+
+
+def _facts_step_optimizer(context, path: str, cls: str | None, func: dict) -> bool:
+    """A function or method of another file (its index facts) calls `optimizer.step()`:
+    a value the semantic model knows is a torch optimizer, or, when nothing is known of it,
+    one whose name says so."""
+    from modellint.static.index import Where, _locals
+
+    index = context.semantic.index
+    where = Where(path, cls, _locals(func))
+    for stepped in func.get("steps", ()):
+        kind = index.kind(stepped, where)
+        if kind is not None:
+            if kind.kind == OPTIMIZER:
+                return True
+            continue
+        tag = stepped[0] if stepped else ""
+        name = stepped[1] if tag in ("ref", "self") else stepped[2] if tag == "attr" else ""
+        if is_optimizer_name(name):
+            return True
+    return False
+
+
+def _stepping_elsewhere(context, scope: Scope, call: cst.Call) -> str | None:
+    """For a call of a function of another file of the project (`train_one_epoch(...)`
+    imported from `engine.py`), or of a method that the class inherits from a project base
+    of another file (`self.train_step(...)`), that steps the optimizer: where it is defined
+    (`engine.py`); else None."""
+    from modellint.static.semantic import class_lineage
+
+    func = call.func
+    root = scope.root
+    index = context.semantic.index
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        owner = context.method_owners.get(id(root)) if isinstance(root, cst.FunctionDef) else None
+        if owner is not None and func.value.value == first_param_name(root):
+            for path, cls, facts in class_lineage(index, context.path, owner.name.value)[1:]:
+                method = facts["methods"].get(func.attr.value)
+                if method is not None:
+                    return f"{cls} in {path}" if _facts_step_optimizer(
+                        context, path, cls, method) else None
+            return None
+    dotted = dotted_name(func)
+    if dotted is None or context.module_node is None:
+        return None
+    head = dotted.split(".", 1)[0]
+    if scope.assigned(head) or (isinstance(root, cst.FunctionDef) and head in {
+            p.name.value for p in (*root.params.params, *root.params.kwonly_params)}):
+        return None
+    found = index.resolve(context.path, dotted)
+    if found is None or found[0] != "function" or "." in found[2] or found[1] == context.path:
+        return None
+    facts = index.files[found[1]]["functions"].get(found[2])
+    if facts is None or not _facts_step_optimizer(context, found[1], None, facts):
+        return None
+    return found[1]
 
 
 def _first_in_loop(site: Site, events: list[tuple[Site, str]]) -> tuple[Site, str] | None:
@@ -366,13 +430,15 @@ class SchedulerBeforeOptimizer(ScopeRule):
 
     - within one iteration of a loop: earlier in the batch loop's body, or at the top of the
       epoch loop before the batch loop (the advice of tutorials written for PyTorch before
-      1.1), also when the optimizer is stepped by a function or method of the same file that
-      the loop calls afterwards (`scheduler.step()` then `train(model, loader, optimizer)`);
+      1.1), also when the optimizer is stepped by a function or method of the project that
+      the loop calls afterwards (`scheduler.step()` then `train(model, loader, optimizer)`,
+      or `train_one_epoch(...)` imported from the project's `engine.py`);
     - in a function's own body, outside any loop and condition, before the function steps
       the optimizer (`def train_epoch(...): scheduler.step()` then the batch loop);
     - in a method run at the start of each training epoch (`on_epoch_start`,
       `on_train_epoch_start`, `before_train_epoch`, `on_epoch_begin`, `begin_epoch`...) of a
-      class whose other methods step the optimizer (`train_step`, `fit`). When the class
+      class whose other methods, or those it inherits from a project base class in any file,
+      step the optimizer (`train_step`, `fit`). When the class
       calls that method itself, its call sites decide: each must come, in its loop, before
       the optimizer is stepped. Methods named for the end of an epoch, or for validation and
       test epochs, are never reported;
@@ -433,7 +499,8 @@ class SchedulerBeforeOptimizer(ScopeRule):
         "    for t in noise_scheduler.timesteps:\n"
         "        latents = noise_scheduler.step(unet(latents, t), t, latents)\n"
         "    return latents\n",
-        # the optimizer step is in a function of another file: its order is not known
+        # the optimizer step may be in a function of a file that is not in the run (a
+        # package): what it does is not known
         HEADER + "from engine import train_one_epoch\n\n"
         "def fit(model, scheduler, epochs):\n    for epoch in range(epochs):\n"
         "        scheduler.step()\n        train_one_epoch(model)\n",
@@ -706,6 +773,23 @@ class SchedulerBeforeOptimizer(ScopeRule):
         return len(found) == 1 and bool(
             _optimizer_events(self.context, scope_of(self.context, found[0])))
 
+    def _inherited_step(self, owner: cst.ClassDef, hook: str) -> tuple[str, str] | None:
+        """A method that the class inherits from a project base (of any file), that it does
+        not override, and that steps the optimizer: ("the optimizer step", where)."""
+        from modellint.static.semantic import class_lineage
+
+        own = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        lineage = class_lineage(self.context.semantic.index, self.context.path,
+                                owner.name.value)
+        for path, cls, facts in lineage[1:]:
+            for name, method in facts["methods"].items():
+                if name in own or name == hook:
+                    continue
+                if _facts_step_optimizer(self.context, path, cls, method):
+                    return "the optimizer step", f"`{cls}.{name}` ({path})"
+                own.add(name)
+        return None
+
     def _check_epoch_start(self, scope: Scope) -> None:
         """A scheduler stepped in a method run at the start of each training epoch, in a class
         whose other methods step the optimizer."""
@@ -739,7 +823,9 @@ class SchedulerBeforeOptimizer(ScopeRule):
                         return
                     callers.append((site, method.name.value))
             if events and stepped is None:
-                stepped = (events[0][1], method.name.value)
+                stepped = (events[0][1], f"`{method.name.value}`")
+        if stepped is None:
+            stepped = self._inherited_step(owner, root.name.value)
         if stepped is None:
             return
         when = root.name.value
@@ -748,7 +834,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
             reason = f"`{when}()`, which {where} calls before stepping the optimizer"
         else:
             reason = f"`{when}()`, which runs at the start of each epoch, before {stepped[0]} " \
-                f"in `{stepped[1]}`"
+                f"in {stepped[1]}"
         for site, name in steps:
             if own:
                 continue  # this method steps the optimizer too: its own order decides

@@ -675,9 +675,94 @@ def test_facts_keep_parameter_defaults_and_arithmetic():
             super().__init__()
             self.scale = dim ** -0.5
             self.add_module("proj", nn.Linear(dim, dim))
+
+        def fit(self, scaler):
+            self.opt.step()
+            scaler.step(self.opt_d)
     '''))
     net = facts["classes"]["Net"]
+    assert net["methods"]["__init__"]["steps"] == []
+    assert sorted(net["methods"]["fit"]["steps"]) == [["self", "opt"], ["self", "opt_d"]]
     assert net["methods"]["__init__"]["defaults"] == {
         "heads": ["num", 8.0], "bias": ["const", "True"], "norm": ["const", "None"]}
     assert net["attrs"]["scale"] == [["__init__", ["op"]]]
     assert net["registers"] is True
+
+
+ENGINE = '''\
+import torch.nn.functional as F
+
+
+def train_one_epoch(model, loader, optimizer, scaler=None):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    model.eval()
+    return sum(F.cross_entropy(model(x), y).item() for x, y in loader)
+'''
+
+MAIN = '''\
+import torch
+from engine import evaluate, train_one_epoch
+
+
+def main(model, train_loader, val_loader, epochs):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [30, 60])
+    for epoch in range(epochs):
+        scheduler.step()
+        train_one_epoch(model, train_loader, optimizer)
+        evaluate(model, val_loader)
+'''
+
+
+def test_ml302_a_scheduler_stepped_before_the_training_function_of_another_file():
+    found = lint_project({"engine.py": ENGINE, "main.py": MAIN}, [rule("ML302")])
+    assert codes(found, "main.py") == [("ML302", 9)]
+    assert "`train_one_epoch()` (engine.py), which steps the optimizer" in \
+        found["main.py"][0].message
+    # stepped after the epoch's training; or before a function that does not train
+    after = MAIN.replace("        scheduler.step()\n", "") + "        scheduler.step()\n"
+    only_eval = MAIN.replace("        train_one_epoch(model, train_loader, optimizer)\n", "")
+    for main in (after, only_eval):
+        assert main != MAIN
+        found = lint_project({"engine.py": ENGINE, "main.py": main}, [rule("ML302")])
+        assert codes(found, "main.py") == []
+
+
+def test_ml302_an_epoch_start_hook_of_a_trainer_whose_base_of_another_file_steps():
+    base = '''\
+    class BaseTrainer:
+        def __init__(self, model, optimizer):
+            self.model, self.optimizer = model, optimizer
+
+        def train_step(self, batch):
+            self.optimizer.zero_grad()
+            self.model(batch).sum().backward()
+            self.optimizer.step()
+    '''
+    trainer = '''\
+    import torch
+    from base import BaseTrainer
+
+
+    class Trainer(BaseTrainer):
+        def __init__(self, model, optimizer):
+            super().__init__(model, optimizer)
+            self.scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)
+
+        def on_epoch_start(self):
+            self.scheduler.step()
+    '''
+    found = lint_project({"base.py": base, "trainer.py": trainer}, [rule("ML302")])
+    assert codes(found, "trainer.py") == [("ML302", 11)]
+    assert "`BaseTrainer.train_step` (base.py)" in found["trainer.py"][0].message
+    # the base class only logs
+    logging = base.replace("self.optimizer.step()", "print(self.optimizer)")
+    found = lint_project({"base.py": logging, "trainer.py": trainer}, [rule("ML302")])
+    assert codes(found, "trainer.py") == []

@@ -122,10 +122,12 @@ def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> dict:
     """params, assigns (name -> summary, when assigned once), iters (name -> iterable),
-    returns (summaries), reads_training."""
+    returns (summaries), reads_training, steps (what `x.step(...)` steps: the summary of `x`,
+    or of the optimizer a `scaler.step(optimizer)` is given)."""
     assigns: dict[str, Any] = {}
     iters: dict[str, Any] = {}
     returns: list = []
+    steps: list = []
     reads_training = False
     stack = list(func.body)
     while stack:
@@ -149,9 +151,17 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
                            else ["const", "None"])
         elif isinstance(node, ast.Attribute) and node.attr == "training":
             reads_training = True
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "step"):
+            stepped = node.func.value
+            if "scaler" in (_dotted(stepped) or "").rsplit(".", 1)[-1].lower() and node.args:
+                stepped = node.args[0]
+            summary = summarize(stepped, self_name)
+            if summary not in steps:
+                steps.append(summary)
         stack.extend(ast.iter_child_nodes(node))
     return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
-            "returns": returns,
+            "returns": returns, "steps": steps,
             "training": reads_training, **_mode_facts(func.body)}
 
 

@@ -242,6 +242,12 @@ _NOT_KNOWN = object()
 _PLAIN = ("num", "str", "const", "seq")
 
 
+def class_lineage(index: ProjectIndex, path: str, cls: str
+                  ) -> list[tuple[str, str, dict]]:
+    """The project class and its project base classes, nearest first: (path, name, facts)."""
+    return _lineage(index, path, cls)[0]
+
+
 def _lineage(index: ProjectIndex, path: str, cls: str) -> tuple[list[tuple[str, str, dict]], bool]:
     """The class and its project base classes (path, name, facts), and whether every base is
     known: `nn.Module`, `object` or a class of the project."""
