@@ -46,15 +46,25 @@ def _loop_module_name(target: cst.BaseExpression, iter_: cst.BaseExpression) -> 
     return None
 
 
-# calls that may take the loop's module without initialising or recursing into it
-_INSPECTING = frozenset({"isinstance", "hasattr", "getattr", "type", "print", "len", "id",
-                         "repr", "str"})
+# calls that may take the loop's module without initialising or reaching into it
+_INSPECTING = frozenset({"isinstance", "hasattr", "type", "print", "len", "id", "repr", "str"})
+# attributes of a layer itself (its parameters, buffers and settings): reading them does not
+# reach the modules inside it
+_LAYER_ATTRIBUTES = frozenset({
+    "weight", "bias", "running_mean", "running_var", "num_batches_tracked", "weight_g",
+    "weight_v", "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
+    "groups", "in_features", "out_features", "num_features", "affine", "eps", "momentum",
+    "track_running_stats", "padding_mode", "transposed", "output_padding", "normalized_shape",
+    "elementwise_affine", "num_embeddings", "embedding_dim", "padding_idx", "input_size",
+    "hidden_size", "num_layers", "__class__",
+})
 
 
 class _Scan(cst.CSTVisitor):
     """Does a loop body test `isinstance(<name>, ...)` and call an initialiser? Which classes
-    does it test for, and does it hand the module to anything else (`init_block(m)`,
-    `m.reset_parameters()`, `m.apply(fn)`: those may reach what is inside it)?"""
+    does it test for, and may it reach the modules inside the loop's module (it hands the
+    module on, `init_block(m)`, `m.reset_parameters()`, `m.apply(fn)`, or reads anything of
+    it but a layer's own parameters and settings: `m.conv.weight`, `for layer in m`)?"""
 
     def __init__(self, context, name: str) -> None:
         self.context = context
@@ -63,9 +73,24 @@ class _Scan(cst.CSTVisitor):
         self.initialises = False
         self.tested: list[cst.BaseExpression] = []
         self.delegates = False
+        # the uses of the name that do not reach inside the module (visited parents first)
+        self._harmless: set[int] = set()
 
     def _is_name(self, expr: cst.BaseExpression) -> bool:
         return isinstance(expr, cst.Name) and expr.value == self.name
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._harmless.add(id(node.attr))  # `x.m` does not read the name `m`
+        if self._is_name(node.value) and node.attr.value in _LAYER_ATTRIBUTES:
+            self._harmless.add(id(node.value))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._harmless.add(id(node.keyword))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name and id(node) not in self._harmless:
+            self.delegates = True
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -83,12 +108,8 @@ class _Scan(cst.CSTVisitor):
                     self.tested.extend(e.value for e in classes.elements)
                 else:
                     self.tested.append(classes)
-        if isinstance(func, cst.Attribute) and self._is_name(func.value):
-            self.delegates = True
-        if not (isinstance(func, cst.Name) and func.value in _INSPECTING) and any(
-            self._is_name(arg.value) for arg in node.args
-        ):
-            self.delegates = True
+        if isinstance(func, cst.Name) and func.value in _INSPECTING:
+            self._harmless.update(id(arg.value) for arg in node.args if self._is_name(arg.value))
         qualified = self.context.qualified_name(func)
         if qualified is not None and qualified.startswith(_INIT_PREFIX):
             self.initialises = True

@@ -225,3 +225,23 @@ def test_unknown_direct_children_are_not_guessed_about():
                                   'nn.init.normal_(m.weight, 0, 0.01)\n'
                                   '            else:\n                init_block(m)')
     assert lint_text(delegating, [InitViaChildren]) == []
+
+
+def test_a_loop_that_reaches_inside_its_children_is_not_reported():
+    # the nested layers are initialised through the child: its attributes, its items, its
+    # own modules
+    for reach in ("            elif isinstance(m, nn.Sequential):\n"
+                  "                nn.init.zeros_(m[0].weight)\n",
+                  "            elif isinstance(m, nn.Sequential):\n"
+                  "                for layer in m:\n"
+                  "                    if isinstance(layer, nn.Conv2d):\n"
+                  "                        nn.init.zeros_(layer.weight)\n",
+                  "            else:\n"
+                  "                for name, p in m.named_parameters():\n"
+                  "                    nn.init.zeros_(p)\n"):
+        source = VGG_LIKE + reach
+        assert lint_text(source, [InitViaChildren]) == [], reach
+    # reading the layer's own settings is not reaching inside it
+    own = VGG_LIKE.replace('mode="fan_out"', 'mode="fan_out" if m.groups == 1 else "fan_in"')
+    assert own != VGG_LIKE
+    assert len(lint_text(own, [InitViaChildren])) == 1
