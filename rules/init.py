@@ -7,6 +7,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, StaticRule, dotted_name
+from modellint.static.kinds import RETURNS_SELF
 from modellint.static.scope import scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
@@ -371,11 +372,12 @@ class InitViaChildren(StaticRule):
         return scope, site.order if site is not None else None
 
     def _unchanged_before(self, name: str, loop: cst.For) -> bool:
-        """`name` was built in this function (or script) and, before the loop, nothing set an
-        attribute on it, registered a module on it or was handed it."""
+        """`name` was built once in this function (or script) and, before the loop, nothing
+        set an attribute on it, registered a module on it or was handed it."""
         scope, order = self._where(loop)
-        if order is None or not scope.assigned(name, order):
-            return False
+        assigned = scope.assigned(name, order) if order is not None else []
+        if not assigned or not all(_moved(a.value, name) for a in assigned[1:]):
+            return False  # not built here, or built in more than one place (`if`/`else`)
         prefix = name + "."
         if any(a.target.startswith(prefix) for a in scope.assignments if a.site.order < order):
             return False
@@ -469,6 +471,15 @@ class InitViaChildren(StaticRule):
         if qualified is not None and qualified.startswith("torchvision.models."):
             return self.context.builds_module(value)
         return False
+
+
+def _moved(value: cst.BaseExpression | None, name: str) -> bool:
+    """`value` is `name` itself through methods that return the module (`model.to(device)`,
+    `model.cuda().eval()`)."""
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and value.func.attr.value in RETURNS_SELF):
+        value = value.func.value
+    return isinstance(value, cst.Name) and value.value == name
 
 
 def _container_elements(call: cst.Call) -> list[cst.BaseExpression]:

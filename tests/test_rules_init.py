@@ -245,3 +245,25 @@ def test_a_loop_that_reaches_inside_its_children_is_not_reported():
     own = VGG_LIKE.replace('mode="fan_out"', 'mode="fan_out" if m.groups == 1 else "fan_in"')
     assert own != VGG_LIKE
     assert len(lint_text(own, [InitViaChildren])) == 1
+
+
+def test_a_model_built_in_a_script_then_moved_to_the_device():
+    script = VGG_LIKE.replace("""        if init_weights:
+            self._initialize_weights()
+
+    def _initialize_weights(self):
+        for m in self.children():""", """
+
+model = VGGish()
+model = model.cuda().eval()
+if True:
+    for m in model.children():""")
+    assert script != VGG_LIKE
+    findings = lint_text(script, [InitViaChildren])
+    assert [f.line for f in findings] == [script.splitlines().index(
+        "    for m in model.children():") + 1]
+    assert "inside `model.features`" in findings[0].message
+    # built in two places: which one the loop sees is not known
+    twice = script.replace("model = model.cuda().eval()", "if torch.cuda.is_available():\n"
+                           "    model = nn.Sequential(nn.Conv2d(3, 3, 1))")
+    assert all("none of them" not in f.message for f in lint_text(twice, [InitViaChildren]))
