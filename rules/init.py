@@ -134,9 +134,10 @@ class InitViaChildren(StaticRule):
 
     With the semantic model it also finds loops that can never reach the layer they test
     for, wherever the model's class is defined (another file of the project, bases in other
-    files): the loop runs over `self` in a method of the model's class, or over a model that
-    the function built (`model = Net().to(device)`) and did not change or hand to anything
-    before the loop; every direct submodule of the model is known (its class and its project
+    files): the loop runs over `self` in a method of the model's class (a class no other
+    class of the project derives from), or over a model that the function built once
+    (`model = Net().to(device)`, then perhaps `model = model.cuda()`) and did not change or
+    hand to anything before the loop; every direct submodule of the model is known (its class and its project
     bases assign `self.x` only from layers, project modules, numbers, plain defaults, tensors
     and the like, never `add_module`/`setattr`, and have no base from outside the project
     but `nn.Module`); none of them is an instance of a `torch.nn` class the loop tests for

@@ -766,3 +766,36 @@ def test_ml302_an_epoch_start_hook_of_a_trainer_whose_base_of_another_file_steps
     logging = base.replace("self.optimizer.step()", "print(self.optimizer)")
     found = lint_project({"base.py": logging, "trainer.py": trainer}, [rule("ML302")])
     assert codes(found, "trainer.py") == []
+
+
+def test_ml601_self_in_a_base_class_method_may_be_any_subclass():
+    base = '''\
+    import torch.nn as nn
+
+
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+
+        def init_weights(self):
+            for m in self.children():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight)
+    '''
+    found = lint_project({"base.py": base}, [rule("ML601")])
+    assert [f.line for f in found["base.py"]] == [10]
+    assert "none of them is a `Conv2d`" in found["base.py"][0].message
+    # a subclass of another file adds a convolution as a direct child: `self` may be one
+    net = '''\
+    import torch.nn as nn
+    from base import Base
+
+
+    class Net(Base):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Conv2d(8, 2, 1)
+    '''
+    found = lint_project({"base.py": base, "net.py": net}, [rule("ML601")])
+    assert all("none of them" not in f.message for f in found["base.py"])

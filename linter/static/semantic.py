@@ -151,6 +151,9 @@ class SemanticModel:
         if kind is None or kind.kind != K.MODULE or not kind.cls or ":" not in kind.cls:
             return None
         path, cls = kind.cls.split(":", 1)
+        if isinstance(expr, cst.Name) and self._method_of(scope)[0] == expr.value and (
+                subclassed(self.index, path, cls)):
+            return None  # `self` in a method of a class that others extend: any of them
         return class_children(self.index, path, cls)
 
     def is_instance(self, sub: Submodule, layer: str) -> bool | None:
@@ -240,6 +243,20 @@ class Submodule:
 
 _NOT_KNOWN = object()
 _PLAIN = ("num", "str", "const", "seq")
+
+
+def subclassed(index: ProjectIndex, path: str, cls: str) -> bool:
+    """A class of the project derives from the project class `cls` of `path`."""
+    for other_path, facts in index.files.items():
+        for name, other in facts["classes"].items():
+            for base in other["bases"]:
+                if base[0] != "ref" or base[1].rsplit(".", 1)[-1] != cls:
+                    continue
+                found = index.resolve(other_path, base[1])
+                if found is not None and found[:2] == ("class", path) and found[2] == cls and (
+                        (other_path, name) != (path, cls)):
+                    return True
+    return False
 
 
 def class_lineage(index: ProjectIndex, path: str, cls: str
