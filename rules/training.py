@@ -290,8 +290,8 @@ def _is_lr_scheduler(context, scope: Scope, name: str, order: int) -> bool:
 
 def _callee(context, scope: Scope, call: cst.Call) -> cst.FunctionDef | None:
     """The function of this file that `call` runs: `self.method(...)` in a method (a method
-    of the same class), or `function(...)` for a top-level function of the file that the
-    scope does not rebind."""
+    of the same class), or `function(...)` for a function defined in the scope's own body or
+    at the top of the file, that the scope does not rebind."""
     func = call.func
     root = scope.root
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
@@ -307,9 +307,12 @@ def _callee(context, scope: Scope, call: cst.Call) -> cst.FunctionDef | None:
             isinstance(root, cst.FunctionDef) and name in {p.name.value for p in root.params.params}
         ):
             return None
-        found = [s for s in context.module_node.body
-                 if isinstance(s, cst.FunctionDef) and s.name.value == name]
-        return found[0] if len(found) == 1 else None
+        # a function defined in this one (`def main(): def train(): ...`), else at the top
+        for body in ((root.body.body,) if isinstance(root, cst.FunctionDef) else ()) + (
+                context.module_node.body,):
+            found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+            if found:
+                return found[0] if len(found) == 1 else None
     return None
 
 

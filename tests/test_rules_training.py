@@ -719,3 +719,26 @@ def test_scheduler_stepped_at_the_top_of_a_per_epoch_function():
         assert changed != source and found(changed) == []
     # an explicit epoch
     assert found(source.replace("scheduler.step()", "scheduler.step(epoch)")) == []
+
+
+def test_scheduler_stepped_before_a_training_function_defined_in_main():
+    source = textwrap.dedent("""\
+    import torch
+
+
+    def main(model, loader, epochs):
+        optimizer = torch.optim.Adam(model.parameters())
+        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.95)
+
+        def train_epoch():
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+        for epoch in range(epochs):
+            scheduler.step()
+            train_epoch()
+    """)
+    assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
+    assert found(source.replace("            optimizer.step()\n", "            pass\n")) == []
