@@ -722,10 +722,9 @@ class SchedulerBeforeOptimizer(ScopeRule):
             return
         for site, receiver in scope.method_calls("step"):
             name = dotted_name(receiver)
-            if name is None or site.node.args or any(
-                    isinstance(a, (cst.If, cst.Else, cst.Try, cst.For, cst.While))
-                    for a in site.ancestors):
-                continue
+            if name is None or site.node.args or not any(
+                    statement is site.statement for statement in root.body.body):
+                continue  # with arguments, or not unconditional (an if, a loop, a try)
             known = scope.assigned(name.split(".")[0])
             if not (_is_lr_scheduler(context, scope, name, site.order) if known
                     else _is_lr_scheduler(context, outer, name, 10**9)):
@@ -804,13 +803,13 @@ class SchedulerBeforeOptimizer(ScopeRule):
         self_name = first_param_name(root)
         if owner is None or self_name is None:
             return
+        # unconditional: statements of the method's own body (not under an if, a loop, a try)
+        body = root.body.body
         steps = [(site, name) for site, name in self._scheduler_steps(scope)
                  if name.startswith(self_name + ".")
-                 and not any(isinstance(a, (cst.If, cst.Else, cst.Try, cst.For, cst.While))
-                             for a in site.ancestors)]
-        if not steps:
-            return
-        own = _optimizer_events(context, scope)
+                 and any(statement is site.statement for statement in body)]
+        if not steps or _optimizer_events(context, scope):
+            return  # this method steps the optimizer too: its own order decides
         methods = [s for s in owner.body.body
                    if isinstance(s, cst.FunctionDef) and s is not root]
         callers: list[tuple[Site, str]] = []
@@ -839,8 +838,6 @@ class SchedulerBeforeOptimizer(ScopeRule):
             reason = f"`{when}()`, which runs at the start of each epoch, before {stepped[0]} " \
                 f"in {stepped[1]}"
         for site, name in steps:
-            if own:
-                continue  # this method steps the optimizer too: its own order decides
             self.report_at(
                 site, site.node,
                 f"`{name}.step()` runs in {reason}, so the first learning rate of the "
