@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import modellint
@@ -58,6 +58,7 @@ def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     if unknown:
         # argparse reports them on the top parser: look through every subcommand's options
         parsers = [parser, *(sub for action in parser._subparsers._group_actions
+                             if isinstance(action, argparse._SubParsersAction)
                              for sub in action.choices.values())] if parser._subparsers else [parser]
         options = {o for p in parsers for action in p._actions for o in action.option_strings}
         for word in unknown.group(1).split():
@@ -159,13 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     # its options, for `modellint --help` and for suggestions
     from modellint.runtime.cli import build_parser as trace_parser
 
-    sub.add_parser("trace", parents=[trace_parser()], add_help=False,
+    # (typeshed wants parents of the subparsers' own class; argparse takes any parser)
+    sub.add_parser("trace", parents=[trace_parser()], add_help=False,  # type: ignore[list-item]
                    help="build a model and print the shape, parameters, device and dtype of "
                         "every layer (torchinfo-style); --memory, --feature-maps")
 
     from modellint.watching.cli import build_parser as run_parser
 
-    sub.add_parser("run", parents=[run_parser(argparse.ArgumentParser)],
+    sub.add_parser("run", parents=[run_parser(argparse.ArgumentParser)],  # type: ignore[list-item]
                    add_help=False, help="run a training script for a few steps under "
                    "instrumentation (EXECUTES it): modellint run [options] -- python train.py")
 
@@ -491,7 +493,7 @@ def _use_color(choice: str, stream) -> bool:
 
 
 def static_setup(config: Config, registry: Registry, select: list[str] | None = None,
-                 extend_select: list[str] = (), ignore: list[str] = ()) -> tuple[set[str], list]:
+                 extend_select: Sequence[str] = (), ignore: Sequence[str] = ()) -> tuple[set[str], list]:
     """(enabled codes, the enabled rules with a static check) for `config` with the command
     line's selectors merged in; raises ConfigError for an unknown code. `check` and the
     language server both start here."""

@@ -46,12 +46,13 @@ def apply_fixes(
     replacements: dict[int, cst.CSTNode] = {}
     owners: list[tuple[Finding, list[int]]] = []
     for finding in findings:
-        if not applicable(finding, unsafe):
+        fix = finding.fix
+        if fix is None or not applicable(finding, unsafe):
             continue
-        keys = [id(old) for old, _ in finding.fix.replacements]
+        keys = [id(old) for old, _ in fix.replacements]
         if any(key in replacements for key in keys):
             continue
-        for old, new in finding.fix.replacements:
+        for old, new in fix.replacements:
             replacements[id(old)] = new
         owners.append((finding, keys))
     if not replacements:

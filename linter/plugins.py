@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -148,7 +148,8 @@ def _collect(registry: Registry) -> None:
     halves = []  # runtime halves of rules documented by a static rule: checked once all are in
     for impl in registry.manager.hook.modellint_add_rules.get_hookimpls():
         try:
-            rules = list(impl.function() or ())
+            added: Any = impl.function()  # what a plugin returns: each rule is checked below
+            rules = list(added or ())
         except Exception as exc:  # noqa: BLE001
             raise PluginError(
                 f"plugin {impl.plugin_name!r} failed in modellint_add_rules: {exc}"
@@ -200,7 +201,8 @@ def _collect(registry: Registry) -> None:
             )
         registry.runtime_checks[check.code] = check
     for impl in registry.manager.hook.modellint_add_reporters.get_hookimpls():
-        for fmt, reporter in dict(impl.function() or {}).items():
+        formats: Any = impl.function()  # a plugin's {format name: reporter}
+        for fmt, reporter in dict(formats or {}).items():
             if fmt in registry.reporters:
                 raise PluginError(
                     f"plugin {impl.plugin_name!r} registered reporter {fmt!r} twice"

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import tokenize
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -442,9 +443,9 @@ class ModellintServer(LanguageServer):
             value="\n\n---\n\n".join(help_markdown(rules[code]) for code in shown)))
 
     def resolves_edits(self) -> bool:
-        support = self.client_capabilities.text_document
-        support = support.code_action if support else None
-        support = support.resolve_support if support else None
+        document = self.client_capabilities.text_document
+        action = document.code_action if document else None
+        support = action.resolve_support if action else None
         return bool(support and "edit" in support.properties)
 
     def resolve(self, action: types.CodeAction) -> types.CodeAction:
@@ -472,11 +473,11 @@ class ModellintServer(LanguageServer):
 
     def fix_action(self, uri: str, linted: Linted, finding: Finding,
                    diagnostic: types.Diagnostic) -> types.CodeAction | None:
-        module = linted.result.module
-        if module is None:
+        module, source, fix = linted.result.module, linted.result.source, finding.fix
+        if module is None or source is None or fix is None:
             return None
         try:
-            text, fixed = apply_fixes_deeply(module, [finding], True, linted.result.source)
+            text, fixed = apply_fixes_deeply(module, [finding], True, source)
         except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
             log.error("fix of %s failed: %s", finding.code, exc)
             return None
@@ -485,10 +486,10 @@ class ModellintServer(LanguageServer):
         edit = self.edit_to(uri, linted, text)
         if edit is None:
             return None
-        safe = finding.fix.safe
-        title = f"modellint: {finding.fix.description} ({finding.code})"
+        safe = fix.safe
+        title = f"modellint: {fix.description} ({finding.code})"
         if not safe:
-            title = f"modellint: {finding.fix.description} ({finding.code}, unsafe fix)"
+            title = f"modellint: {fix.description} ({finding.code}, unsafe fix)"
         return types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
                                 diagnostics=[diagnostic], edit=edit, is_preferred=safe)
 
@@ -516,6 +517,8 @@ class ModellintServer(LanguageServer):
         a document; in a notebook, one in each cell that changed (None when the change cannot
         be put back into the cells)."""
         if linted.book is None:
+            if linted.result.source is None:  # nothing was parsed: nothing to edit
+                return None
             return self.workspace_edit(
                 {uri: [self.text_edit(linted.result.source, new)]}, linted.version)
         sources = linted.book.cell_sources(new)
@@ -558,7 +561,7 @@ def _encode(text: str) -> bytes:
     return data
 
 
-def _wanted(kind: str, only: list[str] | None) -> bool:
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
     """Whether a client that asked for the kinds `only` wants an action of `kind`."""
     return not only or any(kind == each or kind.startswith(f"{each}.") for each in only)
 

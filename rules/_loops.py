@@ -98,6 +98,12 @@ def is_optimizer(context: FileContext, scope: Scope, name: str | None) -> bool:
         return True
     if qualified:
         return False
+    return is_optimizer_name(name)
+
+
+def is_optimizer_name(name: str | None) -> bool:
+    """The last segment of `name` says it is an optimizer (`optimizer`, `opt_g`), not a
+    scheduler."""
     segment = last_segment(name)
     return bool(_OPTIMIZER_NAME.search(segment)) and "sched" not in segment
 

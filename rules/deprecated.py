@@ -4,6 +4,7 @@ idioms of old PyTorch that now raise (`loss.data[0]`, `iterator.next()`)."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 
@@ -442,7 +443,7 @@ class _Backwards(cst.CSTVisitor):
     """Names `x` of `x.backward()` calls without arguments (which need a one-element tensor),
     outside nested functions."""
 
-    def __init__(self, root: cst.CSTNode) -> None:
+    def __init__(self, root: cst.CSTNode | None) -> None:
         self.root = root
         self.names: set[str] = set()
 
@@ -582,7 +583,7 @@ class ZeroDimDataIndex(StaticRule):
     def _loss_call(self, call: cst.Call) -> bool:
         if _is_loss_function(self.context.call_name(call)):
             return not _reduction_none(call)
-        constructor = None
+        constructor: cst.BaseExpression | None = None
         if isinstance(call.func, cst.Call):
             constructor = call.func  # nn.MSELoss()(out, y)
         elif isinstance(call.func, cst.Name):
@@ -730,7 +731,7 @@ class DataLoaderIteratorNext(StaticRule):
 
     def _report(self, call: cst.Call, certain: bool,
                 statement: cst.CSTNode | None = None) -> None:
-        receiver = call.func.value
+        receiver = cast(cst.Attribute, call.func).value  # visit_Call keeps only `x.next()`
         text = snippet(receiver)
         fix = None
         if not _REBINDS_NEXT.search(self.context.source):

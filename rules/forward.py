@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
@@ -510,10 +512,12 @@ class ForwardCalledDirectly(StaticRule):
         # `nn.Linear.forward`, `SomeImportedBlock.forward`: a class, by convention
         return last[:1].isupper() and not last.isupper()
 
+    _call: cst.Call | None  # the `.forward(...)` call being checked
+
     def __init__(self, context) -> None:
         super().__init__(context)
         self._module_names: set[str] = set()
-        self._call: cst.Call | None = None
+        self._call = None
 
     def _local_classes(self) -> set[str]:
         return {cls.name.value for cls in self.context.class_stack}
@@ -692,7 +696,7 @@ class TensorWithoutDevice(StaticRule):
         )
 
     def _moves(self, call: cst.Call) -> bool:
-        attr = call.func.attr.value
+        attr = cast(cst.Attribute, call.func).attr.value  # visit_Call checked
         if attr in ("cuda", "type_as", "to_device"):
             return True
         if attr != "to":
@@ -749,7 +753,7 @@ def _cuda_literal(expr: cst.BaseExpression) -> str | None:
 
 
 def _mentions_cuda(expr: cst.CSTNode) -> bool:
-    found = []
+    found: list[cst.CSTNode] = []
 
     class Finder(cst.CSTVisitor):
         def visit_Name(self, node: cst.Name) -> None:

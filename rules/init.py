@@ -7,6 +7,8 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, StaticRule, child_nodes, dotted_name, visit
+from modellint.static.kinds import RETURNS_SELF
+from modellint.static.scope import scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -45,14 +47,51 @@ def _loop_module_name(target: cst.BaseExpression, iter_: cst.BaseExpression) -> 
     return None
 
 
+# calls that may take the loop's module without initialising or reaching into it
+_INSPECTING = frozenset({"isinstance", "hasattr", "type", "print", "len", "id", "repr", "str"})
+# attributes of a layer itself (its parameters, buffers and settings): reading them does not
+# reach the modules inside it
+_LAYER_ATTRIBUTES = frozenset({
+    "weight", "bias", "running_mean", "running_var", "num_batches_tracked", "weight_g",
+    "weight_v", "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
+    "groups", "in_features", "out_features", "num_features", "affine", "eps", "momentum",
+    "track_running_stats", "padding_mode", "transposed", "output_padding", "normalized_shape",
+    "elementwise_affine", "num_embeddings", "embedding_dim", "padding_idx", "input_size",
+    "hidden_size", "num_layers", "__class__",
+})
+
+
 class _Scan(cst.CSTVisitor):
-    """Does a loop body test `isinstance(<name>, ...)` and call an initialiser?"""
+    """Does a loop body test `isinstance(<name>, ...)` and call an initialiser? Which classes
+    does it test for, and may it reach the modules inside the loop's module (it hands the
+    module on, `init_block(m)`, `m.reset_parameters()`, `m.apply(fn)`, or reads anything of
+    it but a layer's own parameters and settings: `m.conv.weight`, `for layer in m`)?"""
 
     def __init__(self, context, name: str) -> None:
         self.context = context
         self.name = name
         self.isinstance = False
         self.initialises = False
+        self.tested: list[cst.BaseExpression] = []
+        self.delegates = False
+        # the uses of the name that do not reach inside the module (visited parents first)
+        self._harmless: set[int] = set()
+
+    def _is_name(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == self.name
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._harmless.add(id(node.attr))  # `x.m` does not read the name `m`
+        if self._is_name(node.value) and node.attr.value in _LAYER_ATTRIBUTES:
+            self._harmless.add(id(node.value))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._harmless.add(id(node.keyword))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name and id(node) not in self._harmless:
+            self.delegates = True
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -64,6 +103,14 @@ class _Scan(cst.CSTVisitor):
             and node.args[0].value.value == self.name
         ):
             self.isinstance = True
+            if len(node.args) > 1:
+                classes = node.args[1].value
+                if isinstance(classes, cst.Tuple):
+                    self.tested.extend(e.value for e in classes.elements)
+                else:
+                    self.tested.append(classes)
+        if isinstance(func, cst.Name) and func.value in _INSPECTING:
+            self._harmless.update(id(arg.value) for arg in node.args if self._is_name(arg.value))
         qualified = self.context.qualified_name(func)
         if qualified is not None and qualified.startswith(_INIT_PREFIX):
             self.initialises = True
@@ -81,7 +128,23 @@ class InitViaChildren(StaticRule):
     picked by `isinstance(m, ...)`, where the model is known or likely to contain nested
     modules: a model built from module classes or containers of this file, a
     `torchvision.models` model, or a model passed in as an argument. Loops over a container
-    whose contents are only known at run time (`nn.Sequential(*layers)`) are not reported.
+    whose contents are only known at run time (`nn.Sequential(*layers)`), and loops that hand
+    the module on (`m.init_weights()`, `init_block(m)`: what is inside it may be initialised
+    there), are not reported.
+
+    With the semantic model it also finds loops that can never reach the layer they test
+    for, wherever the model's class is defined (another file of the project, bases in other
+    files): the loop runs over `self` in a method of the model's class (a class no other
+    class of the project derives from), or over a model that the function built once
+    (`model = Net().to(device)`, then perhaps `model = model.cuda()`) and did not change or
+    hand to anything before the loop; every direct submodule of the model is known (its class and its project
+    bases assign `self.x` only from layers, project modules, numbers, plain defaults, tensors
+    and the like, never `add_module`/`setattr`, and have no base from outside the project
+    but `nn.Module`); none of them is an instance of a `torch.nn` class the loop tests for
+    (subclasses counted: a `LazyConv2d` is a `Conv2d`, and so is a project class deriving from
+    it); and one nested deeper is (listed in an `nn.Sequential`/`nn.ModuleList` or assigned
+    in a project module class). The message names the attributes that hold the skipped
+    layers.
 
     ## Why is this bad?
     `children()` yields only the direct submodules. A `Conv2d` inside an `nn.Sequential`, a
@@ -123,6 +186,27 @@ class InitViaChildren(StaticRule):
         "        if isinstance(m, nn.Conv2d):\n            n += 1\n    return n\n",
         HEADER + "def run(model, x):\n    for layer in model.children():\n"
         "        x = layer(x)\n    return x\n",
+        # blocks initialise themselves
+        HEADER + "class Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(3, 3, 3)\n\n    def init_weights(self):\n"
+        "        nn.init.zeros_(self.conv.weight)\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.block = Block()\n        self.fc = nn.Linear(3, 2)\n"
+        "        for m in self.children():\n            if isinstance(m, nn.Linear):\n"
+        "                nn.init.zeros_(m.weight)\n"
+        "            elif isinstance(m, Block):\n                m.init_weights()\n",
+        # a child of the tested type is a project subclass of it
+        HEADER + "class MyConv(nn.Conv2d):\n    pass\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = MyConv(3, 3, 3)\n        self.fc = nn.Linear(3, 2)\n\n"
+        "model = Net().to('cuda')\nfor m in model.children():\n"
+        "    if isinstance(m, nn.Conv2d):\n        nn.init.zeros_(m.weight)\n",
+        # a child set from a parameter: it may be anything
+        HEADER + "class Net(nn.Module):\n    def __init__(self, stem):\n"
+        "        super().__init__()\n        self.stem = stem\n"
+        "        self.body = nn.Sequential(nn.Conv2d(3, 3, 3))\n\n"
+        "model = Net(nn.Conv2d(3, 3, 1)).to('cuda')\nfor m in model.children():\n"
+        "    if isinstance(m, nn.Conv2d):\n        nn.init.zeros_(m.weight)\n",
     ]
     invalid = [
         Invalid(
@@ -161,6 +245,25 @@ class InitViaChildren(StaticRule):
             "        self.block = Block()\n        self.fc = nn.Linear(3, 2)\n"
             "        for m in self.modules():\n            if isinstance(m, nn.Linear):\n"
             "                nn.init.zeros_(m.weight)\n",
+        ),
+        # no direct child is a Conv2d: the loop initialises none (the model is moved to the
+        # device first; the semantic model follows `.to()`)
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self, num_classes=10):\n"
+            "        super().__init__()\n"
+            "        self.features = nn.Sequential(nn.Conv2d(3, 64, 3), nn.ReLU())\n"
+            "        self.scale = 64 ** -0.5\n"
+            "        self.fc = nn.Linear(64, num_classes)\n\n"
+            "model = Net().to('cuda')\nfor m in model.children():\n"
+            "    if isinstance(m, nn.Conv2d):\n        nn.init.kaiming_normal_(m.weight)\n",
+            line=12,
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self, num_classes=10):\n"
+            "        super().__init__()\n"
+            "        self.features = nn.Sequential(nn.Conv2d(3, 64, 3), nn.ReLU())\n"
+            "        self.scale = 64 ** -0.5\n"
+            "        self.fc = nn.Linear(64, num_classes)\n\n"
+            "model = Net().to('cuda')\nfor m in model.modules():\n"
+            "    if isinstance(m, nn.Conv2d):\n        nn.init.kaiming_normal_(m.weight)\n",
         ),
     ]
 
@@ -205,18 +308,99 @@ class InitViaChildren(StaticRule):
         if not (scan.isinstance and scan.initialises):
             return
         receiver = call.func.value
-        if not self._may_nest(receiver):
-            return
         attr = call.func.attr
         replacement = "modules" if attr.value == "children" else "named_modules"
         owner = dotted_name(receiver) or "the model"
+        fix = Fix(((attr, attr.with_changes(value=replacement)),),
+                  f"loop over `.{replacement}()`", safe=False)
+        missed = self._never_reached(node, receiver, scan)
+        if missed:
+            layers = " or ".join(f"`{layer}`" for layer in missed)
+            inside = sorted({f"`{owner}.{a}`" for attrs in missed.values() for a in attrs})
+            self.report(
+                call,
+                f"`{owner}.{attr.value}()` yields only the direct submodules of `{owner}`, "
+                f"and none of them is a {layers}: the {layers} layers inside "
+                f"{', '.join(inside)} keep their default initialisation; loop over "
+                f"`{owner}.{replacement}()`",
+                fix=fix,
+            )
+            return
+        if scan.delegates or not self._may_nest(receiver):
+            # handed on (`m.init_weights()`, `init_block(m)`): what is inside may be
+            # initialised there
+            return
         self.report(
             call,
             f"`{owner}.{attr.value}()` yields only direct submodules, so layers nested in "
             f"containers or blocks are not initialised; loop over `{owner}.{replacement}()`",
-            fix=Fix(((attr, attr.with_changes(value=replacement)),),
-                    f"loop over `.{replacement}()`", safe=False),
+            fix=fix,
         )
+
+    # -- a loop that can never reach the layers it tests for ----------------------------------
+    def _never_reached(self, loop: cst.For, receiver: cst.BaseExpression,
+                       scan: _Scan) -> dict[str, list[str]]:
+        """The `torch.nn` layer classes the loop tests for that no direct submodule of the
+        receiver is, while one nested deeper is -> the attributes of the receiver that hold
+        them; only when the semantic model knows every direct submodule (a project class's
+        instance: `self` in its methods, or a name this function built and has not changed
+        or handed to anything before the loop) and the loop hands the module to nothing else."""
+        if scan.delegates or not isinstance(receiver, cst.Name):
+            return {}
+        layers = []
+        for expr in scan.tested:
+            qualified = self.context.qualified_name(expr) or ""
+            layer = qualified[len("torch.nn."):] if qualified.startswith("torch.nn.") else ""
+            if layer and "." not in layer and layer[:1].isupper() and layer != "Module":
+                layers.append(layer)
+        if not layers:
+            return {}
+        if receiver.value != "self" and not self._unchanged_before(receiver.value, loop):
+            return {}
+        semantic = self.context.semantic
+        children = semantic.children(receiver, *self._where(loop))
+        if not children:
+            return {}
+        missed: dict[str, list[str]] = {}
+        for layer in layers:
+            if any(semantic.is_instance(child, layer) is not False for child in children):
+                continue
+            holders = sorted({child.attr for child in children if semantic.contains(child, layer)})
+            if holders:
+                missed[layer] = holders
+        return missed
+
+    def _where(self, loop: cst.For):
+        """(scope, order) of the loop, for the semantic model."""
+        root = self.context.current_function or self.context.module_node
+        scope = scope_of(self.context, root)
+        site = scope.site(loop)
+        return scope, site.order if site is not None else None
+
+    def _unchanged_before(self, name: str, loop: cst.For) -> bool:
+        """`name` was built once in this function (or script) and, before the loop, nothing
+        set an attribute on it, registered a module on it or was handed it."""
+        scope, order = self._where(loop)
+        assigned = scope.assigned(name, order) if order is not None else []
+        if not assigned or not all(_moved(a.value, name) for a in assigned[1:]):
+            return False  # not built here, or built in more than one place (`if`/`else`)
+        prefix = name + "."
+        if any(a.target.startswith(prefix) for a in scope.assignments if a.site.order < order):
+            return False
+        for site in scope.calls:
+            if site.order >= order:
+                break
+            call = site.node
+            func = call.func
+            if isinstance(func, cst.Attribute) and dotted_name(func.value) == name and (
+                func.attr.value in ("add_module", "register_module", "__setattr__")
+            ):
+                return False
+            for arg in call.args:
+                passed = dotted_name(arg.value) or ""
+                if passed == name or passed.startswith(prefix):
+                    return False
+        return True
 
     # -- does the receiver contain nested modules? --------------------------------------------
     def _may_nest(self, receiver: cst.BaseExpression) -> bool:
@@ -293,6 +477,15 @@ class InitViaChildren(StaticRule):
         if qualified is not None and qualified.startswith("torchvision.models."):
             return self.context.builds_module(value)
         return False
+
+
+def _moved(value: cst.BaseExpression | None, name: str) -> bool:
+    """`value` is `name` itself through methods that return the module (`model.to(device)`,
+    `model.cuda().eval()`)."""
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and value.func.attr.value in RETURNS_SELF):
+        value = value.func.value
+    return isinstance(value, cst.Name) and value.value == name
 
 
 def _container_elements(call: cst.Call) -> list[cst.BaseExpression]:

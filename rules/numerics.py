@@ -30,9 +30,9 @@ def _is_number(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Integer, cst.Float))
 
 
-def _single_argument(call: cst.Call) -> cst.BaseExpression | None:
+def _single_argument(call: cst.BaseExpression) -> cst.BaseExpression | None:
     """The one positional argument of `f(x)`, else None."""
-    if len(call.args) != 1:
+    if not isinstance(call, cst.Call) or len(call.args) != 1:
         return None
     arg = call.args[0]
     if arg.keyword is not None or arg.star:

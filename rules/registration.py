@@ -198,13 +198,13 @@ class _PlainContainer(StaticRule):
                 continue
             if self.context.class_info(cls).dynamic:
                 continue  # add_module(str(i), layer) registers the elements one by one
-            container = self.context.lookup(value.value) if origin else value
-            if self._nested(container):
+            container = self.context.lookup(value.value) if isinstance(value, cst.Name) else value
+            if container is not None and self._nested(container):
                 # one wrapper around lists of layers does not register them (and raises)
                 self.report(node, self._message(attr, kind, origin, nested=True))
                 continue
             self.report(node, self._message(attr, kind, origin), fix=self._wrap(value, kind)
-                        if not origin else self._wrap_name(value, kind))
+                        if not isinstance(value, cst.Name) else self._wrap_name(value, kind))
 
     def _wrap_name(self, value: cst.Name, kind: str) -> Fix | None:
         func = nn_reference(self.context, self.list_class if kind == "list" else self.dict_class)
@@ -989,8 +989,8 @@ class ModuleCreatedInForward(StaticRule):
         qualified = self.context.call_name(node)
         if qualified is not None and qualified.rsplit(".", 1)[-1] not in STATEFUL_LAYERS:
             return  # activations, pads, losses ... hold no weights and no train/eval state
-        method = self.context.current_method()[1]
-        if self.context.current_function is not method:
+        _, method = self.context.current_method() or (None, None)
+        if method is None or self.context.current_function is not method:
             return  # a nested factory function inside forward
         if self._kept_on_self(node, method):
             return  # built once and registered (a lazily created or replaced layer)
@@ -1118,8 +1118,8 @@ class RepeatedModuleInstance(StaticRule):
     def _comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> None:
         elt = node.elt
         if isinstance(elt, cst.Name) and self._is_module(elt):
-            targets = set()
-            comp = node.for_in
+            targets: set[str] = set()
+            comp: cst.CompFor | None = node.for_in
             while comp is not None:
                 targets.update(n for n in _names(comp.target))
                 comp = comp.inner_for_in

@@ -3,6 +3,8 @@ the 2.6 weights-only default), and checking what `load_state_dict` reports."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
@@ -440,7 +442,7 @@ class PickledModuleLoad(_TracksModules):
             if module is None:
                 continue
             name = snippet(module)
-            path = source_of(_path_argument(call, "load"))
+            path = source_of(cast(cst.BaseExpression, _path_argument(call, "load")))  # kept: has one
             self.report(
                 call,
                 f"`torch.load({path})` reads the file that `torch.save({name}, ...)` writes "
@@ -587,7 +589,7 @@ class UncheckedNonStrictLoad(StaticRule):
         if func is not None and _compares_keys(func):
             # the function works out the missing/unexpected keys itself
             return
-        owner = dotted_name(call.func.value) or "the module"
+        owner = dotted_name(cast(cst.Attribute, call.func).value) or "the module"
         self.report(
             call,
             f"`{owner}.load_state_dict(..., strict=False)` ignores its result, so keys that did "
@@ -638,7 +640,7 @@ class LoadResultAssigned(StaticRule):
         call = _load_state_dict_call(node.value)
         if call is None:
             return
-        receiver = call.func.value
+        receiver = cast(cst.Attribute, call.func).value  # as _load_state_dict_call checked
         owner = dotted_name(receiver)
         for target in node.targets:
             name = dotted_name(target.target)

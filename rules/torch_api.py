@@ -246,7 +246,7 @@ class _ApiTableRule(StaticRule):
             self.report(alias, message, severity=severity, fix=fix)
 
     def _import_fix(self, node: cst.ImportFrom, found: list) -> Fix | None:
-        if len(found) != len(node.names):
+        if isinstance(node.names, cst.ImportStar) or len(found) != len(node.names):
             return None
         modules = set()
         names = []
@@ -379,7 +379,7 @@ class DeprecatedTorchApi(_ApiTableRule):
     code = "ML905"
     name = "deprecated-torch-api"
     severity = Severity.WARNING
-    fix = "safe/unsafe"
+    fix: ClassVar[str | None] = "safe/unsafe"  # ML909, a subclass, has none
     fix_availability = "sometimes"
     table: ClassVar[dict[str, DeprecatedApi]] = DEPRECATED_APIS
     triggers = (*sorted(

@@ -23,6 +23,8 @@ from modellint.rules._loops import (
     invalid_at,
     is_no_grad_item,
     is_optimizer,
+    is_optimizer_name,
+    is_scheduler,
     last_segment,
     line_of,
     mode_calls,
@@ -39,7 +41,9 @@ from modellint.static.kinds import (
     DROPOUT_ARGUMENT,
     INSTANCE_NORMS,
     MODE_LAYERS,
+    OPTIMIZER,
     PERIOD_ARGUMENT,
+    SCHEDULER,
     SCHEDULERS,
 )
 
@@ -254,17 +258,205 @@ class SchedulerStepInBatchLoop(ScopeRule):
 
 # -- ML302 ------------------------------------------------------------------------------------
 
+# methods that a training framework (or a hand-written trainer) runs at the start of each
+# training epoch: Lightning's `on_train_epoch_start`, mmengine's `before_train_epoch`,
+# fairseq's `begin_epoch`, Keras-style `on_epoch_begin`. Epoch ends, validation and test
+# epochs are not these.
+_EPOCH_START = re.compile(
+    r"^(?:on_)?(?:train(?:ing)?_)?epoch_(?:start|begin)$"
+    r"|^(?:on_)?(?:before|begin|start)_(?:train(?:ing)?_)?epoch$"
+)
+# how deep calls of the project's own functions and methods are followed
+_CALL_DEPTH = 3
+# Ignite events that fire before the first iteration of an epoch (or of the run)
+_IGNITE_START_EVENTS = frozenset({
+    f"ignite.engine.{module}Events.{event}"
+    for module in ("", "events.") for event in ("EPOCH_STARTED", "STARTED")
+})
+_IGNITE_TRAINERS = frozenset({"ignite.engine.create_supervised_trainer",
+                              "ignite.engine.engine.create_supervised_trainer"})
+_IGNITE_ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine"})
+
+
+def _is_lr_scheduler(context, scope: Scope, name: str, order: int) -> bool:
+    """`name` holds a learning-rate scheduler: the semantic model knows it is one of
+    `torch.optim.lr_scheduler` (also when a factory of another file builds it), or, when it
+    does not know what `name` holds, its name says so and no class of the project built it."""
+    kind = context.semantic.kind_of_name(name, scope, order)
+    if kind is not None:
+        return kind.kind == SCHEDULER
+    return is_scheduler(context, scope, name)
+
+
+def _callee(context, scope: Scope, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of this file that `call` runs: `self.method(...)` in a method (a method
+    of the same class), or `function(...)` for a function defined in the scope's own body or
+    at the top of the file, that the scope does not rebind."""
+    func = call.func
+    root = scope.root
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        owner = context.method_owners.get(id(root)) if isinstance(root, cst.FunctionDef) else None
+        if owner is None or func.value.value != first_param_name(root):
+            return None
+        name = func.attr.value
+        found = [s for s in owner.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+        return found[0] if len(found) == 1 else None
+    if isinstance(func, cst.Name) and context.module_node is not None:
+        name = func.value
+        if scope.assigned(name) or (
+            isinstance(root, cst.FunctionDef) and name in {p.name.value for p in root.params.params}
+        ):
+            return None
+        # a function defined in this one (`def main(): def train(): ...`), else at the top
+        for body in ((root.body.body,) if isinstance(root, cst.FunctionDef) else ()) + (
+                context.module_node.body,):
+            found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+            if found:
+                return found[0] if len(found) == 1 else None
+    return None
+
+
+def _optimizer_events(context, scope: Scope, depth: int = 0, seen: frozenset = frozenset()
+                      ) -> list[tuple[Site, str]]:
+    """Where this scope steps an optimizer: `optimizer.step()` (a name that says so, or a
+    value the semantic model knows is a torch optimizer), and calls of the project's own
+    functions and methods of this file that do (followed `_CALL_DEPTH` deep): (site, what is
+    stepped, as the message names it)."""
+    found = {id(site): (site, f"`{_receiver(site)}.step()`")
+             for site in optimizer_steps(context, scope)}
+    for site, receiver in scope.method_calls("step"):
+        if id(site) not in found:
+            kind = context.semantic.kind(receiver, scope, site.order)
+            if kind is not None and kind.kind == OPTIMIZER:
+                found[id(site)] = (site, f"`{_receiver(site)}.step()`")
+    if depth < _CALL_DEPTH:
+        for site in scope.calls:
+            if id(site) in found:
+                continue
+            callee = _callee(context, scope, site.node)
+            if callee is None:
+                elsewhere = _stepping_elsewhere(context, scope, site.node)
+                if elsewhere is not None:
+                    name = dotted_name(site.node.func)
+                    found[id(site)] = (site, f"`{name}()` ({elsewhere}), which steps the "
+                                       "optimizer,")
+                continue
+            if id(callee) in seen:
+                continue
+            if _optimizer_events(context, scope_of(context, callee), depth + 1,
+                                 seen | {id(callee)}):
+                name = dotted_name(site.node.func) or callee.name.value
+                found[id(site)] = (site, f"`{name}()`, which steps the optimizer,")
+    return sorted(found.values(), key=lambda event: event[0].order)
+
+
+def _facts_step_optimizer(context, path: str, cls: str | None, func: dict) -> bool:
+    """A function or method of another file (its index facts) calls `optimizer.step()`:
+    a value the semantic model knows is a torch optimizer, or, when nothing is known of it,
+    one whose name says so."""
+    from modellint.static.index import Where, _locals
+
+    index = context.semantic.index
+    where = Where(path, cls, _locals(func))
+    for stepped in func.get("steps", ()):
+        kind = index.kind(stepped, where)
+        if kind is not None:
+            if kind.kind == OPTIMIZER:
+                return True
+            continue
+        tag = stepped[0] if stepped else ""
+        name = stepped[1] if tag in ("ref", "self") else stepped[2] if tag == "attr" else ""
+        if is_optimizer_name(name):
+            return True
+    return False
+
+
+def _stepping_elsewhere(context, scope: Scope, call: cst.Call) -> str | None:
+    """For a call of a function of another file of the project (`train_one_epoch(...)`
+    imported from `engine.py`), or of a method that the class inherits from a project base
+    of another file (`self.train_step(...)`), that steps the optimizer: where it is defined
+    (`engine.py`); else None."""
+    from modellint.static.semantic import class_lineage
+
+    func = call.func
+    root = scope.root
+    index = context.semantic.index
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        owner = context.method_owners.get(id(root)) if isinstance(root, cst.FunctionDef) else None
+        if owner is not None and func.value.value == first_param_name(root):
+            for path, cls, facts in class_lineage(index, context.path, owner.name.value)[1:]:
+                method = facts["methods"].get(func.attr.value)
+                if method is not None:
+                    return f"{cls} in {path}" if _facts_step_optimizer(
+                        context, path, cls, method) else None
+            return None
+    dotted = dotted_name(func)
+    if dotted is None or context.module_node is None:
+        return None
+    head = dotted.split(".", 1)[0]
+    if scope.assigned(head) or (isinstance(root, cst.FunctionDef) and head in {
+            p.name.value for p in (*root.params.params, *root.params.kwonly_params)}):
+        return None
+    found = index.resolve(context.path, dotted)
+    if found is None or found[0] != "function" or "." in found[2] or found[1] == context.path:
+        return None
+    facts = index.files[found[1]]["functions"].get(found[2])
+    if facts is None or not _facts_step_optimizer(context, found[1], None, facts):
+        return None
+    return found[1]
+
+
+def _first_in_loop(site: Site, events: list[tuple[Site, str]]) -> tuple[Site, str] | None:
+    """For a site in a loop: the first optimizer event of that loop's body when `site` runs
+    before it in every iteration (not in an `else`, nor under a test of the loop's variable,
+    such as `if i > 0:`); else None."""
+    if not site.loops:
+        return None
+    loop = site.loops[-1]
+    inside = [event for event in events if event[0].inside(loop)]
+    if not inside or site.order > inside[0][0].order:
+        return None
+    between = site.ancestors_below(loop)
+    if any(isinstance(a, cst.Else) for a in between):
+        return None
+    loop_names = names_in(loop.target) if isinstance(loop, cst.For) else set()
+    if any(isinstance(a, cst.If) and names_in(a.test) & loop_names for a in between):
+        return None
+    return inside[0]
+
 
 class SchedulerBeforeOptimizer(ScopeRule):
     """`scheduler.step()` runs before `optimizer.step()` in the same iteration.
 
     ## What it does
-    Finds a learning-rate scheduler stepped, within one iteration of a loop, before the
-    optimizer it drives: earlier in the batch loop's body, or at the top of the epoch loop
-    before the batch loop (the advice of tutorials written for PyTorch before 1.1). A
-    scheduler is a name built from `torch.optim.lr_scheduler` in the same function, or whose
-    name says so (`scheduler`, `lr_sched`); calls with arguments (`step(epoch)`) are not
-    checked.
+    Finds a learning-rate scheduler stepped before the optimizer it drives:
+
+    - within one iteration of a loop: earlier in the batch loop's body, or at the top of the
+      epoch loop before the batch loop (the advice of tutorials written for PyTorch before
+      1.1), also when the optimizer is stepped by a function or method of the project that
+      the loop calls afterwards (`scheduler.step()` then `train(model, loader, optimizer)`,
+      or `train_one_epoch(...)` imported from the project's `engine.py`);
+    - in a function's own body, outside any loop and condition, before the function steps
+      the optimizer (`def train_epoch(...): scheduler.step()` then the batch loop);
+    - in a method run at the start of each training epoch (`on_epoch_start`,
+      `on_train_epoch_start`, `before_train_epoch`, `on_epoch_begin`, `begin_epoch`...) of a
+      class whose other methods, or those it inherits from a project base class in any file,
+      step the optimizer (`train_step`, `fit`). When the class
+      calls that method itself, its call sites decide: each must come, in its loop, before
+      the optimizer is stepped. Methods named for the end of an epoch, or for validation and
+      test epochs, are never reported;
+    - in an Ignite handler of `Events.EPOCH_STARTED` or `Events.STARTED` (`@trainer.on(...)`
+      or `trainer.add_event_handler(...)`) of an engine that steps the optimizer
+      (`create_supervised_trainer(...)`, or `Engine(update)` whose `update` function of the
+      file does).
+
+    A scheduler is a value the semantic model knows is one of `torch.optim.lr_scheduler`
+    (built in the function, set on `self` anywhere in the class, or returned by a factory of
+    another file), or, when nothing is known of it, whose name says so (`scheduler`,
+    `lr_sched`) and that no class of the project built. Calls with arguments (`step(epoch)`,
+    `step(metric)`) and steps under a condition in a callback (`if self.epoch > 0:`) are not
+    reported, nor anything whose order is not known (a step in another file, a callback
+    never called in a loop).
 
     ## Why is this bad?
     Since PyTorch 1.1 `scheduler.step()` is meant to follow `optimizer.step()`. Stepped first,
@@ -310,9 +502,64 @@ class SchedulerBeforeOptimizer(ScopeRule):
         "    for t in noise_scheduler.timesteps:\n"
         "        latents = noise_scheduler.step(unet(latents, t), t, latents)\n"
         "    return latents\n",
-        # the optimizer step is in another function
-        HEADER + "def fit(model, scheduler, epochs):\n    for epoch in range(epochs):\n"
+        # the optimizer step may be in a function of a file that is not in the run (a
+        # package): what it does is not known
+        HEADER + "from engine import train_one_epoch\n\n"
+        "def fit(model, scheduler, epochs):\n    for epoch in range(epochs):\n"
         "        scheduler.step()\n        train_one_epoch(model)\n",
+        # stepped at the end of each epoch, after the training steps
+        HEADER + "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+        "    def on_epoch_end(self):\n        self.scheduler.step()\n\n"
+        "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
+        "        F.cross_entropy(self.model(x), y).backward()\n"
+        "        self.optimizer.step()\n",
+        # an epoch-start callback that skips the first epoch
+        HEADER + "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+        "    def on_train_epoch_start(self, epoch):\n"
+        "        if epoch > 0:\n            self.scheduler.step()\n\n"
+        "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
+        "        F.cross_entropy(self.model(x), y).backward()\n"
+        "        self.optimizer.step()\n",
+        # the class calls its epoch-start method after the epoch's training steps
+        HEADER + "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+        "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
+        "    def fit(self, loader, epochs):\n"
+        "        for epoch in range(epochs):\n"
+        "            for x, y in loader:\n"
+        "                self.optimizer.zero_grad()\n"
+        "                F.cross_entropy(self.model(x), y).backward()\n"
+        "                self.optimizer.step()\n"
+        "            self.on_epoch_start()\n",
+        # a per-epoch function that steps the scheduler from the second epoch on
+        HEADER + "def train_epoch(model, loader, optimizer, scheduler, epoch):\n"
+        "    if epoch > 0:\n"
+        "        scheduler.step()\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n"
+        "        optimizer.step()\n",
+        # Ignite: stepped when each epoch completes
+        HEADER + "from ignite.engine import Events, create_supervised_trainer\n\n"
+        "def run(model, loader, epochs):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)\n"
+        "    trainer = create_supervised_trainer(model, optimizer, F.nll_loss)\n\n"
+        "    @trainer.on(Events.EPOCH_COMPLETED)\n"
+        "    def lr_step(engine):\n"
+        "        scheduler.step()\n\n"
+        "    trainer.run(loader, max_epochs=epochs)\n",
     ]
     invalid = [
         invalid_at(
@@ -329,31 +576,272 @@ class SchedulerBeforeOptimizer(ScopeRule):
             "        optimizer.step()\n",
             line=7,
         ),
+        # the optimizer is stepped by a function of the file that the epoch loop calls
+        invalid_at(
+            HEADER + "def train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n"
+            "        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n"
+            "        optimizer.step()\n\n"
+            "def main(model, loader, epochs):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)\n"
+            "    for epoch in range(epochs):\n"
+            "        scheduler.step()\n"
+            "        train(model, loader, optimizer)\n",
+            "scheduler.step()",
+        ),
+        # an epoch-start callback of a trainer whose training step steps the optimizer
+        invalid_at(
+            HEADER + "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.model = model\n"
+            "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
+            "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
+            "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
+            "        F.cross_entropy(self.model(x), y).backward()\n"
+            "        self.optimizer.step()\n",
+            "self.scheduler.step()",
+        ),
+        # a function run once per epoch that steps the scheduler before its batch loop
+        invalid_at(
+            HEADER + "def train_epoch(model, loader, optimizer, scheduler):\n"
+            "    scheduler.step()\n"
+            "    model.train()\n"
+            "    for x, y in loader:\n"
+            "        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n"
+            "        optimizer.step()\n",
+            "scheduler.step()",
+        ),
+        # an Ignite handler run when each epoch starts, before the trainer's iterations
+        invalid_at(
+            HEADER + "from ignite.engine import Events, create_supervised_trainer\n\n"
+            "def run(model, loader, epochs):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)\n"
+            "    trainer = create_supervised_trainer(model, optimizer, F.nll_loss)\n\n"
+            "    @trainer.on(Events.EPOCH_STARTED)\n"
+            "    def lr_step(engine):\n"
+            "        scheduler.step()\n\n"
+            "    trainer.run(loader, max_epochs=epochs)\n",
+            "scheduler.step()",
+        ),
     ]
 
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if self.context.method_owners.get(id(original_node)) is None:
+            super().leave_FunctionDef(original_node)
+        # a method is checked with its class, once every method of the class is known (a
+        # callback calls methods defined after it, and is called from them)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        for statement in original_node.body.body:
+            if isinstance(statement, cst.FunctionDef):
+                self.check(scope_of(self.context, statement))
+
     def check(self, scope: Scope) -> None:
-        steps = optimizer_steps(self.context, scope)
-        if not steps:
-            return
-        for site, name in scheduler_steps(self.context, scope):
-            if site.node.args or not site.loops:
+        context = self.context
+        events: list[tuple[Site, str]] | None = None
+        for site, name in self._scheduler_steps(scope):
+            if events is None:
+                events = _optimizer_events(context, scope)
+            if not site.loops:
+                self._check_function_top(scope, site, name, events)
                 continue
-            loop = site.loops[-1]
-            inside = [s for s in steps if s.inside(loop)]
-            if not inside or site.order > min(s.order for s in inside):
+            first = _first_in_loop(site, events)
+            if first is None:
                 continue
-            between = site.ancestors_below(loop)
-            if any(isinstance(a, cst.Else) for a in between):
-                continue
-            loop_names = names_in(loop.target) if isinstance(loop, cst.For) else set()
-            if any(isinstance(a, cst.If) and names_in(a.test) & loop_names for a in between):
-                continue
-            optimizer = _receiver(min(inside, key=lambda s: s.order))
             self.report_at(
                 site, site.node,
-                f"`{name}.step()` runs before `{optimizer}.step()` in this loop, so the first "
+                f"`{name}.step()` runs before {first[1]} in this loop, so the first "
                 "learning rate of the schedule is skipped; step the scheduler after the "
                 "optimizer",
+            )
+        self._check_epoch_start(scope)
+        self._check_ignite_handler(scope)
+
+    def _check_function_top(self, scope: Scope, site: Site, name: str,
+                            events: list[tuple[Site, str]]) -> None:
+        """A function that steps the scheduler unconditionally, outside any loop, and then
+        the optimizer (`def train_epoch(...): scheduler.step(); for batch in loader: ...`):
+        on its first call the scheduler steps first."""
+        root = scope.root
+        if not isinstance(root, cst.FunctionDef) or not any(
+                statement is site.statement for statement in root.body.body):
+            return  # not a statement of the function's own body (under an if, a try...)
+        if any(event[0].order < site.order for event in events):
+            return
+        later = [event for event in events if event[0].order > site.order]
+        if not later:
+            return
+        self.report_at(
+            site, site.node,
+            f"`{name}.step()` runs before {later[0][1]} in this function, so the first "
+            "learning rate of the schedule is skipped; step the scheduler after the "
+            "optimizer",
+        )
+
+    def _scheduler_steps(self, scope: Scope) -> list[tuple[Site, str]]:
+        """`scheduler.step()` calls without arguments on a learning-rate scheduler."""
+        found = []
+        for site, receiver in scope.method_calls("step"):
+            name = dotted_name(receiver)
+            if name is None or site.node.args:
+                continue
+            if _is_lr_scheduler(self.context, scope, name, site.order):
+                found.append((site, name))
+        return found
+
+    def _check_ignite_handler(self, scope: Scope) -> None:
+        """A scheduler stepped in an Ignite handler of `Events.EPOCH_STARTED` (or `STARTED`)
+        of an engine that steps the optimizer: `create_supervised_trainer(...)`, or
+        `Engine(update)` for an `update` function of the file that steps it."""
+        context = self.context
+        root = scope.root
+        if not isinstance(root, cst.FunctionDef) or context.method_owners.get(id(root)):
+            return
+        stack = context.function_stack
+        outer_root = stack[-2] if len(stack) > 1 and stack[-1] is root else (
+            context.module_node if stack and stack[-1] is root else None)
+        if outer_root is None:
+            return
+        outer = scope_of(context, outer_root)
+        engines = [self._event_engine(d.decorator) for d in root.decorators]
+        for site, receiver in outer.method_calls("add_event_handler"):
+            args = site.node.args
+            if len(args) >= 2 and isinstance(args[1].value, cst.Name) and (
+                    args[1].value.value == root.name.value):
+                engines.append(self._event_engine(site.node, receiver))
+        engines = [e for e in engines if e is not None]
+        if not engines:
+            return
+        engine, event = engines[0]
+        if not self._engine_steps_optimizer(outer, engine):
+            return
+        for site, receiver in scope.method_calls("step"):
+            name = dotted_name(receiver)
+            if name is None or site.node.args or not any(
+                    statement is site.statement for statement in root.body.body):
+                continue  # with arguments, or not unconditional (an if, a loop, a try)
+            known = scope.assigned(name.split(".")[0])
+            if not (_is_lr_scheduler(context, scope, name, site.order) if known
+                    else _is_lr_scheduler(context, outer, name, 10**9)):
+                continue
+            self.report_at(
+                site, site.node,
+                f"`{name}.step()` runs in `{root.name.value}()`, a handler of "
+                f"`Events.{event}` of `{engine}`, before the engine's first optimizer step, "
+                "so the first learning rate of the schedule is skipped; attach it to "
+                "`Events.EPOCH_COMPLETED` instead",
+            )
+
+    def _event_engine(self, expr: cst.BaseExpression,
+                      receiver: cst.BaseExpression | None = None) -> tuple[str, str] | None:
+        """(engine, event) for `@engine.on(Events.EPOCH_STARTED)` (or `engine.
+        add_event_handler(Events.EPOCH_STARTED, ...)` with its receiver), when the event
+        fires before the first iteration."""
+        if not isinstance(expr, cst.Call) or not expr.args:
+            return None
+        if receiver is None:
+            if not (isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "on"):
+                return None
+            receiver = expr.func.value
+        event = expr.args[0].value
+        if isinstance(event, cst.Call):
+            return None  # a filtered event (`EPOCH_STARTED(every=2)`): not the first one
+        qualified = self.context.qualified_name(event) or ""
+        engine = dotted_name(receiver)
+        if qualified not in _IGNITE_START_EVENTS or engine is None:
+            return None
+        return engine, qualified.rsplit(".", 1)[1]
+
+    def _engine_steps_optimizer(self, outer: Scope, engine: str) -> bool:
+        call = constructor_of(self.context, outer, engine)
+        if call is None:
+            return False
+        qualified = self.context.call_name(call)
+        if qualified in _IGNITE_TRAINERS:
+            return True
+        if qualified not in _IGNITE_ENGINES or not call.args:
+            return False
+        update = call.args[0].value
+        if not isinstance(update, cst.Name):
+            return False
+        body = outer.root.body.body if isinstance(outer.root, cst.FunctionDef) else (
+            outer.root.body)
+        found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == update.value]
+        return len(found) == 1 and bool(
+            _optimizer_events(self.context, scope_of(self.context, found[0])))
+
+    def _inherited_step(self, owner: cst.ClassDef, hook: str) -> tuple[str, str] | None:
+        """A method that the class inherits from a project base (of any file), that it does
+        not override, and that steps the optimizer: ("the optimizer step", where)."""
+        from modellint.static.semantic import class_lineage
+
+        own = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        lineage = class_lineage(self.context.semantic.index, self.context.path,
+                                owner.name.value)
+        for path, cls, facts in lineage[1:]:
+            for name, method in facts["methods"].items():
+                if name in own or name == hook:
+                    continue
+                if _facts_step_optimizer(self.context, path, cls, method):
+                    return "the optimizer step", f"`{cls}.{name}` ({path})"
+                own.add(name)
+        return None
+
+    def _check_epoch_start(self, scope: Scope) -> None:
+        """A scheduler stepped in a method run at the start of each training epoch, in a class
+        whose other methods step the optimizer."""
+        context = self.context
+        root = scope.root
+        if not isinstance(root, cst.FunctionDef) or not _EPOCH_START.match(root.name.value):
+            return
+        owner = context.method_owners.get(id(root))
+        self_name = first_param_name(root)
+        if owner is None or self_name is None:
+            return
+        # unconditional: statements of the method's own body (not under an if, a loop, a try)
+        body = root.body.body
+        steps = [(site, name) for site, name in self._scheduler_steps(scope)
+                 if name.startswith(self_name + ".")
+                 and any(statement is site.statement for statement in body)]
+        if not steps or _optimizer_events(context, scope):
+            return  # this method steps the optimizer too: its own order decides
+        methods = [s for s in owner.body.body
+                   if isinstance(s, cst.FunctionDef) and s is not root]
+        callers: list[tuple[Site, str]] = []
+        stepped: tuple[str, str] | None = None
+        for method in methods:
+            method_scope = scope_of(context, method)
+            events = _optimizer_events(context, method_scope)
+            for site in method_scope.calls:
+                if _callee(context, method_scope, site.node) is root:
+                    # the class runs the callback itself: each call must come first in its loop
+                    first = _first_in_loop(site, events)
+                    if first is None:
+                        return
+                    callers.append((site, method.name.value))
+            if events and stepped is None:
+                stepped = (events[0][1], f"`{method.name.value}`")
+        if stepped is None:
+            stepped = self._inherited_step(owner, root.name.value)
+        if stepped is None:
+            return
+        when = root.name.value
+        if callers:
+            where = ", ".join(sorted({f"`{m}`" for _, m in callers}))
+            reason = f"`{when}()`, which {where} calls before stepping the optimizer"
+        else:
+            reason = f"`{when}()`, which runs at the start of each epoch, before {stepped[0]} " \
+                f"in {stepped[1]}"
+        for site, name in steps:
+            self.report_at(
+                site, site.node,
+                f"`{name}.step()` runs in {reason}, so the first learning rate of the "
+                "schedule is skipped; step the scheduler at the end of the epoch instead",
             )
 
 

@@ -11,6 +11,7 @@ A name whose origin is unknown is never assumed to be anything.
 from __future__ import annotations
 
 import re
+from typing import Any, cast
 
 import libcst as cst
 
@@ -42,6 +43,7 @@ from modellint.rules._loops import (
     optimizer_steps,
     under_no_grad,
 )
+from modellint.static.scope import CallSite
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 LOADER = "from torch.utils.data import DataLoader\n"
@@ -50,6 +52,8 @@ LOADER = "from torch.utils.data import DataLoader\n"
 class _FileRule(StaticRule):
     """A rule that collects calls while the file is visited and reports when it ends, each
     finding in the statement it was collected in (where a noqa comment applies)."""
+
+    _pending: list[tuple[cst.CSTNode, str, dict[str, Any], cst.CSTNode | None]]  # visit_Module sets
 
     def flush(self) -> None:
         for node, message, kwargs, statement in self._pending:
@@ -591,9 +595,9 @@ def _comprehension_parts(loop: cst.CSTNode) -> set[int]:
     return found
 
 
-def _comprehension_fors(node: cst.CSTNode):
+def _comprehension_fors(node: cst.BaseComp):
     """The `if` conditions and inner iterables of a comprehension (run once per element)."""
-    comp_for = node.for_in
+    comp_for: cst.CompFor | None = node.for_in
     first = True
     while comp_for is not None:
         if not first:
@@ -952,7 +956,8 @@ class DdpWithoutDistributedSampler(_FileRule):
                 if keyword == "train" and _literal(arg.value) == "False":
                     return True
                 if keyword == "split" and isinstance(arg.value, cst.SimpleString) and (
-                        _VISITED.search(arg.value.evaluated_value)):
+                        isinstance(arg.value.evaluated_value, str)  # not a bytes literal
+                        and _VISITED.search(arg.value.evaluated_value)):
                     return True
         return False
 
@@ -1159,7 +1164,7 @@ class TransferRepeatedEveryStep(ScopeRule):
         name = dotted_name(value)
         return name is not None and bool(_DEVICE_WORDS.search(last_segment(name)))
 
-    def _invariant_host_tensor(self, scope: Scope, name: str, loop: cst.CSTNode,
+    def _invariant_host_tensor(self, scope: Scope, name: str, loop: cst.For | cst.While,
                                site: Site) -> bool:
         context = self.context
         statement = site.statement
@@ -1241,7 +1246,7 @@ _GRAD_SCALING = re.compile(r"\.grad\b[^\n]*(?:/=|\*=|\.div_\(|\.mul_\()")
 
 def _modulo(test: cst.BaseExpression) -> cst.BinaryOperation | None:
     """The `%` operation of `test` (of several, the rightmost outermost one)."""
-    found = None
+    found: cst.BinaryOperation | None = None
     for node in code_nodes(test):
         if (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
                 and (found is None or not any(each is node for each in code_nodes(found)))):
@@ -1385,7 +1390,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
                     if modulo is not None:
                         condition = ancestor
                         break
-            if condition is None or not step.loops:
+            if condition is None or modulo is None or not step.loops:  # found together
                 continue
             loop = step.loops[-1]
             if not any(z.inside(condition) for z in zero_grads) or any(
@@ -1407,7 +1412,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
                 self.report_at(
                     site, target,
                     f"gradients of `{steps}` backward passes are summed before "
-                    f"`{source_of(step.node.func.value)}.step()`, but `{shown}` is not divided by "
+                    f"`{source_of(cast(cst.Attribute, step.node.func).value)}.step()`, but `{shown}` is not divided by "
                     f"`{steps}`, so each update is `{steps}` times too large; backpropagate "
                     f"`{shown} / {steps}`",
                     fix=fix,
@@ -1474,7 +1479,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
         return bool(_LOSS_CALLEES.search(last_segment(name)))
 
 
-def _divided(target: cst.BaseExpression, steps: cst.BaseExpression, site: Site) -> cst.CSTNode:
+def _divided(target: cst.BaseExpression, steps: cst.BaseExpression, site: CallSite) -> cst.CSTNode:
     func = site.node.func
     receiver = func.value if isinstance(func, cst.Attribute) else None
     parenthesize = receiver is target

@@ -155,3 +155,115 @@ model.apply(print)
     findings = lint_text(source, [ApplyInModulesLoop])
     assert [f.line for f in findings] == [6]
     assert "`m.apply(...)`" in findings[0].message
+
+
+# A VGG-style model whose convolutions all sit in `features`: the children() loop tests for
+# Conv2d, but the only direct children are a Sequential, a pooling layer and a Linear.
+VGG_LIKE = HEADER + """\
+class VGGish(nn.Module):
+    def __init__(self, num_classes=10, init_weights=True):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, 3, padding=1), nn.BatchNorm2d(128), nn.ReLU(inplace=True),
+        )
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(128, num_classes)
+        self.num_classes = num_classes
+        self.temperature = 1 / num_classes
+        if init_weights:
+            self._initialize_weights()
+
+    def _initialize_weights(self):
+        for m in self.children():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0, 0.01)
+"""
+
+
+def test_a_children_loop_that_never_reaches_the_layer_it_tests_for():
+    findings = lint_text(VGG_LIKE, [InitViaChildren])
+    assert [f.line for f in findings] == [VGG_LIKE.splitlines().index(
+        "        for m in self.children():") + 1]
+    message = findings[0].message
+    # the Linear is a direct child and is initialised; the Conv2d layers are not
+    assert "none of them is a `Conv2d`" in message and "Linear" not in message
+    assert "inside `self.features`" in message
+    assert fix_text(VGG_LIKE, [InitViaChildren]) == VGG_LIKE.replace(
+        "self.children()", "self.modules()")
+
+
+def test_a_direct_child_of_the_tested_type_keeps_the_general_message():
+    # a Conv2d among the direct children: the loop initialises that one; the nested ones are
+    # still missed, which the general message says
+    source = VGG_LIKE.replace("self.avgpool = nn.AdaptiveAvgPool2d(1)",
+                              "self.avgpool = nn.LazyConv2d(128, 1)")
+    findings = lint_text(source, [InitViaChildren])
+    assert len(findings) == 1 and "yields only direct submodules" in findings[0].message
+
+
+def test_unknown_direct_children_are_not_guessed_about():
+    # a child set from a parameter without a plain default, add_module, a base class from
+    # outside the project: not every direct child is known, so only the general message
+    variants = [
+        VGG_LIKE.replace("num_classes=10, init_weights=True", "head, num_classes=10, "
+                         "init_weights=True").replace("self.num_classes = num_classes",
+                                                      "self.head = head"),
+        VGG_LIKE.replace("self.num_classes = num_classes",
+                         "self.add_module('extra', nn.Conv2d(3, 3, 1))"),
+        VGG_LIKE.replace("class VGGish(nn.Module):", "from backbones import Base\n\n\n"
+                         "class VGGish(Base):"),
+    ]
+    for source in variants:
+        assert source != VGG_LIKE
+        messages = [f.message for f in lint_text(source, [InitViaChildren])]
+        assert all("none of them" not in m for m in messages), source
+    # the loop hands each child on: the blocks may initialise what is inside them
+    delegating = VGG_LIKE.replace('nn.init.normal_(m.weight, 0, 0.01)',
+                                  'nn.init.normal_(m.weight, 0, 0.01)\n'
+                                  '            else:\n                init_block(m)')
+    assert lint_text(delegating, [InitViaChildren]) == []
+
+
+def test_a_loop_that_reaches_inside_its_children_is_not_reported():
+    # the nested layers are initialised through the child: its attributes, its items, its
+    # own modules
+    for reach in ("            elif isinstance(m, nn.Sequential):\n"
+                  "                nn.init.zeros_(m[0].weight)\n",
+                  "            elif isinstance(m, nn.Sequential):\n"
+                  "                for layer in m:\n"
+                  "                    if isinstance(layer, nn.Conv2d):\n"
+                  "                        nn.init.zeros_(layer.weight)\n",
+                  "            else:\n"
+                  "                for name, p in m.named_parameters():\n"
+                  "                    nn.init.zeros_(p)\n"):
+        source = VGG_LIKE + reach
+        assert lint_text(source, [InitViaChildren]) == [], reach
+    # reading the layer's own settings is not reaching inside it
+    own = VGG_LIKE.replace('mode="fan_out"', 'mode="fan_out" if m.groups == 1 else "fan_in"')
+    assert own != VGG_LIKE
+    assert len(lint_text(own, [InitViaChildren])) == 1
+
+
+def test_a_model_built_in_a_script_then_moved_to_the_device():
+    script = VGG_LIKE.replace("""        if init_weights:
+            self._initialize_weights()
+
+    def _initialize_weights(self):
+        for m in self.children():""", """
+
+model = VGGish()
+model = model.cuda().eval()
+if True:
+    for m in model.children():""")
+    assert script != VGG_LIKE
+    findings = lint_text(script, [InitViaChildren])
+    assert [f.line for f in findings] == [script.splitlines().index(
+        "    for m in model.children():") + 1]
+    assert "inside `model.features`" in findings[0].message
+    # built in two places: which one the loop sees is not known
+    twice = script.replace("model = model.cuda().eval()", "if torch.cuda.is_available():\n"
+                           "    model = nn.Sequential(nn.Conv2d(3, 3, 1))")
+    assert all("none of them" not in f.message for f in lint_text(twice, [InitViaChildren]))

@@ -519,3 +519,226 @@ def test_a_project_scheduler_class_may_step_before_the_optimizer():
     source = source.replace("from warmup import WarmupScheduler", "from transformers import "
                             "get_linear_schedule_with_warmup as WarmupScheduler")
     assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
+
+
+# The PyTorch 0.4 MNIST/CIFAR layout: module-level train() and test() functions, and an epoch
+# loop that steps the scheduler first, as the tutorials of the time advised.
+OLD_STYLE = """\
+import torch
+import torch.nn.functional as F
+from torch.optim.lr_scheduler import StepLR
+
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+
+
+def train(epoch):
+    model.train()
+    for batch_idx, (data, target) in enumerate(train_loader):
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(data), target)
+        loss.backward()
+        optimizer.step()
+
+
+def test():
+    model.eval()
+    with torch.no_grad():
+        return sum(F.nll_loss(model(x), y).item() for x, y in test_loader)
+
+
+for epoch in range(1, 15):
+    scheduler.step()
+    train(epoch)
+    test()
+"""
+
+
+def test_scheduler_stepped_before_a_training_function_of_the_file():
+    assert found(OLD_STYLE) == [("ML302", line_of(OLD_STYLE, "scheduler.step()"))]
+    # after the epoch's training: right
+    fixed = OLD_STYLE.replace("    scheduler.step()\n    train(epoch)\n",
+                              "    train(epoch)\n    scheduler.step()\n")
+    assert found(fixed) == []
+    # train() is imported: which comes first is not known here
+    imported = OLD_STYLE.replace("def train(epoch):", "def train_local(epoch):").replace(
+        "from torch.optim.lr_scheduler import StepLR",
+        "from torch.optim.lr_scheduler import StepLR\nfrom engine import train")
+    assert found(imported) == []
+
+
+# A hand-written trainer: `fit` runs the epoch hooks itself; the scheduler is stepped in the
+# epoch-start hook, the optimizer in `train_step`.
+HOOKED_TRAINER = """\
+import torch
+import torch.nn.functional as F
+
+
+class Trainer:
+    def __init__(self, model, epochs):
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        self.scheduler = torch.optim.lr_scheduler.MultiStepLR(self.optimizer, [30, 60])
+        self.epochs = epochs
+
+    def fit(self, loader):
+        for epoch in range(self.epochs):
+            self.on_epoch_start(epoch)
+            for batch in loader:
+                self.train_step(batch)
+            self.on_epoch_end(epoch)
+
+    def on_epoch_start(self, epoch):
+        print(f"epoch {epoch}")
+        self.scheduler.step()
+
+    def on_epoch_end(self, epoch):
+        torch.save(self.model.state_dict(), f"epoch{epoch}.pt")
+
+    def train_step(self, batch):
+        x, y = batch
+        self.optimizer.zero_grad()
+        F.cross_entropy(self.model(x), y).backward()
+        self.optimizer.step()
+"""
+
+
+def test_scheduler_stepped_in_an_epoch_start_hook_that_the_trainer_calls_first():
+    findings = lint_text(HOOKED_TRAINER, [SchedulerBeforeOptimizer])
+    assert [(f.code, f.line) for f in findings] == [
+        ("ML302", line_of(HOOKED_TRAINER, "self.scheduler.step()"))]
+    assert "`fit` calls before stepping the optimizer" in findings[0].message
+    # the same step in the epoch-end hook is right
+    moved = HOOKED_TRAINER.replace('        print(f"epoch {epoch}")\n        self.scheduler.step()\n',
+                                   '        print(f"epoch {epoch}")\n').replace(
+        '        torch.save(', '        self.scheduler.step()\n        torch.save(')
+    assert found(moved) == []
+    # a hook called after the epoch's steps, whatever its name, is not at the start
+    late = HOOKED_TRAINER.replace(
+        "            self.on_epoch_start(epoch)\n            for batch in loader:\n"
+        "                self.train_step(batch)\n",
+        "            for batch in loader:\n                self.train_step(batch)\n"
+        "            self.on_epoch_start(epoch)\n")
+    assert found(late) == []
+
+
+def test_epoch_start_callbacks_of_frameworks_and_what_stays_silent():
+    source = """\
+    import torch
+    import torch.nn.functional as F
+
+
+    class Module:
+        def __init__(self, net):
+            self.net = net
+            self.opt = torch.optim.Adam(net.parameters())
+            self.sched = torch.optim.lr_scheduler.ExponentialLR(self.opt, 0.9)
+
+        def before_train_epoch(self, runner):
+            self.sched.step()
+
+        def training_step(self, x, y):
+            self.opt.zero_grad()
+            F.mse_loss(self.net(x), y).backward()
+            self.opt.step()
+    """
+    assert found(source) == [("ML302", line_of(source, "self.sched.step()"))]
+    # validation epochs, and epoch ends, are not the start of a training epoch
+    for name in ("on_validation_epoch_start", "after_train_epoch", "on_epoch_end"):
+        assert found(source.replace("before_train_epoch", name)) == []
+    # no optimizer step in the class: which comes first is not known
+    assert found(source.replace("self.opt.step()", "pass")) == []
+    # a scheduler of the project's own (a warm-up may be meant to step first)
+    assert found(source.replace("torch.optim.lr_scheduler.ExponentialLR(self.opt, 0.9)",
+                                "WarmUp(self.opt)")) == []
+
+
+# Ignite: a torch scheduler stepped by a handler of EPOCH_STARTED runs before the engine's
+# first iteration (the examples attach it to EPOCH_COMPLETED).
+IGNITE = """\
+import torch
+from torch.optim.lr_scheduler import StepLR
+from ignite.engine import Engine, Events
+
+
+def run(model, train_loader, epochs, lr):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    lr_scheduler = StepLR(optimizer, step_size=1, gamma=0.5)
+
+    def update(engine, batch):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = torch.nn.functional.nll_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    trainer = Engine(update)
+
+    def lr_step(engine):
+        lr_scheduler.step()
+
+    trainer.add_event_handler(Events.EPOCH_STARTED, lr_step)
+    trainer.run(train_loader, max_epochs=epochs)
+"""
+
+
+def test_ignite_handler_of_epoch_started_steps_the_scheduler_first():
+    assert found(IGNITE) == [("ML302", line_of(IGNITE, "lr_scheduler.step()"))]
+    assert found(IGNITE.replace("EPOCH_STARTED", "EPOCH_COMPLETED")) == []
+    # a filtered event (every other epoch, once at epoch 3) is not the first one
+    assert found(IGNITE.replace("Events.EPOCH_STARTED", "Events.EPOCH_STARTED(every=2)")) == []
+    # an engine whose update function is not known here
+    assert found(IGNITE.replace("Engine(update)", "Engine(make_update(model))")) == []
+
+
+def test_scheduler_stepped_at_the_top_of_a_per_epoch_function():
+    source = """\
+    import torch.nn.functional as F
+
+
+    def train(train_loader, model, optimizer, scheduler, epoch):
+        scheduler.step()
+        model.train()
+        for i, (images, target) in enumerate(train_loader):
+            loss = F.cross_entropy(model(images), target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+    source = textwrap.dedent(source)
+    assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
+    # after the batch loop: right
+    after = source.replace("    scheduler.step()\n", "") + "    scheduler.step()\n"
+    assert found(after) == []
+    # only in some calls (a condition, an exception handler): not known to come first
+    for wrapped in ("    if epoch:\n        scheduler.step()\n",
+                    "    try:\n        pass\n    except ValueError:\n        scheduler.step()\n"):
+        changed = source.replace("    scheduler.step()\n", wrapped)
+        assert changed != source and found(changed) == []
+    # an explicit epoch
+    assert found(source.replace("scheduler.step()", "scheduler.step(epoch)")) == []
+
+
+def test_scheduler_stepped_before_a_training_function_defined_in_main():
+    source = textwrap.dedent("""\
+    import torch
+
+
+    def main(model, loader, epochs):
+        optimizer = torch.optim.Adam(model.parameters())
+        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.95)
+
+        def train_epoch():
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+        for epoch in range(epochs):
+            scheduler.step()
+            train_epoch()
+    """)
+    assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
+    assert found(source.replace("            optimizer.step()\n", "            pass\n")) == []

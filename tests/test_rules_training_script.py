@@ -333,6 +333,18 @@ def test_ddp_rule_silent_under_accelerate():
     assert found(source, [DdpWithoutDistributedSampler]) == []
 
 
+def test_ddp_loader_with_a_bytes_split_is_checked_not_crashed_on():
+    # `split=b"val"` names no split (the rule matched str patterns against it and failed)
+    source = """\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader
+
+        model = DDP(net)
+        loader = DataLoader(Places365(".", split=b"val"), batch_size=8)
+    """
+    assert found(source, [DdpWithoutDistributedSampler]) == [("ML313", 5)]
+
+
 def test_sampler_reassigned_is_not_trusted_to_be_distributed():
     # `sampler` is sometimes a DistributedSampler and sometimes not: shuffle=True may be
     # legal, so only a missing sampler would be reported

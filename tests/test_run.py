@@ -38,7 +38,7 @@ BAD = {
 }
 GOOD = ["clean.py", "ml301_good.py", "ml303_good.py", "ml304_good.py", "ml305_good.py",
         "ml319_good.py", "ml321_good.py", "ml322_good.py", "ml303_gan_good.py", "ml302_good.py",
-        "ml306_good.py"]
+        "ml306_good.py", "amp_good.py"]
 
 
 def _watch(name: str, **options):
@@ -57,6 +57,19 @@ def test_buggy_script_is_reported_at_its_line(name, expected, capsys):
 
 
 @pytest.mark.filterwarnings("ignore")
+def test_scheduler_stepped_before_a_scaled_step_is_still_reported(tmp_path, capsys):
+    # amp_good.py with the scheduler moved above `scaler.step`: skipped steps excuse nothing
+    text = (FIXTURES / "amp_good.py").read_text()
+    moved = text.replace("    scaler.step(optimizer)\n    scaler.update()\n    scheduler.step()\n",
+                         "    scheduler.step()\n    scaler.step(optimizer)\n    scaler.update()\n")
+    assert moved != text
+    script = tmp_path / "amp_bad.py"
+    script.write_text(moved)
+    with modellint.watch(steps=20) as w:
+        runpy.run_path(str(script), run_name="__main__")
+    assert [(f.code, f.line) for f in w.findings] == [("ML302", 18)]
+
+
 def test_kept_losses_name_the_variable_that_keeps_them(tmp_path, capsys):
     assert "`total` keeps them" in _watch("ml304_bad.py").findings[0].message
     script = tmp_path / "kept.py"

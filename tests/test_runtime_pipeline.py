@@ -279,3 +279,16 @@ def test_runtime_models_come_back_from_the_cache(modellint, tmp_path):
     assert list((tmp_path / "cache").rglob("*.json")), "nothing was cached"
     again = modellint(*args, env=env)  # the static results (and the index) come from the cache
     assert first.codes() == again.codes() == [("ML703", 8)], (first, again)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_configured_model_without_a_known_site_points_at_its_class_line(tmp_path, newline):
+    # the last resort when a failure names no line: where `class Net` is, as Python counts lines
+    from modellint.runtime.pass_ import _job_location
+    from modellint.runtime.specs import ModelJob
+
+    path = tmp_path / "models.py"
+    path.write_bytes(newline.join(["# a model", "import torch.nn as nn", "", "",
+                                   "class Net(nn.Module):", "    pass", ""]).encode())
+    job = ModelJob(label="models.py:Net", file=str(path), name="Net", configured=True)
+    assert _job_location(job) == (str(path), 5)

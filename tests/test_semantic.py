@@ -499,3 +499,303 @@ def test_the_index_read_by_several_processes_is_the_one_read_by_one(tmp_path):
     one, two = index_files(files, None, 1), index_files(files, None, 2)
     assert one.files == two.files and len(one.files) == 70
     assert one.digest("m0.py") == two.digest("m0.py")
+
+
+SCHEDULES = '''\
+import torch
+
+
+def build_scheduler(optimizer, epochs):
+    return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
+
+
+class WarmUp:
+    def __init__(self, optimizer, steps=500):
+        self.optimizer, self.steps, self.count = optimizer, steps, 0
+
+    def step(self):
+        self.count += 1
+
+
+def build_warmup(optimizer):
+    return WarmUp(optimizer)
+'''
+
+BASE_TRAINER = '''\
+class BaseTrainer:
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            self.on_train_epoch_start()
+            for batch in loader:
+                self.train_step(batch)
+
+    def on_train_epoch_start(self):
+        pass
+'''
+
+HOOKED = '''\
+import torch
+import torch.nn.functional as F
+from base import BaseTrainer
+from schedules import build_scheduler
+
+
+class Trainer(BaseTrainer):
+    def __init__(self, model, epochs):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.lr_sched = build_scheduler(self.optimizer, epochs)
+
+    def on_train_epoch_start(self):
+        self.lr_sched.step()
+
+    def train_step(self, batch):
+        x, y = batch
+        self.optimizer.zero_grad()
+        F.cross_entropy(self.model(x), y).backward()
+        self.optimizer.step()
+'''
+
+
+def test_ml302_a_scheduler_from_another_file_stepped_in_an_epoch_start_hook():
+    files = {"schedules.py": SCHEDULES, "base.py": BASE_TRAINER, "trainer.py": HOOKED}
+    found = lint_project(files, [rule("ML302")])
+    assert codes(found, "trainer.py") == [("ML302", 14)]
+    assert "`on_train_epoch_start()`, which runs at the start of each epoch" in \
+        found["trainer.py"][0].message
+    # a warm-up class of the project, built by a factory of another file: meant to step first
+    warm = HOOKED.replace("build_scheduler", "build_warmup").replace(
+        "build_warmup(self.optimizer, epochs)", "build_warmup(self.optimizer)")
+    found = lint_project({**files, "trainer.py": warm}, [rule("ML302")])
+    assert codes(found, "trainer.py") == []
+    # stepped at the end of the epoch
+    end = HOOKED.replace("def on_train_epoch_start", "def on_train_epoch_end")
+    found = lint_project({**files, "trainer.py": end}, [rule("ML302")])
+    assert codes(found, "trainer.py") == []
+
+
+# ML601 across files: the model's class lives in models.py, its stem in a base class of
+# another file; the init loop is in train.py.
+BLOCKS = '''\
+import torch.nn as nn
+
+
+class Stem(nn.Module):
+    def __init__(self, width=32):
+        super().__init__()
+        self.width = width
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, stride=2), nn.BatchNorm2d(width))
+
+
+class Residual(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+'''
+
+CLASSIFIER = '''\
+import torch.nn as nn
+from blocks import Residual, Stem
+
+
+class Classifier(Stem):
+    def __init__(self, width=32, num_classes=10, dropout=0.1):
+        super().__init__(width)
+        self.blocks = nn.ModuleList([Residual(width), Residual(width)])
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(width, num_classes)
+        self.dropout = dropout
+'''
+
+INIT_LOOP = '''\
+import torch
+import torch.nn as nn
+from models import Classifier
+
+
+def build(device):
+    model = Classifier(num_classes=100).to(device)
+    for name, m in model.named_children():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(m.weight)
+    return model
+'''
+
+
+def test_ml601_a_children_loop_over_a_model_of_another_file_never_reaches_its_convs():
+    files = {"blocks.py": BLOCKS, "models.py": CLASSIFIER, "train.py": INIT_LOOP}
+    found = lint_project(files, [rule("ML601")])
+    assert codes(found, "train.py") == [("ML601", 8)]
+    message = found["train.py"][0].message
+    # both the base class's stem and the residual blocks hold convolutions; the Linear head
+    # is a direct child
+    assert "none of them is a `Conv2d`" in message
+    assert "`model.blocks`, `model.stem`" in message
+    assert "model.named_modules()" in message
+
+
+def test_ml601_silent_when_a_direct_child_may_be_the_layer_or_is_not_known():
+    files = {"blocks.py": BLOCKS, "models.py": CLASSIFIER, "train.py": INIT_LOOP}
+    # the head is a convolution: the loop reaches it (the nested ones it misses are not
+    # reported for a model of another file: that takes knowing every layer)
+    conv_head = CLASSIFIER.replace("nn.Linear(width, num_classes)", "nn.Conv2d(width, 10, 1)")
+    # a child set from a parameter whose default is None: it may be anything
+    given = CLASSIFIER.replace("dropout=0.1", "dropout=None")
+    # the model is handed to a function before the loop, which may replace its children
+    patched = INIT_LOOP.replace("    for name, m", "    convert_sync_batchnorm(model)\n"
+                                "    for name, m")
+    for changed in ({"models.py": conv_head}, {"models.py": given}, {"train.py": patched}):
+        found = lint_project({**files, **changed}, [rule("ML601")])
+        assert codes(found, "train.py") == [], changed
+
+
+def test_the_subclass_table_of_torch_nn_matches_the_installed_torch():
+    nn = pytest.importorskip("torch.nn")
+    from modellint.static.kinds import NN_BASES
+
+    public = {name: value for name, value in vars(nn).items()
+              if name[:1].isupper() and inspect.isclass(value) and issubclass(value, nn.Module)}
+    names = {value: name for name, value in public.items()}
+    assert "Conv2d" in public
+    for name, value in public.items():
+        bases = {names[b] for b in value.__mro__[1:] if b in names and b is not nn.Module}
+        missing = bases - set(NN_BASES.get(name, ()))
+        assert not missing, f"add {sorted(missing)} to modellint.static.kinds.NN_BASES[{name!r}]"
+
+
+def test_facts_keep_parameter_defaults_and_arithmetic():
+    from modellint.static.index import extract
+
+    facts = extract(textwrap.dedent('''\
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, dim, heads=8, *, bias=True, norm=None):
+            super().__init__()
+            self.scale = dim ** -0.5
+            self.add_module("proj", nn.Linear(dim, dim))
+
+        def fit(self, scaler):
+            self.opt.step()
+            scaler.step(self.opt_d)
+    '''))
+    net = facts["classes"]["Net"]
+    assert net["methods"]["__init__"]["steps"] == []
+    assert sorted(net["methods"]["fit"]["steps"]) == [["self", "opt"], ["self", "opt_d"]]
+    assert net["methods"]["__init__"]["defaults"] == {
+        "heads": ["num", 8.0], "bias": ["const", "True"], "norm": ["const", "None"]}
+    assert net["attrs"]["scale"] == [["__init__", ["op"]]]
+    assert net["registers"] is True
+
+
+ENGINE = '''\
+import torch.nn.functional as F
+
+
+def train_one_epoch(model, loader, optimizer, scaler=None):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    model.eval()
+    return sum(F.cross_entropy(model(x), y).item() for x, y in loader)
+'''
+
+MAIN = '''\
+import torch
+from engine import evaluate, train_one_epoch
+
+
+def main(model, train_loader, val_loader, epochs):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, [30, 60])
+    for epoch in range(epochs):
+        scheduler.step()
+        train_one_epoch(model, train_loader, optimizer)
+        evaluate(model, val_loader)
+'''
+
+
+def test_ml302_a_scheduler_stepped_before_the_training_function_of_another_file():
+    found = lint_project({"engine.py": ENGINE, "main.py": MAIN}, [rule("ML302")])
+    assert codes(found, "main.py") == [("ML302", 9)]
+    assert "`train_one_epoch()` (engine.py), which steps the optimizer" in \
+        found["main.py"][0].message
+    # stepped after the epoch's training; or before a function that does not train
+    after = MAIN.replace("        scheduler.step()\n", "") + "        scheduler.step()\n"
+    only_eval = MAIN.replace("        train_one_epoch(model, train_loader, optimizer)\n", "")
+    for main in (after, only_eval):
+        assert main != MAIN
+        found = lint_project({"engine.py": ENGINE, "main.py": main}, [rule("ML302")])
+        assert codes(found, "main.py") == []
+
+
+def test_ml302_an_epoch_start_hook_of_a_trainer_whose_base_of_another_file_steps():
+    base = '''\
+    class BaseTrainer:
+        def __init__(self, model, optimizer):
+            self.model, self.optimizer = model, optimizer
+
+        def train_step(self, batch):
+            self.optimizer.zero_grad()
+            self.model(batch).sum().backward()
+            self.optimizer.step()
+    '''
+    trainer = '''\
+    import torch
+    from base import BaseTrainer
+
+
+    class Trainer(BaseTrainer):
+        def __init__(self, model, optimizer):
+            super().__init__(model, optimizer)
+            self.scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)
+
+        def on_epoch_start(self):
+            self.scheduler.step()
+    '''
+    found = lint_project({"base.py": base, "trainer.py": trainer}, [rule("ML302")])
+    assert codes(found, "trainer.py") == [("ML302", 11)]
+    assert "`BaseTrainer.train_step` (base.py)" in found["trainer.py"][0].message
+    # the base class only logs
+    logging = base.replace("self.optimizer.step()", "print(self.optimizer)")
+    found = lint_project({"base.py": logging, "trainer.py": trainer}, [rule("ML302")])
+    assert codes(found, "trainer.py") == []
+
+
+def test_ml601_self_in_a_base_class_method_may_be_any_subclass():
+    base = '''\
+    import torch.nn as nn
+
+
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+
+        def init_weights(self):
+            for m in self.children():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight)
+    '''
+    found = lint_project({"base.py": base}, [rule("ML601")])
+    assert [f.line for f in found["base.py"]] == [10]
+    assert "none of them is a `Conv2d`" in found["base.py"][0].message
+    # a subclass of another file adds a convolution as a direct child: `self` may be one
+    net = '''\
+    import torch.nn as nn
+    from base import Base
+
+
+    class Net(Base):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Conv2d(8, 2, 1)
+    '''
+    found = lint_project({"base.py": base, "net.py": net}, [rule("ML601")])
+    assert all("none of them" not in f.message for f in found["base.py"])

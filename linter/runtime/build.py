@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_hooks
 from torch.overrides import TorchFunctionMode
+from torch.utils.hooks import RemovableHandle
 
 from modellint.runtime.sources import UserCode
 from modellint.static.discover import read_file_bytes
@@ -181,7 +182,7 @@ class CreationRecorder:
         self.user_code = user_code
         self.lines: dict[int, tuple[str, int]] = {}
         self._keep: list[nn.Module] = []
-        self._handle = None
+        self._handle: RemovableHandle | None = None
 
     def _hook(self, parent, name, submodule):
         if submodule is not None and id(submodule) not in self.lines:

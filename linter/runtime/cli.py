@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 from modellint.report import printable
 from modellint.runtime.specs import SpecError, parse_cli_input, parse_target
@@ -187,7 +188,7 @@ def trace(request: dict, kwargs: dict, specs, device: str, *, memory: bool = Fal
             "param_bytes": size,
             "device": device,
         }
-        if maps is not None:
+        if maps is not None and feature_maps is not None:  # maps are made only for a folder
             from modellint.runtime.featuremaps import notes
 
             if not maps.matched:
@@ -239,7 +240,7 @@ def _memory(model, candidate, device, optimizer, dtype, batch, target, param_byt
     found = estimate(model, meter, optimizer=optimizer, dtype=dtype, batch=used_batch)
     # the table's summary line and the memory summary show their sizes in one unit
     unit = unit_for(found.total, target or 0, param_bytes)
-    out = {"memory": found.to_json(), "memory_text": found.render(target, unit), "unit": unit}
+    out: dict[str, Any] = {"memory": found.to_json(), "memory_text": found.render(target, unit), "unit": unit}
     if target is not None:
         out["memory"]["target"] = target
         out["memory"]["exceeds_target"] = found.total > target

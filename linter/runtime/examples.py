@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modellint.runtime.run import Raw
 
+if TYPE_CHECKING:
+    from modellint.rule import RuntimeCheck
 
-def check_example(source: str, check: type, options: Mapping[str, Any] | None = None) -> list[Raw]:
+
+def check_example(source: str, check: type[RuntimeCheck], options: Mapping[str, Any] | None = None) -> list[Raw]:
     """The findings of `check` (a runtime check class) on the model `source` defines.
     `options`: `inputs` (specs as in `[[tool.modellint.runtime.models]]`), `kwargs`,
     `target_gpu_memory` ("80GB"), `device`."""

@@ -34,6 +34,9 @@ class Worker:
         self.stderr_path = os.path.join(self._tmp.name, "stderr")
         self._buffer = b""
         self._child: int | None = None  # the process group of the model being checked
+        # the pipes to and from the server: open from start() until stop() or close()
+        self._request_w: int | None = None
+        self._result_r: int | None = None
 
     def start(self) -> None:
         with open(self.where_path, "wb") as handle:
@@ -66,6 +69,7 @@ class Worker:
     def _read(self, timeout: float) -> dict[str, Any] | str:
         """One JSON line, or "timeout"/"eof"."""
         deadline = time.monotonic() + timeout
+        assert self._result_r is not None, "read after start()"
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -80,17 +84,21 @@ class Worker:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
 
+    def _send(self, data: bytes) -> None:
+        assert self._request_w is not None, "send after start()"
+        os.write(self._request_w, data)
+
     def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None
         payload = json.dumps({**request, "timeout": timeout}) + "\n"
         try:
-            os.write(self._request_w, payload.encode())
+            self._send(payload.encode())
         except BrokenPipeError:
             self.stop()
             self.start()
-            os.write(self._request_w, payload.encode())
+            self._send(payload.encode())
         self._child = None
         while True:
             result = self._read(timeout + KILL_GRACE + SERVER_MARGIN)
@@ -143,8 +151,9 @@ class Worker:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None and self._child is None:
             try:
-                os.close(self._request_w)  # EOF: the worker ends its loop
-                self._request_w = None
+                if self._request_w is not None:  # None: a close() before this one timed out
+                    os.close(self._request_w)  # EOF: the worker ends its loop
+                    self._request_w = None
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass

@@ -89,7 +89,7 @@ class ActivationMeter:
                 self._param_storages.add(p.untyped_storage().data_ptr())
         self.saved: dict[Any, tuple[int, torch.dtype, str]] = {}  # key -> (numel, dtype, path)
         self._keep: list[torch.Tensor] = []
-        self._context = None
+        self._context: torch.autograd.graph.saved_tensors_hooks | None = None
 
     def _pack(self, tensor: torch.Tensor):
         base = tensor._base if tensor._base is not None else tensor
@@ -233,4 +233,4 @@ def _dominant_dtype(model: nn.Module) -> str:
     for p in model.parameters():
         key = str(p.dtype).replace("torch.", "")
         counts[key] = counts.get(key, 0) + p.numel()
-    return max(counts, key=counts.get) if counts else "float32"
+    return max(counts, key=counts.__getitem__) if counts else "float32"

@@ -215,9 +215,10 @@ def _class_line(path: str, name: str) -> int:
     import re
 
     from modellint.static.discover import read_file_bytes
+    from modellint.static.noqa import python_lines
 
     try:
-        lines = read_file_bytes(path).decode("utf-8", "replace").split("\n")
+        lines = python_lines(read_file_bytes(path).decode("utf-8", "replace"))
     except OSError:
         return 1
     for number, line in enumerate(lines, 1):

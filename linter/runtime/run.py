@@ -15,7 +15,7 @@ import inspect
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -284,7 +284,7 @@ class ModelRun:
                 if not isinstance(value, (list, tuple, dict, set, frozenset)):
                     continue
                 items = list(value.values() if isinstance(value, dict) else value)
-                nested = []
+                nested: list[Any] = []
                 for item in items[:1000]:
                     if isinstance(item, (list, tuple)):
                         nested.extend(item[:100])
@@ -436,6 +436,7 @@ class Runner:
             return
         args, kwargs = args_kwargs
         wants_train = self.train_phases and bool(self.needs & {TRAIN, MEMORY})
+        assert run.first is not None  # set by the first forward that returned the input
         if not run.numeric:
             if REPEAT in self.needs and run.first.unregistered:
                 self._second_forward(args, kwargs)  # which modules are built per call
@@ -484,7 +485,8 @@ class Runner:
         else:
             try:
                 target = inspect.unwrap(target)  # a decorated builder: its own definition
-                loc = (inspect.getsourcefile(target), inspect.getsourcelines(target)[1])
+                file = inspect.getsourcefile(target)
+                loc = (file, inspect.getsourcelines(target)[1]) if file else None
             except (OSError, TypeError):
                 loc = None
         run.root_location = loc if loc and loc[0] else None
@@ -667,6 +669,7 @@ class Runner:
                               skip_parameter_init=True)
             except Exception:  # noqa: BLE001
                 model = build(self.factory, self.kwargs, self.device, None, seed=1)
+            assert run.model is not None
             model.load_state_dict(run.model.state_dict(), strict=True)
         except KeyboardInterrupt:
             raise
@@ -676,6 +679,7 @@ class Runner:
         model.eval()
         twin.model = model
         tracer = Tracer(model, rows=False, fingerprints=True)
+        assert run.first is not None
         tracer.reference = run.first.fingerprints
         try:
             twin.output = self._forward(tracer, args, kwargs, grad=False, model=model)
@@ -690,6 +694,7 @@ class Runner:
             return contextlib.nullcontext()
         from modellint.runtime.memory import ActivationMeter
 
+        assert run.model is not None
         return ActivationMeter(run.model, tracer.innermost)
 
     def _estimate(self, meter) -> None:
@@ -698,11 +703,13 @@ class Runner:
             return
         from modellint.runtime.memory import estimate
 
+        assert run.model is not None
         run.memory = estimate(run.model, meter, optimizer="adamw", batch=run.batch)
 
     def _train(self, args, kwargs) -> None:
         run = self.run_record
         model = run.model
+        assert model is not None and run.first is not None
         model.train()
         model.zero_grad(set_to_none=True)
         # NaN/Inf were looked for in the eval pass; look again only if none was found there
@@ -725,7 +732,8 @@ class Runner:
                 outputs = stand_in.outputs
             self.where("backward")
             with torch.enable_grad():  # whatever grad mode the model's code left set
-                loss = sum(t.float().sum() for t in outputs)
+                # a tensor, never sum()'s start 0: `outputs` is not empty
+                loss = cast(torch.Tensor, sum(t.float().sum() for t in outputs))
                 loss.backward()
         except KeyboardInterrupt:
             raise
@@ -747,9 +755,10 @@ class Runner:
         """A train-mode forward of a model whose forward returns no tensor (it stores or
         logs its result), keeping the outputs of the modules it calls: the backward of their
         sum reaches every parameter a called module uses. None when there are none."""
-        run = self.run_record
-        run.model.zero_grad(set_to_none=True)
-        tracer = self._tracer(run.model, rows=False, keep_outputs=True)
+        model = self.run_record.model
+        assert model is not None
+        model.zero_grad(set_to_none=True)
+        tracer = self._tracer(model, rows=False, keep_outputs=True)
         self._forward(tracer, args, kwargs, grad=True)
         return tracer if tracer.outputs else None
 
@@ -757,6 +766,7 @@ class Runner:
         """On meta the train pass is skipped; one train-mode forward with gradients (nothing
         is allocated) measures the activations."""
         model = self.run_record.model
+        assert model is not None
         model.train()
         tracer = self._tracer(model, rows=False)
         meter = self._meter(tracer)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -22,6 +22,9 @@ from modellint.runtime.phases import (  # noqa: F401 - imported from here too
     fingerprints_differ,
     shape_text,
 )
+
+if TYPE_CHECKING:
+    from modellint.runtime.sources import UserCode
 
 FINGERPRINT_SAMPLE = 4096
 RECENT_PRINTS = 4  # tensors whose fingerprint is kept for the next module's input
@@ -145,7 +148,7 @@ class Tracer:
         # request: they stand in for a model output when forward returns none)
         self.keep_outputs = keep_outputs
         self.outputs: list[torch.Tensor] = []
-        self.user_code = None
+        self.user_code: UserCode | None = None  # set by the runner: whose frames are the user's
         self.failed_stack: list[str] = []
         self._handles: list[Any] = []
         self._param_cache: dict[int, tuple[torch.Tensor | None, int]] = {}
@@ -181,7 +184,8 @@ class Tracer:
         if cached is None:
             # module._parameters and _buffers as parameters()/buffers(recurse=False) read them,
             # without their generator machinery (this runs for every module of a forward)
-            first = next((p for p in module._parameters.values() if p is not None), None)
+            first: torch.Tensor | None = next(
+                (p for p in module._parameters.values() if p is not None), None)
             if first is None:
                 first = next((b for b in module._buffers.values()
                               if b is not None and b.is_floating_point()), None)

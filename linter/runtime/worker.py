@@ -107,7 +107,7 @@ def load_checks(references: list[str], paths: list[str]) -> list[type]:
     found = []
     for reference in references:
         module_name, _, qualname = reference.partition(":")
-        target = importlib.import_module(module_name)
+        target: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
             target = getattr(target, part)
         found.append(target)
@@ -252,7 +252,7 @@ def _kill_group(pgid: int) -> None:
 
 def _children() -> list[int]:
     """This process's live children (Linux); orphans of a model come here (subreaper)."""
-    found = []
+    found: list[int] = []
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:

@@ -29,9 +29,12 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modellint.finding import Finding, Fix, Severity
+
+if TYPE_CHECKING:
+    from modellint.rule import Rule  # not imported to run: it imports LibCST
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
@@ -107,16 +110,16 @@ def secret_key(directory: Path) -> bytes:
     return data
 
 
-def settings_key(version: str, rules: Iterable[type], options: dict[str, Any]) -> str:
+def settings_key(version: str, rules: Iterable[type[Rule]], options: dict[str, Any]) -> str:
     digest = hashlib.sha256()
     digest.update(f"format={FORMAT};modellint={version};python={sys.version_info[:2]}".encode())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     sources: set[str] = set()
     for rule in sorted(rules, key=lambda r: r.code):
         digest.update(f";{rule.code}={rule.__module__}.{rule.__qualname__}".encode())
-        module = sys.modules.get(rule.__module__)
-        if module is not None and getattr(module, "__file__", None):
-            sources.add(module.__file__)
+        file = getattr(sys.modules.get(rule.__module__), "__file__", None)  # builtins have none
+        if file:
+            sources.add(file)
     for source in sorted(sources):
         try:
             digest.update(hashlib.sha256(Path(source).read_bytes()).digest())

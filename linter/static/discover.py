@@ -295,7 +295,7 @@ class _Patterns:
                 self.suffix_lengths.add(len(after))
                 return
             last = pattern[-1] if pattern[-1] not in "*?]" and pattern[-2:-1] != "\\" else None
-            key = ("name", pattern[0] if _literal_length(pattern[:1]) else None, last)
+            key: tuple[str | None, ...] = ("name", pattern[0] if _literal_length(pattern[:1]) else None, last)
         else:
             first, slash, _ = pattern.partition("/")
             key = ("path", first if slash and _literal_length(first) == len(first) else None)

@@ -35,8 +35,11 @@ from modellint.static.imports import canonical
 from modellint.static.kinds import Kind
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 2
+FACTS_VERSION = 3
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
+# a class that registers submodules other than by assigning `self.x` (its children are not
+# all in its `attrs`)
+_REGISTERS_TEXT = re.compile(r"add_module|register_module|setattr|_modules\b")
 _MAX_DEPTH = 40
 _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
                        "set", "isinstance", "getattr", "hasattr", "print", "zip", "enumerate",
@@ -94,7 +97,22 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         return ["str"]
     if isinstance(node, (ast.List, ast.Tuple)):
         return ["seq", [summarize(e, self_name, depth + 1) for e in node.elts]]
+    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr)):
+        # arithmetic, a comparison, an f-string: a number, a bool, a string, a tensor, or
+        # (`seq_a + seq_b`) a container: never a layer such as a Conv2d
+        return ["op"]
     return UNKNOWN
+
+
+def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
+    """Parameter -> the summary of its default value."""
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    found = {a.arg: summarize(d) for a, d in zip(
+        positional[len(positional) - len(args.defaults):], args.defaults, strict=True)}
+    found.update({a.arg: summarize(d) for a, d in zip(args.kwonlyargs, args.kw_defaults,
+                                                      strict=True) if d is not None})
+    return found
 
 
 def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -104,10 +122,12 @@ def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> dict:
     """params, assigns (name -> summary, when assigned once), iters (name -> iterable),
-    returns (summaries), reads_training."""
+    returns (summaries), reads_training, steps (what `x.step(...)` steps: the summary of `x`,
+    or of the optimizer a `scaler.step(optimizer)` is given)."""
     assigns: dict[str, Any] = {}
     iters: dict[str, Any] = {}
     returns: list = []
+    steps: list = []
     reads_training = False
     stack = list(func.body)
     while stack:
@@ -131,8 +151,17 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
                            else ["const", "None"])
         elif isinstance(node, ast.Attribute) and node.attr == "training":
             reads_training = True
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "step"):
+            stepped = node.func.value
+            if "scaler" in (_dotted(stepped) or "").rsplit(".", 1)[-1].lower() and node.args:
+                stepped = node.args[0]
+            summary = summarize(stepped, self_name)
+            if summary not in steps:
+                steps.append(summary)
         stack.extend(ast.iter_child_nodes(node))
-    return {"params": _params(func), "assigns": assigns, "returns": returns,
+    return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
+            "returns": returns, "steps": steps,
             "training": reads_training, **_mode_facts(func.body)}
 
 
@@ -232,6 +261,7 @@ def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
         "calls": list(calls.values()),
         "super_init": super_init,
         "mode_text": bool(_MODE_TEXT.search(text)),
+        "registers": bool(_REGISTERS_TEXT.search(text)),
     }
 
 

@@ -81,6 +81,20 @@ INSTANCE_NORMS = frozenset({
     "LazyInstanceNorm2d", "LazyInstanceNorm3d",
 })
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# the public torch.nn classes that derive from another public torch.nn class (other than
+# Module): `isinstance(nn.LazyLinear(3), nn.Linear)` is True. Every other public layer is an
+# instance of no other public layer. A test checks this against the installed torch.
+NN_BASES = {
+    "GRU": ("RNNBase",), "LSTM": ("RNNBase",), "RNN": ("RNNBase",),
+    "GRUCell": ("RNNCellBase",), "LSTMCell": ("RNNCellBase",), "RNNCell": ("RNNCellBase",),
+    "LazyConv1d": ("Conv1d",), "LazyConv2d": ("Conv2d",), "LazyConv3d": ("Conv3d",),
+    "LazyConvTranspose1d": ("ConvTranspose1d",), "LazyConvTranspose2d": ("ConvTranspose2d",),
+    "LazyConvTranspose3d": ("ConvTranspose3d",), "LazyLinear": ("Linear",),
+    "NLLLoss2d": ("NLLLoss",), "ReLU6": ("Hardtanh",),
+    "UpsamplingBilinear2d": ("Upsample",), "UpsamplingNearest2d": ("Upsample",),
+    "ZeroPad1d": ("ConstantPad1d",), "ZeroPad2d": ("ConstantPad2d",),
+    "ZeroPad3d": ("ConstantPad3d",),
+}
 # take layers built elsewhere: their mode is that of the layer, unknown here
 WRAPPERS = frozenset({"TransformerEncoder", "TransformerDecoder", "DataParallel",
                       "DistributedDataParallel"})

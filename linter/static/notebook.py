@@ -111,7 +111,7 @@ class Notebook:
     def spans(self) -> None:
         """Find where each code cell's `"source"` value lies in the text (once)."""
         if self.cells and self.cells[0].start < 0:
-            where = {number: rest for number, *rest in _scan(self.text)}
+            where = {number: (start, end, items) for number, start, end, items in _scan(self.text)}
             for cell in self.cells:
                 cell.start, cell.end, cell.item_offsets = where[cell.number]
 
@@ -265,7 +265,9 @@ def _position(text: str, offset: int) -> tuple[int, int]:
 
 
 def _skip(text: str, i: int) -> int:
-    return _WS.match(text, i).end()
+    match = _WS.match(text, i)
+    assert match is not None  # a `*` pattern matches everywhere (the empty string at worst)
+    return match.end()
 
 
 def _fail(text: str, offset: int, message: str) -> NotebookError:
@@ -295,7 +297,8 @@ def _object(text: str, i: int, on_value) -> int:
         if text[i:i + 1] != '"':
             raise _fail(text, i, "invalid JSON: expected a property name in double quotes")
         try:
-            key, i = json.decoder.scanstring(text, i + 1)
+            # typeshed's json.decoder omits scanstring (the C scanner, or Python's if none)
+            key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
         except json.JSONDecodeError as exc:
             raise _fail(text, exc.pos, f"invalid JSON: {exc.msg}") from None
         i = _skip(text, i)

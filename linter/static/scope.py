@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from typing import cast
 
 import libcst as cst
 
@@ -41,7 +42,7 @@ class Site:
     statement: cst.CSTNode | None
 
     @property
-    def loops(self) -> tuple[cst.CSTNode, ...]:
+    def loops(self) -> tuple[cst.For | cst.While, ...]:
         return tuple(a for a in self.ancestors if isinstance(a, LOOPS))
 
     def inside(self, node: cst.CSTNode) -> bool:
@@ -52,6 +53,13 @@ class Site:
             if ancestor is node:
                 return self.ancestors[index + 1 :]
         return ()
+
+
+@dataclass
+class CallSite(Site):
+    """The site of a call (`Scope.calls`)."""
+
+    node: cst.Call
 
 
 @dataclass
@@ -71,7 +79,7 @@ class Assignment:
 class Scope:
     root: cst.CSTNode
     sites: list[Site] = field(default_factory=list)
-    calls: list[Site] = field(default_factory=list)
+    calls: list[CallSite] = field(default_factory=list)
     loops: list[Site] = field(default_factory=list)
     assignments: list[Assignment] = field(default_factory=list)
     site_of: dict[int, Site] = field(default_factory=dict)
@@ -94,7 +102,7 @@ class Scope:
                 self._sites.setdefault(id(assignment.site.node), assignment.site)
         return self._sites.get(id(node))
 
-    def method_calls(self, method: str) -> list[tuple[Site, cst.BaseExpression]]:
+    def method_calls(self, method: str) -> list[tuple[CallSite, cst.BaseExpression]]:
         """`receiver.method(...)` calls: (site, receiver)."""
         found = []
         for site in self.calls:
@@ -167,66 +175,78 @@ def _build(root: cst.CSTNode) -> Scope:
         order += 1
         if kind in _NESTED_TYPES:
             continue
-        if kind is cst.Call or kind is cst.AugAssign:
-            site = Site(node, order, ancestors, statement)
-            scope.sites.append(site)
-            if kind is cst.Call:
-                scope.calls.append(site)
+        # `kind is` is the dispatch (cheaper than isinstance on every node); the casts below
+        # tell mypy what it established
+        if kind is cst.Call:
+            call_site = CallSite(cast(cst.Call, node), order, ancestors, statement)
+            scope.sites.append(call_site)
+            scope.calls.append(call_site)
+        elif kind is cst.AugAssign:
+            scope.sites.append(Site(node, order, ancestors, statement))
         elif kind is cst.Assign:
+            assign = cast(cst.Assign, node)
             site = Site(node, order, ancestors, statement)
-            for target in node.targets:
+            for target in assign.targets:
                 parts = _targets(target.target)
                 single = len(parts) == 1
-                elements = _elements(target.target, node.value)
+                elements = _elements(target.target, assign.value)
                 for index, part in enumerate(parts):
                     name = dotted_name(part)
                     if name:
                         scope.assignments.append(Assignment(
-                            name, node.value if single else None, site,
+                            name, assign.value if single else None, site,
                             element=elements[index] if elements else None))
-        elif kind is cst.AnnAssign and node.value is not None:
-            name = dotted_name(node.target)
+        elif kind is cst.AnnAssign:
+            annotated = cast(cst.AnnAssign, node)
+            name = dotted_name(annotated.target) if annotated.value is not None else None
             if name:
                 scope.assignments.append(
-                    Assignment(name, node.value, Site(node, order, ancestors, statement)))
+                    Assignment(name, annotated.value, Site(node, order, ancestors, statement)))
         elif kind is cst.For or kind is cst.While:
             site = Site(node, order, ancestors, statement)
             scope.loops.append(site)
             scope.site_of[id(node)] = site
             if kind is cst.For:
-                plain = isinstance(node.target, cst.Name)
-                for part in _targets(node.target):
+                loop = cast(cst.For, node)
+                plain = isinstance(loop.target, cst.Name)
+                for part in _targets(loop.target):
                     name = dotted_name(part)
                     if name:
                         scope.assignments.append(Assignment(
-                            name, None, site, iterates=node.iter if plain else None))
-        elif kind is cst.WithItem and node.asname is not None:
-            for part in _targets(node.asname.name):
+                            name, None, site, iterates=loop.iter if plain else None))
+        elif kind is cst.WithItem:
+            asname = cast(cst.WithItem, node).asname
+            for part in _targets(asname.name) if asname is not None else ():
                 name = dotted_name(part)
                 if name:
                     scope.assignments.append(
                         Assignment(name, None, Site(node, order, ancestors, statement)))
         elif kind is cst.Name or kind is cst.SimpleString or kind is cst.Integer:
             continue
+        children: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]]
         if kind is cst.For:
+            for_ = cast(cst.For, node)
             inner = ancestors + (node,)
-            children = [(node.target, ancestors), (node.iter, ancestors), (node.body, inner)]
-            if node.orelse is not None:
-                children.append((node.orelse, ancestors))
+            children = [(for_.target, ancestors), (for_.iter, ancestors), (for_.body, inner)]
+            if for_.orelse is not None:
+                children.append((for_.orelse, ancestors))
         elif kind is cst.While:
+            while_ = cast(cst.While, node)
             inner = ancestors + (node,)
-            children = [(node.test, inner), (node.body, inner)]
-            if node.orelse is not None:
-                children.append((node.orelse, ancestors))
+            children = [(while_.test, inner), (while_.body, inner)]
+            if while_.orelse is not None:
+                children.append((while_.orelse, ancestors))
         elif kind is cst.With:
-            children = [(item, ancestors) for item in node.items]
-            children.append((node.body, ancestors + (node,)))
+            with_ = cast(cst.With, node)
+            children = [(item, ancestors) for item in with_.items]
+            children.append((with_.body, ancestors + (node,)))
         elif kind is cst.If:
-            children = [(node.test, ancestors), (node.body, ancestors + (node,))]
-            if node.orelse is not None:
-                children.append((node.orelse, ancestors))
+            if_ = cast(cst.If, node)
+            children = [(if_.test, ancestors), (if_.body, ancestors + (node,))]
+            if if_.orelse is not None:
+                children.append((if_.orelse, ancestors))
         elif kind is cst.Else:
-            children = [(node.body, ancestors + (node,))]
+            children = [(cast(cst.Else, node).body, ancestors + (node,))]
         else:
             children = [(child, ancestors) for child in child_nodes(node)]
         for child, child_ancestors in reversed(children):

@@ -13,15 +13,18 @@ is None: a rule that needs a fact it does not have stays silent.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from modellint.static import kinds as K
 from modellint.static.imports import dotted_name
 from modellint.static.index import (
     UNKNOWN,
     ProjectIndex,
     Where,
+    _locals,
     extract,
     name_summary,
     text_hash,
@@ -136,6 +139,34 @@ class SemanticModel:
             summary = ["ref", name]
         return self.index.kind(summary, self._where(scope, before, cls, self_name))
 
+    def children(self, expr: cst.BaseExpression, scope: Scope | None = None,
+                 before: int | None = None) -> list[Submodule] | None:
+        """What `expr.children()` yields, when `expr` holds an instance of a module class of
+        the project and every value its attributes (and those of its project bases) may hold
+        is known: a layer, a project module, or no module at all (a number, a default that
+        is one, a tensor, a plain list, None). None when anything is unknown: a base class
+        from outside the project other than `nn.Module`, `add_module`/`setattr`, an
+        attribute set from a parameter without a plain default or from a value not known."""
+        kind = self.kind(expr, scope, before)
+        if kind is None or kind.kind != K.MODULE or not kind.cls or ":" not in kind.cls:
+            return None
+        path, cls = kind.cls.split(":", 1)
+        if isinstance(expr, cst.Name) and self._method_of(scope)[0] == expr.value and (
+                subclassed(self.index, path, cls)):
+            return None  # `self` in a method of a class that others extend: any of them
+        return class_children(self.index, path, cls)
+
+    def is_instance(self, sub: Submodule, layer: str) -> bool | None:
+        """Whether the submodule is an instance of the `torch.nn` layer class `layer`
+        (`Conv2d`): True, False, or None when that is not known."""
+        return _is_instance(self.index, sub.cls, layer)
+
+    def contains(self, sub: Submodule, layer: str) -> bool:
+        """The submodule is known to hold, somewhere inside it, an instance of the `torch.nn`
+        layer class `layer` (built in the project's code: a container's listed layers, a
+        project class's attributes, and theirs)."""
+        return _contains(self.index, sub, layer, 0, set())
+
     def instance_of(self, cls: str) -> Kind | None:
         """The kind of an instance of this file's class `cls`."""
         return self.index.instance(self.path, cls)
@@ -192,3 +223,216 @@ class SemanticModel:
 
         return Where(self.path, cls, local,
                      lambda order: self._where(scope, order, cls, self_name))
+
+
+# -- what `children()` yields ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submodule:
+    """A submodule of a module, as the project builds it: the attribute that holds it, its
+    class (`torch.nn.Conv2d`, a project class `models.py:Block`, a builder such as
+    `torchvision.models.resnet18`, or None for a value that is no layer but may be a
+    container, such as `seq_a + seq_b`), and its value's summary where it is built."""
+
+    attr: str
+    cls: str | None
+    summary: list
+    where: Where
+
+
+_NOT_KNOWN = object()
+_PLAIN = ("num", "str", "const", "seq")
+
+
+def subclassed(index: ProjectIndex, path: str, cls: str) -> bool:
+    """A class of the project derives from the project class `cls` of `path`."""
+    for other_path, facts in index.files.items():
+        for name, other in facts["classes"].items():
+            for base in other["bases"]:
+                if base[0] != "ref" or base[1].rsplit(".", 1)[-1] != cls:
+                    continue
+                found = index.resolve(other_path, base[1])
+                if found is not None and found[:2] == ("class", path) and found[2] == cls and (
+                        (other_path, name) != (path, cls)):
+                    return True
+    return False
+
+
+def class_lineage(index: ProjectIndex, path: str, cls: str
+                  ) -> list[tuple[str, str, dict]]:
+    """The project class and its project base classes, nearest first: (path, name, facts)."""
+    return _lineage(index, path, cls)[0]
+
+
+def _lineage(index: ProjectIndex, path: str, cls: str) -> tuple[list[tuple[str, str, dict]], bool]:
+    """The class and its project base classes (path, name, facts), and whether every base is
+    known: `nn.Module`, `object` or a class of the project."""
+    found: list[tuple[str, str, dict]] = []
+    complete = True
+    stack = [(path, cls)]
+    while stack and len(found) < 20:
+        path, cls = stack.pop()
+        facts = index.files.get(path, {}).get("classes", {}).get(cls)
+        if facts is None:
+            complete = False
+            continue
+        if any(p == path and c == cls for p, c, _ in found):
+            continue
+        found.append((path, cls, facts))
+        for base in facts["bases"]:
+            if base == ["ref", "object"]:
+                continue
+            resolved = index.resolve(path, base[1]) if base[0] == "ref" else None
+            if resolved is not None and resolved[0] == "torch" and resolved[1] == "torch.nn.Module":
+                continue
+            if resolved is not None and resolved[0] == "class" and "." not in resolved[2]:
+                stack.append((resolved[1], resolved[2]))
+                continue
+            complete = False
+    return found, complete and not stack
+
+
+def _held(index: ProjectIndex, path: str, cls: str, facts: dict, attr: str, method: str,
+          value: list):
+    """What one value assigned to `self.attr` is: a Submodule, None (no module), or
+    _NOT_KNOWN."""
+    tag = value[0] if value else "?"
+    if tag in _PLAIN:
+        return None
+    if tag == "op":
+        return Submodule(attr, None, value, Where(path, cls))
+    func = facts["methods"].get(method)
+    if tag == "ref" and func is not None and "." not in value[1]:
+        name = value[1]
+        defaults = func.get("defaults", {})
+        if (name in func["params"] or name in defaults) and name not in func["assigns"]:
+            default = defaults.get(name)
+            if default is not None and (default[0] in ("num", "str") or default in (
+                    ["const", "True"], ["const", "False"])):
+                return None  # a parameter whose default is a number, a string or a bool
+            return _NOT_KNOWN
+    where = Where(path, cls, _locals(func) if func is not None else None)
+    kind = index.kind(value, where)
+    if kind is None:
+        return _NOT_KNOWN
+    if kind.kind == K.MODULE:
+        return Submodule(attr, kind.cls, value, where) if kind.cls else _NOT_KNOWN
+    return None  # a tensor, an optimizer, a function, a class (not an instance)...
+
+
+def class_children(index: ProjectIndex, path: str, cls: str) -> list[Submodule] | None:
+    """The direct submodules of an instance of the project class `cls` of `path` (see
+    `SemanticModel.children`), or None when they are not all known."""
+    lineage, complete = _lineage(index, path, cls)
+    if not complete:
+        return None
+    found = []
+    for path, cls, facts in lineage:
+        if facts.get("registers", True):
+            return None
+        for attr, values in facts["attrs"].items():
+            for method, value in values:
+                held = _held(index, path, cls, facts, attr, method, value)
+                if held is _NOT_KNOWN:
+                    return None
+                if held is not None:
+                    found.append(held)
+    return found
+
+
+def _is_instance(index: ProjectIndex, cls: str | None, layer: str, depth: int = 0) -> bool | None:
+    if cls is None:
+        return None if layer in K.CONTAINERS else False
+    if cls.startswith("torch.nn.") and cls.count(".") == 2:
+        name = cls[len("torch.nn."):]
+        return name == layer or layer in K.NN_BASES.get(name, ())
+    if cls.startswith("torchvision.models."):
+        # a model builder: a model, not a torch.nn layer
+        return None if layer in K.CONTAINERS else False
+    if ":" not in cls or depth > 10:
+        return None
+    path, name = cls.split(":", 1)
+    facts = index.files.get(path, {}).get("classes", {}).get(name)
+    if facts is None:
+        return None
+    answers: list[bool | None] = []
+    for base in facts["bases"]:
+        resolved = index.resolve(path, base[1]) if base[0] == "ref" else None
+        if resolved is None:
+            answers.append(None)
+        elif resolved[0] == "torch":
+            answers.append(False if resolved[1] == "torch.nn.Module" else
+                           _is_instance(index, resolved[1], layer, depth + 1))
+        elif resolved[0] == "class" and "." not in resolved[2]:
+            answers.append(_is_instance(index, f"{resolved[1]}:{resolved[2]}", layer, depth + 1))
+        else:
+            answers.append(None)
+    if True in answers:
+        return True
+    if None in answers or not answers:
+        return None
+    return False
+
+
+def _construction(index: ProjectIndex, summary: list, where: Where, depth: int = 0) -> list | None:
+    """The call that builds a value: through local names and methods that return the module
+    itself (`.to(device)`)."""
+    if depth > 10 or not summary:
+        return None
+    if summary[0] == "ref" and "." not in summary[1] and where.local is not None:
+        local = where.local(summary[1])
+        if local is None or local == UNKNOWN:
+            return None
+        return _construction(index, local, where, depth + 1)
+    if summary[0] == "call":
+        func = summary[1]
+        if func[0] == "attr" and func[2] in K.RETURNS_SELF:
+            return _construction(index, func[1], where, depth + 1)
+        return summary
+    return None
+
+
+def _inside(index: ProjectIndex, sub: Submodule) -> list[Submodule]:
+    """Submodules known to be inside `sub` (not necessarily all of them)."""
+    cls = sub.cls
+    if cls in ("torch.nn.Sequential", "torch.nn.ModuleList"):
+        call = _construction(index, sub.summary, sub.where)
+        if call is None:
+            return []
+        args = call[2]
+        if cls == "torch.nn.ModuleList":
+            elements = args[0][1] if len(args) == 1 and args[0][0] == "seq" else []
+        else:
+            elements = args
+        found = []
+        for element in elements:
+            kind = index.kind(element, sub.where)
+            if kind is not None and kind.kind == K.MODULE and kind.cls:
+                found.append(Submodule(sub.attr, kind.cls, element, sub.where))
+        return found
+    if cls is not None and ":" in cls:
+        found = []
+        for path, name, facts in _lineage(index, *cls.split(":", 1))[0]:
+            for attr, values in facts["attrs"].items():
+                for method, value in values:
+                    held = _held(index, path, name, facts, attr, method, value)
+                    if isinstance(held, Submodule) and held.cls is not None:
+                        found.append(held)
+        return found
+    return []
+
+
+def _contains(index: ProjectIndex, sub: Submodule, layer: str, depth: int,
+              seen: set[str]) -> bool:
+    if depth > 8:
+        return False
+    if sub.cls is not None and ":" in sub.cls:
+        if sub.cls in seen:
+            return False  # each project class is looked into once
+        seen.add(sub.cls)
+    for inner in _inside(index, sub):
+        if _is_instance(index, inner.cls, layer) is True or _contains(index, inner, layer,
+                                                                     depth + 1, seen):
+            return True
+    return False

@@ -11,13 +11,17 @@ import sys
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modellint.watching.record import Recorder
 
 
 class _Finish:
     def __init__(self, result_path: str, options: dict) -> None:
         self.result_path = result_path
         self.options = options
-        self.recorder = None
+        self.recorder: Recorder | None = None
         self.lock = threading.Lock()
         self.done = False
 

@@ -249,10 +249,10 @@ def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
         return result, None
 
 
-def _merge(results: list[dict | None]) -> dict | None:
-    """One result from the ranks' (or the one process's): findings once each, rank 0's
-    summary."""
-    results = [r for r in results if r is not None]
+def _merge(ranks: list[dict | None]) -> dict | None:
+    """One result from the ranks' (or the one process's, as read: None where none was
+    written): findings once each, rank 0's summary."""
+    results = [r for r in ranks if r is not None]
     if not results:
         return None
     summary = dict(results[0].get("summary") or {})

@@ -21,13 +21,17 @@ import sys
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from modellint.runtime.phases import first_line
 from modellint.runtime.sources import UserCode
+
+if TYPE_CHECKING:
+    from torch.autograd.graph import Node
 
 Site = tuple[str, int, str]
 
@@ -48,12 +52,15 @@ class OptimizerRecord:
     index: int
     created: Site | None = None
     steps: int = 0
-    step_sites: list[Site] = field(default_factory=list)
+    # `scaler.step(opt)` calls that GradScaler skipped (inf/NaN in the scaled gradients): the
+    # script asked for a step, in the right order, and mixed precision dropped it
+    skipped: int = 0
+    step_sites: list[Site | None] = field(default_factory=list)  # None: outside the user's code
     # backward passes since the last step, and whether its gradients were seen cleared
     backwards_since_step: int = 0
     cleared_since_step: bool = True
     # steps taken on gradients accumulated over an earlier step: (step number, site)
-    uncleared_steps: list[tuple[int, Site]] = field(default_factory=list)
+    uncleared_steps: list[tuple[int, Site | None]] = field(default_factory=list)
     lrs: list[list[float]] = field(default_factory=list)  # per step, per group
     grad_norms: list[float] = field(default_factory=list)
     sample: list[Any] = field(default_factory=list)  # a few parameters to tell cleared grads
@@ -161,6 +168,8 @@ class Recorder:
         self._depth = 0
         self._order = 0
         self._leaf_outputs: list[tuple[str, Any]] = []
+        # GradScaler.scale outputs -> the loss they scaled, whose value is the real loss
+        self._scaled: dict[int, tuple[weakref.ref, float]] = {}
         self._names: dict[int, str] = {}  # module id -> path in its model (for non-finite)
         self._last_loader: LoaderRecord | None = None
         self._train_loader: LoaderRecord | None = None
@@ -189,6 +198,7 @@ class Recorder:
     def install(self) -> Recorder:
         if self._installed:
             return self
+        from torch.amp.grad_scaler import GradScaler
         from torch.nn.modules import module as module_mod
         from torch.optim import lr_scheduler
         from torch.optim import optimizer as optimizer_mod
@@ -244,6 +254,8 @@ class Recorder:
 
         for cls in {lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau}:
             patch(cls, "step", self._scheduler_step_patch)
+        patch(GradScaler, "scale", self._scaler_scale_patch)
+        patch(GradScaler, "step", self._scaler_step_patch)
         patch(DataLoader, "__iter__", self._loader_iter_patch)
         patch(DistributedSampler, "__iter__", self._sampler_iter_patch)
         self._installed = True
@@ -356,7 +368,13 @@ class Recorder:
         if not roots:
             return
         root = roots[0]
-        if root.numel() == 1:
+        scaled = self._scaled.pop(id(root), None)
+        if scaled is not None and scaled[0]() is root:
+            # an overflow of the scaled loss is GradScaler's to handle (it skips the step)
+            self.losses.append(scaled[1])
+            if self.non_finite is None and not math.isfinite(scaled[1]):
+                self._non_finite_loss(scaled[1], site)
+        elif root.numel() == 1:
             with torch.no_grad():
                 value = float(root.detach().float())
             self.losses.append(value)
@@ -367,7 +385,8 @@ class Recorder:
         if root.grad_fn is not None:
             try:
                 sentinel = _Sentinel()
-                root.grad_fn.metadata["modellint"] = sentinel
+                # torch's Node declares metadata a method; grad_fn objects hold a dict
+                root.grad_fn.metadata["modellint"] = sentinel  # type: ignore[index]
                 self.loss_graphs.append((self.total_steps, weakref.ref(sentinel)))
             except Exception:  # noqa: BLE001 - a node without metadata
                 pass
@@ -384,7 +403,7 @@ class Recorder:
     def _find_graph_holder(self) -> str | None:
         """The name of the user's variable that keeps earlier losses' graphs alive: a tensor
         whose graph reaches a loss's node, or a list or dict of such tensors."""
-        frame = sys._getframe(2)
+        frame: FrameType | None = sys._getframe(2)
         while frame is not None:
             if self.user(frame.f_code.co_filename):
                 for name, value in list(frame.f_locals.items()):
@@ -430,7 +449,7 @@ class Recorder:
                                     f"the gradient of `{bad}`" if bad else "a gradient")
 
     def _param_names(self) -> dict[int, str]:
-        names = {}
+        names: dict[int, str] = {}
         for rec in self.models.values():
             for name, p in rec.model.named_parameters():
                 names.setdefault(id(p), name)
@@ -505,6 +524,34 @@ class Recorder:
 
         return step
 
+    # -- mixed precision ------------------------------------------------------------------
+    def _scaler_scale_patch(self, original):
+        recorder = self
+
+        def scale(scaler, outputs):
+            scaled = original(scaler, outputs)
+            if (recorder._installed and isinstance(outputs, torch.Tensor)
+                    and isinstance(scaled, torch.Tensor) and outputs.numel() == 1):
+                with torch.no_grad():
+                    value = float(outputs.detach().float())
+                recorder._scaled = {k: v for k, v in recorder._scaled.items()
+                                    if v[0]() is not None}
+                recorder._scaled[id(scaled)] = (weakref.ref(scaled), value)
+            return scaled
+        return scale
+
+    def _scaler_step_patch(self, original):
+        recorder = self
+
+        def step(scaler, optimizer, *args, **kwargs):
+            rec = recorder._optimizer(optimizer) if recorder._installed else None
+            before = rec.steps if rec is not None else 0
+            result = original(scaler, optimizer, *args, **kwargs)
+            if rec is not None and rec.steps == before:
+                rec.skipped += 1
+            return result
+        return step
+
     def _scheduler_step(self, scheduler, caller, explicit: bool = False) -> None:
         rec = self.schedulers.get(id(scheduler))
         if rec is None or rec.scheduler is not scheduler:
@@ -518,7 +565,8 @@ class Recorder:
         if not self.user(caller.f_code.co_filename) and "lr_scheduler" in caller.f_code.co_filename:
             return  # stepped by a SequentialLR / ChainedScheduler
         opt = getattr(scheduler, "optimizer", None)
-        steps = self.optimizers[id(opt)].steps if id(opt) in self.optimizers else 0
+        opt_rec = self.optimizers.get(id(opt))
+        steps = opt_rec.steps + opt_rec.skipped if opt_rec is not None else 0
         if explicit:
             rec.explicit = True
             return
@@ -580,7 +628,7 @@ class Recorder:
             return []
         from modellint.watching.workers import identical, read
 
-        out = []
+        out: list[tuple[Any, list[str]]] = []
         for (key, _), names in identical(read(self.probe_dir)).items():
             loader = self.probed.get(key)
             rec = self.loaders.get(id(loader)) if loader is not None else None
@@ -655,14 +703,16 @@ def _holds_loss_graph(value, own: bool = True, limit: int = 256) -> bool:
     own node counts when `own`)."""
     if not isinstance(value, torch.Tensor) or value.grad_fn is None:
         return False
-    seen, stack = set(), [value.grad_fn]
+    seen: set[int] = set()
+    stack: list[Node | None] = [value.grad_fn]
     while stack and len(seen) < limit:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
         try:
-            if "modellint" in node.metadata and (own or node is not value.grad_fn):
+            # torch's Node declares metadata a method; grad_fn objects hold a dict
+            if "modellint" in node.metadata and (own or node is not value.grad_fn):  # type: ignore[operator]
                 return True
             stack.extend(next_node for next_node, _ in node.next_functions)
         except Exception:  # noqa: BLE001 - a node without metadata

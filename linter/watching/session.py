@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modellint.finding import Finding, line_finding
+
+if TYPE_CHECKING:
+    from modellint.runtime.api import Report
 
 
 def run_checks(recorder, registry, codes) -> None:
@@ -65,7 +68,7 @@ class Watch:
 
         self.recorder = Recorder(steps=steps, batches_per_epoch=batches_per_epoch)
         self.select, self.ignore = select, ignore
-        self.report = None
+        self.report: Report | None = None
 
     def __enter__(self) -> Watch:
         self.recorder.install()

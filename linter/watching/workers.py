@@ -92,7 +92,7 @@ class CollateProbe:
 
 
 def read(folder: str) -> list[dict]:
-    out = []
+    out: list[dict] = []
     try:
         names = sorted(os.listdir(folder))
     except OSError:
