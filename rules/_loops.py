@@ -16,6 +16,7 @@ from modellint.static.scope import (  # noqa: F401 - re-exported for the rule mo
     _NESTED,
     LOOPS,
     Assignment,
+    CallSite,
     Scope,
     Site,
     scope_of,
@@ -108,7 +109,7 @@ def is_optimizer_name(name: str | None) -> bool:
     return bool(_OPTIMIZER_NAME.search(segment)) and "sched" not in segment
 
 
-def optimizer_steps(context: FileContext, scope: Scope) -> list[Site]:
+def optimizer_steps(context: FileContext, scope: Scope) -> list[CallSite]:
     """`optimizer.step()` and `scaler.step(optimizer)` calls."""
     found = []
     for site, receiver in scope.method_calls("step"):
@@ -124,7 +125,7 @@ def optimizer_steps(context: FileContext, scope: Scope) -> list[Site]:
     return found
 
 
-def scheduler_steps(context: FileContext, scope: Scope) -> list[tuple[Site, str]]:
+def scheduler_steps(context: FileContext, scope: Scope) -> list[tuple[CallSite, str]]:
     """`scheduler.step(...)` calls: (site, the scheduler's dotted name)."""
     found = []
     for site, receiver in scope.method_calls("step"):
@@ -134,7 +135,9 @@ def scheduler_steps(context: FileContext, scope: Scope) -> list[tuple[Site, str]
     return found
 
 
-def backward_calls(context: FileContext, scope: Scope) -> list[tuple[Site, cst.BaseExpression]]:
+def backward_calls(
+    context: FileContext, scope: Scope
+) -> list[tuple[CallSite, cst.BaseExpression]]:
     """`x.backward()`, `accelerator.backward(x)`, `torch.autograd.backward(x)`: (site, x)."""
     found = []
     for site in scope.calls:
@@ -268,11 +271,11 @@ def _mode_argument(call: cst.Call) -> cst.BaseExpression | None:
     return None
 
 
-def mode_calls(scope: Scope) -> tuple[dict[str, list[Site]], dict[str, list[Site]]]:
+def mode_calls(scope: Scope) -> tuple[dict[str, list[CallSite]], dict[str, list[CallSite]]]:
     """(names put in eval mode, names put in train mode) -> their call sites; `train(mode)`
     with a computed mode counts as both."""
-    evals: dict[str, list[Site]] = {}
-    trains: dict[str, list[Site]] = {}
+    evals: dict[str, list[CallSite]] = {}
+    trains: dict[str, list[CallSite]] = {}
     for site, receiver in scope.method_calls("eval"):
         name = _mode_receiver(receiver)
         if name and not site.node.args:

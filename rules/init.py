@@ -3,12 +3,14 @@ deprecated `nn.init` names, and `apply` called once per module."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, StaticRule, child_nodes, dotted_name, visit
 from modellint.static.kinds import RETURNS_SELF
-from modellint.static.scope import scope_of
+from modellint.static.scope import Scope, scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -307,8 +309,9 @@ class InitViaChildren(StaticRule):
         visit(node.body, scan)
         if not (scan.isinstance and scan.initialises):
             return
-        receiver = call.func.value
-        attr = call.func.attr
+        func = cast(cst.Attribute, call.func)  # _children_call gives only `x.children()` calls
+        receiver = func.value
+        attr = func.attr
         replacement = "modules" if attr.value == "children" else "named_modules"
         owner = dotted_name(receiver) or "the model"
         fix = Fix(((attr, attr.with_changes(value=replacement)),),
@@ -370,9 +373,10 @@ class InitViaChildren(StaticRule):
                 missed[layer] = holders
         return missed
 
-    def _where(self, loop: cst.For):
+    def _where(self, loop: cst.For) -> tuple[Scope, int | None]:
         """(scope, order) of the loop, for the semantic model."""
         root = self.context.current_function or self.context.module_node
+        assert root is not None  # the walk sets module_node before it visits any node
         scope = scope_of(self.context, root)
         site = scope.site(loop)
         return scope, site.order if site is not None else None
@@ -409,8 +413,8 @@ class InitViaChildren(StaticRule):
                 cls = self.context.current_class
                 return cls is not None and self._class_nests(cls, set())
             kind = self.built.get(self._scope(), {}).get(receiver.value)
-            if kind is None and self._scope() is not None:
-                func = self.context.current_function
+            func = self.context.current_function
+            if kind is None and func is not None:
                 params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
                 if receiver.value in params and receiver.value not in ("self", "cls"):
                     # an init function for any model it is given

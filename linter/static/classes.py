@@ -191,17 +191,17 @@ def analyze_class(node: cst.ClassDef) -> ClassInfo:
             for small in statement.body:
                 if isinstance(small, cst.Assign):
                     for target in small.targets:
-                        name = dotted_name(target.target)
-                        if name:
-                            info.class_attributes.add(name)
+                        attribute = dotted_name(target.target)
+                        if attribute:
+                            info.class_attributes.add(attribute)
                         elif isinstance(target.target, cst.Tuple):
                             for element in target.target.elements:
                                 if isinstance(element.value, cst.Name):
                                     info.class_attributes.add(element.value.value)
                 elif isinstance(small, cst.AnnAssign):
-                    name = dotted_name(small.target)
-                    if name:
-                        info.class_attributes.add(name)
+                    attribute = dotted_name(small.target)
+                    if attribute:
+                        info.class_attributes.add(attribute)
         elif isinstance(statement, cst.ClassDef):
             info.class_attributes.add(statement.name.value)
         else:
