@@ -385,7 +385,9 @@ class InitViaChildren(StaticRule):
         """`name` was built once in this function (or script) and, before the loop, nothing
         set an attribute on it, registered a module on it or was handed it."""
         scope, order = self._where(loop)
-        assigned = scope.assigned(name, order) if order is not None else []
+        if order is None:
+            return False  # not a loop of this scope
+        assigned = scope.assigned(name, order)
         if not assigned or not all(_moved(a.value, name) for a in assigned[1:]):
             return False  # not built here, or built in more than one place (`if`/`else`)
         prefix = name + "."

@@ -8,12 +8,14 @@ within that function. A name whose origin is unknown is never assumed to be anyt
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, visit
 from modellint.rules._loops import (
+    CallSite,
     Scope,
     ScopeRule,
     Site,
@@ -82,8 +84,9 @@ def _train(setup="", epoch_top="", batch_end="", epoch_end=""):
         line for line in body.splitlines() if line.strip()) + "\n"
 
 
-def _receiver(site: Site) -> str:
-    return dotted_name(site.node.func.value) or "optimizer"
+def _receiver(site: CallSite) -> str:
+    func = site.node.func
+    return (dotted_name(func.value) if isinstance(func, cst.Attribute) else None) or "optimizer"
 
 
 # -- ML301 ------------------------------------------------------------------------------------
@@ -294,8 +297,9 @@ def _callee(context, scope: Scope, call: cst.Call) -> cst.FunctionDef | None:
     at the top of the file, that the scope does not rebind."""
     func = call.func
     root = scope.root
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-        owner = context.method_owners.get(id(root)) if isinstance(root, cst.FunctionDef) else None
+    if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            and isinstance(root, cst.FunctionDef)):
+        owner = context.method_owners.get(id(root))
         if owner is None or func.value.value != first_param_name(root):
             return None
         name = func.attr.value
@@ -381,8 +385,9 @@ def _stepping_elsewhere(context, scope: Scope, call: cst.Call) -> str | None:
     func = call.func
     root = scope.root
     index = context.semantic.index
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-        owner = context.method_owners.get(id(root)) if isinstance(root, cst.FunctionDef) else None
+    if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            and isinstance(root, cst.FunctionDef)):
+        owner = context.method_owners.get(id(root))
         if owner is not None and func.value.value == first_param_name(root):
             for path, cls, facts in class_lineage(index, context.path, owner.name.value)[1:]:
                 method = facts["methods"].get(func.attr.value)
@@ -683,7 +688,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
             "optimizer",
         )
 
-    def _scheduler_steps(self, scope: Scope) -> list[tuple[Site, str]]:
+    def _scheduler_steps(self, scope: Scope) -> list[tuple[CallSite, str]]:
         """`scheduler.step()` calls without arguments on a learning-rate scheduler."""
         found = []
         for site, receiver in scope.method_calls("step"):
@@ -714,10 +719,10 @@ class SchedulerBeforeOptimizer(ScopeRule):
             if len(args) >= 2 and isinstance(args[1].value, cst.Name) and (
                     args[1].value.value == root.name.value):
                 engines.append(self._event_engine(site.node, receiver))
-        engines = [e for e in engines if e is not None]
-        if not engines:
+        found = [e for e in engines if e is not None]
+        if not found:
             return
-        engine, event = engines[0]
+        engine, event = found[0]
         if not self._engine_steps_optimizer(outer, engine):
             return
         for site, receiver in scope.method_calls("step"):
@@ -769,8 +774,10 @@ class SchedulerBeforeOptimizer(ScopeRule):
         update = call.args[0].value
         if not isinstance(update, cst.Name):
             return False
-        body = outer.root.body.body if isinstance(outer.root, cst.FunctionDef) else (
-            outer.root.body)
+        root = outer.root
+        body: Sequence[cst.CSTNode] = (
+            root.body.body if isinstance(root, cst.FunctionDef)
+            else root.body if isinstance(root, cst.Module) else ())
         found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == update.value]
         return len(found) == 1 and bool(
             _optimizer_events(self.context, scope_of(self.context, found[0])))
@@ -990,7 +997,7 @@ class MissingZeroGrad(ScopeRule):
                 "each iteration",
             )
 
-    def _per_optimizer(self, scope: Scope, candidates: list[Site]) -> None:
+    def _per_optimizer(self, scope: Scope, candidates: list[CallSite]) -> None:
         """Gradients are cleared, but maybe not for every optimizer: when every clearing in
         the function is `<optimizer>.zero_grad()`, an optimizer stepped in the loop that is
         never zeroed (a GAN whose discriminator's optimizer alone is) accumulates."""
@@ -1023,7 +1030,7 @@ class MissingZeroGrad(ScopeRule):
             )
 
 
-def _stepped(step: Site) -> str:
+def _stepped(step: CallSite) -> str:
     """The optimizer an `optimizer.step()` / `scaler.step(optimizer)` call steps."""
     optimizer = _receiver(step)
     if step.node.args and "scaler" in last_segment(optimizer):
@@ -1060,7 +1067,8 @@ def _is_loss_call(context, scope: Scope, value: cst.BaseExpression | None, befor
         return False
     constructor = constructor_of(context, scope, name, before)
     qualified = context.call_name(constructor) if constructor is not None else None
-    return bool(qualified) and qualified.startswith("torch.nn.") and qualified.endswith("Loss")
+    return (qualified is not None and qualified.startswith("torch.nn.")
+            and qualified.endswith("Loss"))
 
 
 class LossKeptWithGraph(ScopeRule):
@@ -1185,7 +1193,8 @@ class LossKeptWithGraph(ScopeRule):
         code = cst.Module(body=[]).code_for_node
         for site in scope.sites:
             node = site.node
-            loss = target = None
+            loss: cst.Name | None = None
+            target: cst.BaseExpression | None = None
             if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
                 target, loss = node.target, _loss_operand(node.value)
             elif (
@@ -1193,7 +1202,7 @@ class LossKeptWithGraph(ScopeRule):
                 and node.func.attr.value == "append" and len(node.args) == 1
             ):
                 target, loss = node.func.value, _loss_operand(node.args[0].value)
-            if loss is None or not site.loops:
+            if loss is None or target is None or not site.loops:
                 continue
             base = target.value if isinstance(target, cst.Subscript) else target
             target_name = dotted_name(base)
@@ -1231,8 +1240,8 @@ def _computed_without_grad(context, scope: Scope, assignment, before: int) -> bo
     if under_no_grad(context, assignment.site):
         return True
     names = names_in(assignment.value) if assignment.value is not None else set()
-    sources = [scope.assigned(name, assignment.site.order) for name in names]
-    sources = [found[-1] for found in sources if found]
+    assigned = [scope.assigned(name, assignment.site.order) for name in names]
+    sources = [found[-1] for found in assigned if found]
     return bool(sources) and all(under_no_grad(context, a.site) for a in sources)
 
 
@@ -1414,7 +1423,7 @@ def _class_has_mode_behaviour(context, name: str, seen: frozenset[str]) -> bool:
         return True
     for base in cls.bases:
         base_name = dotted_name(base.value)
-        if base_name in context.module_classes:
+        if base_name is not None and base_name in context.module_classes:
             if _class_has_mode_behaviour(context, base_name, seen):
                 return True
         elif context.qualified_name(base.value) != "torch.nn.Module":
@@ -1609,7 +1618,7 @@ class EvalWithoutEvalMode(ScopeRule):
             constructor = constructor_of(context, scope, name, site.order) if (
                 "." not in name) else None
             built = constructor is not None and context.builds_module(constructor)
-            if built and not has_mode_behaviour(context, constructor):
+            if built and constructor is not None and not has_mode_behaviour(context, constructor):
                 continue  # a loss, an activation, a layer without dropout or batch norm
             if constructor is not None and not built and kind is not None and (
                 kind.kind == "module" and kind.mode is True
@@ -1857,7 +1866,7 @@ class EvalWithoutNoGrad(ScopeRule):
                 break
 
 
-def _evaluated_in_init(context, scope: Scope) -> dict[str, Site]:
+def _evaluated_in_init(context, scope: Scope) -> dict[str, CallSite]:
     """For a method: the `self.X` that the class's `__init__` puts in eval mode and that no
     method of the class puts back in training mode -> a site standing for that eval() call,
     ordered before everything in this method."""
@@ -1882,7 +1891,7 @@ def _evaluated_in_init(context, scope: Scope) -> dict[str, Site]:
             code = cst.Module(body=[]).code_for_node(owner)
         if f"{name}.train(" in code or f"{name[len(self_name) + 1:]}.train(" in code:
             continue
-        found[name] = Site(sites[-1].node, 0, (), None)
+        found[name] = CallSite(sites[-1].node, 0, (), None)
     return found
 
 
@@ -2090,9 +2099,9 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         if name is not None:
             constructor = constructor_of(self.context, scope, name, order)
             if constructor is not None:
-                found = _ACTIVATION_MODULES.get(self.context.call_name(constructor) or "")
-                if found is not None:
-                    return found
+                activation = _ACTIVATION_MODULES.get(self.context.call_name(constructor) or "")
+                if activation is not None:
+                    return activation
         return self._model_output(scope, original, order)
 
     def _model_output(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
