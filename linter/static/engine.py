@@ -12,9 +12,9 @@ import threading
 import tokenize
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -39,6 +39,7 @@ DEEP_STACK_SIZE = 512 * 1024 * 1024
 # `_nesting` is parsed in the deep thread, and one deeper than DEEP_RECURSION_LIMIT is not linted.
 MAIN_STACK_NESTING = 3_000
 _BYTE_LINE_END = re.compile(rb"\r\n|\r|\n")
+T = TypeVar("T")
 
 
 @dataclass
@@ -59,6 +60,9 @@ class FileResult:
 
 
 class _Tracker(cst.BatchableCSTVisitor):
+    # the visit_/leave_ methods a subclass defines, set by __init_subclass__
+    _visitor_names: ClassVar[tuple[str, ...]]
+
     def __init__(self, context: FileContext) -> None:
         super().__init__()
         self.context = context
@@ -136,7 +140,7 @@ class _Leave(_Tracker):
         self._statement(node)
         self.context.scopes.pop()
 
-    def _statement(self, node: cst.CSTNode) -> None:
+    def _statement(self, original_node: cst.CSTNode) -> None:
         self.context.statement_stack.pop()
         if not self.context.statement_stack:
             self.context.mark_top_level(None)
@@ -194,7 +198,7 @@ def _position(data: bytes, offset: int) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
-def call_deeply(function, *args):
+def call_deeply(function: Callable[..., T], *args: Any) -> T:
     """`function(*args)` in a thread with a large stack and recursion limit, for trees nested
     too deeply for the defaults."""
     outcome: list = []
@@ -330,6 +334,7 @@ def _lint_source(
     if error is not None:
         result.findings.append(error)
         return result
+    assert tree is not None  # _parse_with_cpython gives a tree or an error
     if "Module" in text or "nn." in text:
         result.classes = model_classes(tree)
     if not active:
@@ -417,12 +422,12 @@ def run_rules(
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     context = FileContext(path, text, options, index)
     findings: list[Finding] = []
-    instances = []
-    for rule in rules:
+    instances: list[StaticRule] = []
+    for rule_class in rules:
         try:
-            instances.append(rule(context))
+            instances.append(rule_class(context))
         except Exception as exc:  # noqa: BLE001 - becomes an ML001 finding
-            findings.append(_rule_failed(path, rule, exc, tracebacks))
+            findings.append(_rule_failed(path, rule_class, exc, tracebacks))
     try:
         with contextlib.ExitStack() as stack:
             # only the metadata that enabled rules declare is computed
@@ -464,8 +469,9 @@ def run_rules(
                     f"reported a {type(node).__name__} node that is not in this file"), tracebacks))
             continue
         line = span.start.line
-        if statement:
-            statement_line = positions.span(statement[0]).start.line
+        statement_span = positions.span(statement[0]) if statement else None
+        if statement_span is not None:
+            statement_line = statement_span.start.line
         else:
             # reported after the walk (from leave_Module): the innermost statement around it
             statement_line = positions.statement_around(node)
@@ -547,7 +553,10 @@ class _Positions:
 
     def statement_around(self, node: cst.CSTNode) -> int:
         """The first line of the innermost statement that holds `node`."""
-        line = self.span(node).start.line
+        span = self.span(node)
+        if span is None:
+            raise ValueError(f"a {type(node).__name__} node that is not in this file")
+        line = span.start.line
         located = self._located(node)
         if located is None:
             return line
@@ -628,8 +637,10 @@ class _Positions:
         for index, member in units:
             if member is None:
                 chosen[index] = None
-            elif chosen.get(index, set()) is not None:
-                chosen.setdefault(index, set()).add(member)
+            else:
+                group = chosen.setdefault(index, set())
+                if group is not None:
+                    group.add(member)
         indices = sorted(chosen)
         if self._lines is not None and self._compute_by_lines(chosen, indices):
             return
@@ -653,14 +664,14 @@ class _Positions:
             every = _members(statement)
             left_out = 0
             kept = []
-            for number, member in enumerate(every):
+            for number, part in enumerate(every):
                 if number in members:
-                    kept.append(member)
+                    kept.append(part)
                     placed.append((index, number, firsts[index] - first_there + left_out))
                 else:
-                    left_out += _line_count(self.module.code_for_node(member))
-            alone_body.append(statement.with_changes(
-                body=statement.body.with_changes(body=kept)))
+                    left_out += _line_count(self.module.code_for_node(part))
+            cls = cast(cst.ClassDef, statement)  # only a class has `_members`
+            alone_body.append(cls.with_changes(body=cls.body.with_changes(body=kept)))
             first_there += counts[index] - left_out
         alone = self.module.with_changes(header=(), body=alone_body, footer=())
         ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -672,12 +683,15 @@ class _Positions:
         """`_compute` with the lines CPython gave: each unit's offset is its first line in
         the file against its first line in the module made of the units alone. False when a
         class's members do not match CPython's (then lines are counted from the code)."""
+        lines = self._lines
+        if lines is None:
+            return False
         body = self.module.body
         alone_body = []
         placed: list[tuple[int, int | None, cst.CSTNode, int]] = []  # (index, member, node, line)
         for index in indices:
             statement = body[index]
-            first, member_lines = self._lines[index]
+            first, member_lines = lines[index]
             members = chosen[index]
             if members is None:
                 alone_body.append(statement)
@@ -690,8 +704,8 @@ class _Positions:
             kept = [member for number, member in enumerate(every) if number in members]
             placed.extend((index, number, every[number], matched[number][0])
                           for number in sorted(members))
-            alone_body.append(statement.with_changes(
-                body=statement.body.with_changes(body=kept)))
+            cls = cast(cst.ClassDef, statement)  # only a class has `_members`
+            alone_body.append(cls.with_changes(body=cls.body.with_changes(body=kept)))
         alone = self.module.with_changes(header=(), body=alone_body, footer=())
         ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
         for index, member, node, line in placed:
