@@ -569,7 +569,16 @@ def _cmd_check(args) -> int:
         for display, _, _ in tasks:
             print(printable(display))
         return EXIT_CLEAN
+    project: list = []
+    if stdin_name is None and static_rules:
+        # a run on a few files (pre-commit) still sees the whole project's definitions
+        from modellint.static.discover import project_files, project_root
+
+        root = project_root(config.source, paths)
+        if root is not None:
+            project = project_files(root, paths, lambda p: is_excluded(config, p), walked)
     opts = StaticOptions(
+        project=project,
         rules=static_rules,
         options=config.rule_options(),
         fix=args.fix,

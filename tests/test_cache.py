@@ -195,3 +195,83 @@ def test_a_rerun_reads_no_project_facts_unless_a_file_changed(tmp_path):
     write(tmp_path, "models.py", MODEL_LOGITS.replace("784", "100"))
     changed = index_files(files, cache)
     assert changed._loader is None and changed.digest("train.py") != first.digest("train.py")
+
+
+SOFTMAX_MODEL = MODEL_LOGITS.replace("nn.Linear(784, 10))", "nn.Linear(784, 10), "
+                                     "nn.Softmax(dim=1))") + """
+
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.t = torch.ones(3)
+""".replace("import torch.nn as nn", "")
+SOFTMAX_MODEL = "import torch\n" + SOFTMAX_MODEL
+
+
+def _project(tmp_path, marker: str = "pyproject"):
+    write(tmp_path, "models.py", SOFTMAX_MODEL)
+    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "pkg/util.py", "import torch\n\nx = torch.ones(2)\n")
+    if marker == "pyproject":
+        write(tmp_path, "pyproject.toml", "[tool.modellint]\n")
+    elif marker == "git":
+        (tmp_path / ".git").mkdir()
+
+
+def test_a_run_on_one_file_reads_the_rest_of_the_project_for_the_index(cli, tmp_path):
+    """pre-commit passes only the changed files: `train.py` still sees `models.py`'s Net,
+    and only `train.py` is reported on."""
+    _project(tmp_path)
+    env = cache_env(tmp_path)
+    full = cli(".", "--format", "json", env=env).json()
+    assert {f["path"] for f in full} >= {"models.py", "train.py"}  # ML103 in models.py
+    on_train = [(f["code"], f["line"]) for f in full if f["path"] == "train.py"]
+    assert ("ML308", 7) in on_train
+    one = cli("train.py", "--format", "json", env=env)
+    assert {f["path"] for f in one.json()} == {"train.py"}
+    assert one.codes() == on_train
+    assert "1 file" not in one.out  # json: no summary; the text report counts one file
+    text = cli("train.py", env=env)
+    assert "in 1 file" in text.out and "models.py" not in text.out
+    # a second run is served from the cache: nothing new is written
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.json")}
+    again = cli("train.py", "--format", "json", env=env)
+    assert again.codes() == on_train
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.json")} == before
+
+
+def test_a_run_on_one_file_of_a_git_repository_without_config(cli, tmp_path):
+    _project(tmp_path, marker="git")
+    env = cache_env(tmp_path)
+    assert ("ML308", 7) in cli("train.py", "--format", "json", env=env).codes()
+    # from a subfolder, naming the file by a relative path: the same project, the same finding
+    assert ("ML308", 7) in cli("../train.py", "--format", "json", env=env,
+                               cwd=tmp_path / "pkg").codes()
+
+
+def test_a_run_on_one_file_without_cache_still_reads_the_project(cli, tmp_path):
+    _project(tmp_path)
+    env = cache_env(tmp_path)
+    assert ("ML308", 7) in cli("train.py", "--no-cache", "--format", "json", env=env).codes()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_project_files_read_for_the_index_follow_the_excludes(cli, tmp_path):
+    """A file the config excludes is not in a full run's index, nor in a one-file run's."""
+    _project(tmp_path)
+    write(tmp_path, "pyproject.toml", '[tool.modellint]\nexclude = ["models.py"]\n')
+    env = cache_env(tmp_path)
+    assert "ML308" not in {code for code, _ in cli(".", "--format", "json", env=env).codes()}
+    assert "ML308" not in {code for code, _ in cli("train.py", "--format", "json",
+                                                   env=env).codes()}
+
+
+def test_without_a_project_root_only_the_named_files_are_read(cli, tmp_path):
+    """No config and no repository: the run's own files are the whole project (modellint does
+    not guess a root, which could be a home folder)."""
+    write(tmp_path, "models.py", SOFTMAX_MODEL)
+    write(tmp_path, "train.py", TRAIN)
+    env = cache_env(tmp_path)
+    assert ("ML308", 7) in cli(".", "--format", "json", env=env).codes()
+    assert ("ML308", 7) in cli("train.py", "models.py", "--format", "json", env=env).codes()
+    assert "ML308" not in {c for c, _ in cli("train.py", "--format", "json", env=env).codes()}
