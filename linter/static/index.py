@@ -35,7 +35,7 @@ from modellint.static.imports import canonical
 from modellint.static.kinds import Kind
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 2
+FACTS_VERSION = 3  # 3: notebooks have facts (their imports make their cache keys)
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 _MAX_DEPTH = 40
 _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
@@ -375,6 +375,8 @@ class ProjectIndex:
         return other
 
     def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
+        """The facts of the file at `path`; a notebook's (`facts["notebook"]`, or a path
+        ending in .ipynb) are no module's: nothing imports a notebook's definitions."""
         self._files[path] = facts
         self._importers = self._callers = None
         self._fact_digests.pop(path, None)
@@ -383,6 +385,8 @@ class ProjectIndex:
         self._memo.clear()
         self._digests.clear()
         self._direct.clear()
+        if facts.get("notebook") or path.endswith(".ipynb"):
+            return
         parts = module_name(path).split(".")
         for start in range(len(parts)):
             name = ".".join(parts[start:])
@@ -1007,23 +1011,45 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
 
 def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
     """(display, facts, text hash) of one file, or None when it cannot be read or decoded
-    (its own lint reports why). Facts come from the cache when its bytes are unchanged."""
+    (its own lint reports why). Facts come from the cache when its bytes are unchanged. A
+    notebook's facts are those of its code cells joined (what its lint reads), marked
+    `notebook`: it imports the project's files, and nothing imports it."""
+    from modellint.static import notebook
     from modellint.static.discover import read_file_bytes
-    from modellint.static.engine import DecodeError, decode
+    from modellint.static.runner import is_notebook
 
     display, path, cache = task
+    book = None
     try:
-        data = read_file_bytes(path)
-        text, _ = decode(data)
-    except (OSError, DecodeError):
+        data = read_file_bytes(path, _limit(path))
+        if is_notebook(path, data):
+            book = notebook.read_notebook(data)
+            text = book.source
+        else:
+            from modellint.static.engine import DecodeError, decode
+
+            try:
+                text, _ = decode(data)
+            except DecodeError:
+                return None
+    except (OSError, notebook.NotebookError):
         return None
     key = cache.facts_key(data) if cache is not None else None
     facts = cache.get_facts(key) if key is not None else None
     if facts is None or facts.get("v") != FACTS_VERSION:
-        facts = extract(text)
+        facts = extract(text, book.tree if book is not None else None)
+        if book is not None:
+            facts["notebook"] = True
         if key is not None:
             cache.put_facts(key, facts)
     return display, facts, text_hash(text)
+
+
+def _limit(path: Any) -> int:
+    from modellint.static import notebook
+    from modellint.static.discover import MAX_FILE_BYTES
+
+    return notebook.MAX_BYTES if str(path).endswith(notebook.SUFFIX) else MAX_FILE_BYTES
 
 
 # below this many files the index is read in this process
@@ -1038,11 +1064,7 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
     A rerun on unchanged files needs only each file's digest (its cache key): those are kept
     in one cache entry keyed by every file's path and bytes, and the facts are then read only
     when a rule asks for them (a file that missed the cache)."""
-    from modellint.static.notebook import SUFFIX as NOTEBOOK_SUFFIX
-
-    # a notebook is no module: nothing imports its definitions
-    files = [(display, path) for display, path in files
-             if not str(path).endswith(NOTEBOOK_SUFFIX)]
+    files = list(files)
     snapshot = _snapshot_key(files) if cache is not None else None
     if snapshot is not None:
         stored = cache.get_facts(snapshot, required=("digests",))
@@ -1066,7 +1088,7 @@ def _snapshot_key(files: list[tuple[str, Any]]) -> str:
     digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
     for display, path in files:
         try:
-            data = read_file_bytes(path)
+            data = read_file_bytes(path, _limit(path))
         except OSError:
             data = b""
         digest.update(display.encode("utf-8", "surrogateescape") + b"\0")

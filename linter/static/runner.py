@@ -263,7 +263,8 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         outcome.messages.append(
             f"{display}: not linted: the notebook's language is {book.language}, not Python")
         return outcome
-    linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled)
+    linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled,
+                                    index=opts.index)
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
     if (opts.fix or opts.diff) and result.module is not None and any(
@@ -308,7 +309,8 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
             return linted
         fixed += count
         text = new_text
-        result = lint_source(display, text.encode("utf-8"), opts.rules, opts.options, disabled)
+        result = lint_source(display, text.encode("utf-8"), opts.rules, opts.options, disabled,
+                             index=opts.index)
     if not fixed:
         return linted
     sources = book.cell_sources(text)
@@ -342,7 +344,8 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
         outcome.messages.append(str(exc))
         return linted
     outcome.fixed = fixed
-    return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled)
+    return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled,
+                                  index=opts.index)
 
 
 def _ended(cell_source: str) -> str:
