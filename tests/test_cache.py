@@ -275,3 +275,102 @@ def test_without_a_project_root_only_the_named_files_are_read(cli, tmp_path):
     assert ("ML308", 7) in cli(".", "--format", "json", env=env).codes()
     assert ("ML308", 7) in cli("train.py", "models.py", "--format", "json", env=env).codes()
     assert "ML308" not in {c for c, _ in cli("train.py", "--format", "json", env=env).codes()}
+
+
+# runs `check` in a fresh interpreter and says, on its last line of stderr, which of the heavy
+# modules it imported (the report goes to --output-file)
+WARM_PROBE = """\
+import json, sys
+from modellint.cli import main
+rc = main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m == "libcst" or m.startswith(
+    ("libcst.", "modellint.rules", "modellint_example")) or m in ("modellint.rule", "pluggy"))
+print("IMPORTED " + json.dumps(heavy), file=sys.stderr)
+raise SystemExit(rc)
+"""
+
+
+def _probe(tmp_path, *args, env=None):
+    """(findings of a `check --format json` run in a new process, the heavy modules it
+    imported)."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import _env
+
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE, "check", "--format", "json", "-o", str(report),
+         *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=_env({**cache_env(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "xdg"), **NOT_CI,
+                  **(env or {})}))
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("IMPORTED "), proc.stderr
+    found = [(f["code"], f["line"], f["message"]) for f in json.loads(report.read_text())]
+    return found, json.loads(last[len("IMPORTED "):])
+
+
+def test_a_warm_run_imports_neither_libcst_nor_the_rules(tmp_path):
+    """A rerun whose findings all come from the cache reads the plugins' manifest instead of
+    importing them (and LibCST); a file that misses the cache imports them."""
+    _project(tmp_path)
+    cold, imported = _probe(tmp_path, ".")
+    assert "libcst" in imported and "modellint.rules.core" in imported
+    assert ("ML308", 7) in [(code, line) for code, line, _ in cold]
+    warm, imported = _probe(tmp_path, ".")
+    assert warm == cold
+    assert imported == []
+    # the manifest knows each rule's default: --select and --ignore still decide the run
+    assert _probe(tmp_path, ".", "--select", "ML308")[0] == [
+        f for f in cold if f[0] == "ML308"]
+    # a pre-commit run on one unchanged file: from the cache too
+    one, imported = _probe(tmp_path, "train.py")
+    assert one == [f for f in cold if f in one] and ("ML308", 7) in [f[:2] for f in one]
+    assert imported == []
+    write(tmp_path, "pkg/util.py", "import torch\n\ny = torch.zeros(2)\n")
+    again, imported = _probe(tmp_path, ".")
+    assert again == cold and "libcst" in imported
+
+
+def test_an_installed_plugin_edited_in_place_is_imported_again(tmp_path, example_plugin):
+    """The manifest lists the plugins' files: editing an installed plugin's rule (as an
+    editable install does) makes the next run import it, and its findings change."""
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(example_plugin, site)
+    write(tmp_path, "net.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+                              "    def forward(self, x):\n        print(x)\n        return x\n")
+    env = {"PYTHONPATH": str(site)}
+    first, imported = _probe(tmp_path, "net.py", env=env)
+    assert [f[0] for f in first] == ["XMP101"] and "modellint_example.rules" in imported
+    warm, imported = _probe(tmp_path, "net.py", env=env)
+    assert warm == first and imported == []
+    rules = site / "modellint_example" / "rules.py"
+    rules.write_text(rules.read_text().replace("default_enabled = True",
+                                               "default_enabled = False"))
+    edited, imported = _probe(tmp_path, "net.py", env=env)
+    assert edited == [] and "modellint_example.rules" in imported
+    # and without the plugin on the path, its rule is gone (another environment)
+    assert _probe(tmp_path, "net.py")[0] == []
+
+
+def test_a_planted_plugin_manifest_is_not_believed(tmp_path):
+    """A manifest not signed with this user's key (planted, or edited to hide a rule) is
+    ignored: the plugins are imported and every rule runs."""
+    import json
+
+    _project(tmp_path)
+    cold, _ = _probe(tmp_path, ".")
+    manifests = list((tmp_path / "xdg" / "modellint" / "registry").glob("*.json"))
+    assert len(manifests) == 1
+    entry = json.loads(manifests[0].read_text())
+    payload = json.loads(entry["payload"])
+    del payload["rules"]["ML308"]
+    entry["payload"] = json.dumps(payload)
+    manifests[0].write_text(json.dumps(entry))
+    found, imported = _probe(tmp_path, ".", "--no-cache")
+    assert found == cold
+    found, imported = _probe(tmp_path, ".")
+    assert found == cold and "modellint.rules.core" in imported

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from modellint.static import kinds as K
-from modellint.static.imports import canonical
 from modellint.static.kinds import Kind
 
 UNKNOWN: list = ["?"]
@@ -536,6 +535,8 @@ class ProjectIndex:
             target = self.module_file(".".join(parts[:end]))
             if target is not None:
                 return self.resolve(target, ".".join(parts[end:]), depth + 1)
+        from modellint.static.imports import canonical  # imports LibCST: not at startup
+
         return ("torch", canonical(qualified), "")
 
     # -- evaluation ---------------------------------------------------------------------
@@ -1019,9 +1020,20 @@ def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
     from modellint.static.runner import is_notebook
 
     display, path, cache = task
-    book = None
     try:
         data = read_file_bytes(path, _limit(path))
+    except OSError:
+        return None
+    key = cache.facts_key(data) if cache is not None else None
+    facts = cache.get_facts(key) if key is not None else None
+    if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
+            facts.get("text"), str):
+        # the hash of the decoded text is kept beside the facts: a hit decodes nothing (the
+        # decoder lives with LibCST's engine, which a warm run does not import)
+        digest = facts.pop("text")
+        return display, facts, digest
+    book = None
+    try:
         if is_notebook(path, data):
             book = notebook.read_notebook(data)
             text = book.source
@@ -1032,17 +1044,15 @@ def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
                 text, _ = decode(data)
             except DecodeError:
                 return None
-    except (OSError, notebook.NotebookError):
+    except notebook.NotebookError:
         return None
-    key = cache.facts_key(data) if cache is not None else None
-    facts = cache.get_facts(key) if key is not None else None
-    if facts is None or facts.get("v") != FACTS_VERSION:
-        facts = extract(text, book.tree if book is not None else None)
-        if book is not None:
-            facts["notebook"] = True
-        if key is not None:
-            cache.put_facts(key, facts)
-    return display, facts, text_hash(text)
+    facts = extract(text, book.tree if book is not None else None)
+    if book is not None:
+        facts["notebook"] = True
+    digest = text_hash(text)
+    if key is not None:
+        cache.put_facts(key, {**facts, "text": digest})
+    return display, facts, digest
 
 
 def _limit(path: Any) -> int:
@@ -1064,7 +1074,9 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
     A rerun on unchanged files needs only each file's digest (its cache key): those are kept
     in one cache entry keyed by every file's path and bytes, and the facts are then read only
     when a rule asks for them (a file that missed the cache)."""
-    files = list(files)
+    # in one order whatever the command line's: a run on a few files and a run on the whole
+    # project make the same index (and share its snapshot)
+    files = sorted(files, key=lambda item: item[0])
     snapshot = _snapshot_key(files) if cache is not None else None
     if snapshot is not None:
         stored = cache.get_facts(snapshot, required=("digests",))

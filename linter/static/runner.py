@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -442,6 +440,9 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
     jobs = max(1, min(opts.jobs, len(tasks)))
     if jobs == 1 or len(tasks) < 4:
         return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
+    import multiprocessing
+    from multiprocessing.connection import wait
+
     # largest files first, so that no worker is left with a big file at the end while the
     # others idle; results go back into the order of `tasks`
     order = sorted(range(len(tasks)), key=lambda i: -_size(tasks[i][1]))
