@@ -341,7 +341,7 @@ class ProjectIndex:
         self._memo: dict[Any, Any] = {}
         self._busy: set[Any] = set()
         self._digests: dict[str, str] = {}
-        self._fact_digests: dict[str, bytes] = {}
+        self._fact_digests: dict[str, str] = {}
         self._direct: dict[str, list[str]] = {}
         self._importers: dict[str, list[str]] | None = None
         self._callers: dict[tuple[str, str], list] | None = None
@@ -469,20 +469,21 @@ class ProjectIndex:
         that import it: call sites): part of its cache key."""
         found = self._digests.get(path)
         if found is None:
-            digest = hashlib.sha256(f"facts={FACTS_VERSION}".encode())
+            # one hash of one joined text: a file's dependencies can be most of the project
+            parts = [f"facts={FACTS_VERSION}"]
             for dependency in sorted({*self.dependencies(path), *self.importers(path)}):
-                digest.update(b"\0" + dependency.encode("utf-8", "surrogateescape") + b"\0")
-                digest.update(self._facts_digest(dependency))
-            found = self._digests[path] = digest.hexdigest()
+                parts.append(dependency)
+                parts.append(self._facts_digest(dependency))
+            found = self._digests[path] = hashlib.sha256(
+                "\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
         return found
 
-    def _facts_digest(self, path: str) -> bytes:
-        """A hash of one file's facts, computed once (a file's dependencies can be most of
-        the project)."""
+    def _facts_digest(self, path: str) -> str:
+        """A hash of one file's facts, computed once."""
         found = self._fact_digests.get(path)
         if found is None:
             found = self._fact_digests[path] = hashlib.sha256(
-                json.dumps(self.files[path], sort_keys=True).encode()).digest()
+                json.dumps(self.files[path], sort_keys=True).encode()).hexdigest()
         return found
 
     def _absolute(self, path: str, qualified: str) -> str:
@@ -1010,30 +1011,44 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
     return None
 
 
-def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
-    """(display, facts, text hash) of one file, or None when it cannot be read or decoded
-    (its own lint reports why). Facts come from the cache when its bytes are unchanged. A
-    notebook's facts are those of its code cells joined (what its lint reads), marked
-    `notebook`: it imports the project's files, and nothing imports it."""
-    from modellint.static import notebook
+_MISSING = object()
+
+
+def _cached_facts(task: tuple[str, Any, Any]) -> Any:
+    """(display, facts, text hash) of one file from the cache, None when it cannot be read,
+    `_MISSING` when its facts are not in the cache (`_read_facts` extracts them)."""
     from modellint.static.discover import read_file_bytes
-    from modellint.static.runner import is_notebook
 
     display, path, cache = task
+    if cache is None:
+        return _MISSING
     try:
         data = read_file_bytes(path, _limit(path))
     except OSError:
         return None
-    key = cache.facts_key(data) if cache is not None else None
-    facts = cache.get_facts(key) if key is not None else None
+    facts = cache.get_facts(cache.facts_key(data))
     if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
             facts.get("text"), str):
         # the hash of the decoded text is kept beside the facts: a hit decodes nothing (the
         # decoder lives with LibCST's engine, which a warm run does not import)
         digest = facts.pop("text")
         return display, facts, digest
+    return _MISSING
+
+
+def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
+    """(display, facts, text hash) of one file, or None when it cannot be read or decoded
+    (its own lint reports why), extracted with `ast` and put in the cache. A notebook's facts
+    are those of its code cells joined (what its lint reads), marked `notebook`: it imports
+    the project's files, and nothing imports it."""
+    from modellint.static import notebook
+    from modellint.static.discover import read_file_bytes
+    from modellint.static.runner import is_notebook
+
+    display, path, cache = task
     book = None
     try:
+        data = read_file_bytes(path, _limit(path))
         if is_notebook(path, data):
             book = notebook.read_notebook(data)
             text = book.source
@@ -1044,14 +1059,14 @@ def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
                 text, _ = decode(data)
             except DecodeError:
                 return None
-    except notebook.NotebookError:
+    except (OSError, notebook.NotebookError):
         return None
     facts = extract(text, book.tree if book is not None else None)
     if book is not None:
         facts["notebook"] = True
     digest = text_hash(text)
-    if key is not None:
-        cache.put_facts(key, {**facts, "text": digest})
+    if cache is not None:
+        cache.put_facts(cache.facts_key(data), {**facts, "text": digest})
     return display, facts, digest
 
 
@@ -1110,17 +1125,23 @@ def _snapshot_key(files: list[tuple[str, Any]]) -> str:
 
 def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int) -> None:
     tasks = [(display, path, cache) for display, path in files]
-    found: list = []
-    if jobs > 1 and len(tasks) >= _PARALLEL_FROM and os.name == "posix":
+    # the cache first, in this process; only the files it misses are parsed (by `jobs`
+    # processes when there are many)
+    found = [_cached_facts(task) for task in tasks]
+    missing = [number for number, item in enumerate(found) if item is _MISSING]
+    extracted: list = []
+    if jobs > 1 and len(missing) >= _PARALLEL_FROM and os.name == "posix":
         import multiprocessing
 
         try:
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                found = pool.map(_read_facts, tasks, chunksize=8)
+                extracted = pool.map(_read_facts, [tasks[n] for n in missing], chunksize=8)
         except (OSError, RuntimeError):
-            found = []
-    if not found:
-        found = [_read_facts(task) for task in tasks]
+            extracted = []
+    if not extracted:
+        extracted = [_read_facts(tasks[n]) for n in missing]
+    for number, item in zip(missing, extracted, strict=True):
+        found[number] = item
     for item in found:
         if item is not None:
             index.add(*item)
