@@ -26,6 +26,20 @@ if TYPE_CHECKING:
 MAX_FIX_ROUNDS = 10
 
 
+def lint_source(*args: Any, **kwargs: Any) -> Any:
+    """`modellint.static.engine.lint_source`, imported on first use (it imports LibCST)."""
+    from modellint.static.engine import lint_source as lint
+
+    return lint(*args, **kwargs)
+
+
+def check_parses(text: str) -> str | None:
+    """`modellint.fix.check_parses`, imported on first use."""
+    from modellint.fix import check_parses as check
+
+    return check(text)
+
+
 @dataclass
 class StaticOptions:
     rules: Sequence[type[StaticRule]]
@@ -140,7 +154,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             outcome.findings, outcome.classes = cached
             return outcome
     from modellint.fix import WriteError, applicable, unified_diff, write_atomically
-    from modellint.static.engine import SYNTAX_ERROR, lint_source
+    from modellint.static.engine import SYNTAX_ERROR
 
     opts.static_rules()
     if outcome.notebook:
@@ -195,9 +209,6 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
     """Apply the fixes of `result` (the lint of `original`) round after round until none is
     left: (the fixed text, the lint of it). Counts go to `outcome.fixed`; a fix that fails or
     breaks the code leaves the text as it was, with a message in `outcome.messages`."""
-    from modellint.fix import check_parses
-    from modellint.static.engine import lint_source
-
     text = result.source
     for _ in range(MAX_FIX_ROUNDS):
         if result.module is None:
@@ -281,8 +292,7 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
 def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome, piped):
     """Apply the fixes to the joined cells, round after round, then splice the changed cell
     sources into the notebook's text; the linting of what was written is returned."""
-    from modellint.fix import WriteError, check_parses, unified_diff, write_atomically
-    from modellint.static.engine import lint_source
+    from modellint.fix import WriteError, unified_diff, write_atomically
 
     result = linted.result
     text = result.source
