@@ -58,8 +58,8 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     env = cache_env(tmp_path)
     first = cli("net.py", "--format", "json", env=env)
     assert len(entries(tmp_path)) == 1
-    # beside: the file's project facts and the digests of the run's files
-    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 2
+    # beside: the file's project facts, their summary and the digests of the run's files
+    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 3
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
@@ -374,3 +374,29 @@ def test_a_planted_plugin_manifest_is_not_believed(tmp_path):
     assert found == cold
     found, imported = _probe(tmp_path, ".")
     assert found == cold and "modellint.rules.core" in imported
+
+
+def test_a_changed_file_parses_only_the_facts_that_are_looked_up(tmp_path):
+    """After an edit the snapshot misses: the other files come from their cached summaries
+    (imports, digests), and a file's facts are parsed when a rule looks them up; the digests
+    are those an index without cache computes."""
+    from pathlib import Path
+
+    from modellint.static.cache import Cache
+    from modellint.static.index import index_files
+
+    write(tmp_path, "models.py", MODEL_LOGITS)
+    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "other.py", "import torch\n\nx = torch.ones(2)\n")
+    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
+    assert cache.prepare()
+    files = [(name, Path(tmp_path / name)) for name in ("models.py", "other.py", "train.py")]
+    index_files(files, cache)
+    write(tmp_path, "train.py", TRAIN + "\n\nLATER = 1\n")
+    changed = index_files(files, cache)
+    fresh = index_files(files, None)
+    assert changed._loader is None and set(changed._pending) == {"models.py", "other.py"}
+    assert all(changed.digest(path) == fresh.digest(path) for path, _ in files)
+    assert changed.files["models.py"] == fresh.files["models.py"]
+    assert set(changed._pending) == {"other.py"}
+    assert dict(changed.files) == dict(fresh.files) and not changed._pending

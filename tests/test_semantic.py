@@ -499,3 +499,10 @@ def test_the_index_read_by_several_processes_is_the_one_read_by_one(tmp_path):
     one, two = index_files(files, None, 1), index_files(files, None, 2)
     assert one.files == two.files and len(one.files) == 70
     assert one.digest("m0.py") == two.digest("m0.py")
+
+
+def test_a_copy_of_the_index_keeps_the_text_hashes():
+    """The semantic model copies the run's index for a file whose text changed (--fix)."""
+    index = build([("models.py", MODELS)])
+    other = index.copy()
+    assert other.hashes == index.hashes and other.files == index.files

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,6 +316,29 @@ def module_name(path: str) -> str:
 # -- the index --------------------------------------------------------------------------------
 
 
+class _Files(Mapping):
+    """`ProjectIndex.files` while some files' facts are not parsed yet."""
+
+    def __init__(self, index: ProjectIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, path: str) -> dict:
+        found = self._index._facts_of(path)
+        if found is None:
+            raise KeyError(path)
+        return found
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._index._files or path in self._index._pending
+
+    def __iter__(self):
+        yield from list(self._index._files)
+        yield from list(self._index._pending)
+
+    def __len__(self) -> int:
+        return len(self._index._files) + len(self._index._pending)
+
+
 @dataclass
 class Where:
     """Where a summary is evaluated: the file, the class (for `self.x`), and the names local
@@ -347,6 +370,8 @@ class ProjectIndex:
         self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
         self._hashes: dict[str, str] = {}
+        # files whose facts are parsed on first use (`add_summary`): path -> (summary, loader)
+        self._pending: dict[str, tuple[dict, Callable[[], dict]]] = {}
         for path, facts in (files or {}).items():
             self.add(path, facts)
 
@@ -358,10 +383,11 @@ class ProjectIndex:
             self._digests.update(digests)
 
     @property
-    def files(self) -> dict[str, dict]:
-        """Path -> facts of every file of the run."""
+    def files(self) -> Mapping[str, dict]:
+        """Path -> facts of every file of the run (a file's facts are parsed when first
+        looked up: most lints need those of a few files)."""
         self._load()
-        return self._files
+        return _Files(self) if self._pending else self._files
 
     @property
     def hashes(self) -> dict[str, str]:
@@ -370,13 +396,38 @@ class ProjectIndex:
 
     def copy(self) -> ProjectIndex:
         other = ProjectIndex(dict(self.files))
-        other.hashes = dict(self.hashes)
+        other._hashes = dict(self.hashes)
         return other
+
+    def add_summary(self, path: str, summary: dict, load: Callable[[], dict]) -> None:
+        """A file known by its summary (`summary_of`): its imports, the digest of its facts
+        and of its text; `load()` gives its facts when a rule looks them up."""
+        self.add(path, {"imports": summary["imports"], "notebook": summary["notebook"]},
+                 summary["text"])
+        del self._files[path]
+        self._pending[path] = (summary, load)
+        self._fact_digests[path] = summary["digest"]
+
+    def _facts_of(self, path: str) -> dict | None:
+        found = self._files.get(path)
+        if found is None and path in self._pending:
+            _, load = self._pending.pop(path)
+            found = self._files[path] = load()
+        return found
+
+    def _imports_of(self, path: str) -> dict | None:
+        """A file's imports, without parsing its facts."""
+        pending = self._pending.get(path)
+        if pending is not None:
+            return pending[0]["imports"]
+        facts = self._files.get(path)
+        return facts["imports"] if facts is not None else None
 
     def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
         """The facts of the file at `path`; a notebook's (`facts["notebook"]`, or a path
         ending in .ipynb) are no module's: nothing imports a notebook's definitions."""
         self._files[path] = facts
+        self._pending.pop(path, None)
         self._importers = self._callers = None
         self._fact_digests.pop(path, None)
         if text_digest is not None:
@@ -426,9 +477,10 @@ class ProjectIndex:
         """The project files `path` imports directly (computed once per file)."""
         found = self._direct.get(path)
         if found is None:
-            facts = self.files.get(path)
+            self._load()
+            imports = self._imports_of(path)
             targets = set()
-            for qualified in (facts["imports"].values() if facts is not None else ()):
+            for qualified in (imports.values() if imports is not None else ()):
                 target = self._import_target(path, qualified)
                 if target is not None and target != path:
                     targets.add(target)
@@ -482,8 +534,7 @@ class ProjectIndex:
         """A hash of one file's facts, computed once."""
         found = self._fact_digests.get(path)
         if found is None:
-            found = self._fact_digests[path] = hashlib.sha256(
-                json.dumps(self.files[path], sort_keys=True).encode()).hexdigest()
+            found = self._fact_digests[path] = facts_digest(self.files[path])
         return found
 
     def _absolute(self, path: str, qualified: str) -> str:
@@ -1012,11 +1063,30 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
 
 
 _MISSING = object()
+_SUMMARY_KEYS = ("v", "imports", "notebook", "digest", "text")
+
+
+def summary_of(facts: dict, text_digest: str) -> dict:
+    """What the index needs of a file before a rule looks into it: its imports (the project's
+    import graph), whether it is a notebook, the digest of its facts (the cache keys of the
+    files that depend on it) and of its text. Much smaller than the facts, and cached apart
+    from them: a run parses only the facts that its lints look up."""
+    return {"v": FACTS_VERSION, "imports": facts["imports"],
+            "notebook": bool(facts.get("notebook")), "digest": facts_digest(facts),
+            "text": text_digest}
+
+
+def facts_digest(facts: dict) -> str:
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _summary_key(data: bytes) -> str:
+    return hashlib.sha256(b"project-summary\0" + data).hexdigest()
 
 
 def _cached_facts(task: tuple[str, Any, Any]) -> Any:
-    """(display, facts, text hash) of one file from the cache, None when it cannot be read,
-    `_MISSING` when its facts are not in the cache (`_read_facts` extracts them)."""
+    """(display, summary, loader of the facts) of one file from the cache, None when it
+    cannot be read, `_MISSING` when it is not in the cache (`_read_facts` extracts it)."""
     from modellint.static.discover import read_file_bytes
 
     display, path, cache = task
@@ -1026,21 +1096,32 @@ def _cached_facts(task: tuple[str, Any, Any]) -> Any:
         data = read_file_bytes(path, _limit(path))
     except OSError:
         return None
-    facts = cache.get_facts(cache.facts_key(data))
+    summary = cache.get_facts(_summary_key(data), required=_SUMMARY_KEYS)
+    if summary is None or summary["v"] != FACTS_VERSION or not all(
+            isinstance(summary[k], str) for k in ("digest", "text")) or not isinstance(
+            summary["imports"], dict):
+        return _MISSING
+    return display, summary, functools.partial(_load_facts, task, cache.facts_key(data))
+
+
+def _load_facts(task: tuple[str, Any, Any], key: str) -> dict:
+    """The facts of a file whose summary came from the cache: from the cache too (the hash
+    of the text is kept beside them: a hit decodes nothing, and the decoder lives with
+    LibCST's engine), else extracted again."""
+    facts = task[2].get_facts(key)
     if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
             facts.get("text"), str):
-        # the hash of the decoded text is kept beside the facts: a hit decodes nothing (the
-        # decoder lives with LibCST's engine, which a warm run does not import)
-        digest = facts.pop("text")
-        return display, facts, digest
-    return _MISSING
+        facts.pop("text")
+        return facts
+    found = _read_facts(task)
+    return found[1] if found is not None else extract("")
 
 
 def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
     """(display, facts, text hash) of one file, or None when it cannot be read or decoded
-    (its own lint reports why), extracted with `ast` and put in the cache. A notebook's facts
-    are those of its code cells joined (what its lint reads), marked `notebook`: it imports
-    the project's files, and nothing imports it."""
+    (its own lint reports why), extracted with `ast` and put in the cache with its summary.
+    A notebook's facts are those of its code cells joined (what its lint reads), marked
+    `notebook`: it imports the project's files, and nothing imports it."""
     from modellint.static import notebook
     from modellint.static.discover import read_file_bytes
     from modellint.static.runner import is_notebook
@@ -1067,6 +1148,7 @@ def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
     digest = text_hash(text)
     if cache is not None:
         cache.put_facts(cache.facts_key(data), {**facts, "text": digest})
+        cache.put_facts(_summary_key(data), summary_of(facts, digest))
     return display, facts, digest
 
 
@@ -1143,9 +1225,13 @@ def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: i
     for number, item in zip(missing, extracted, strict=True):
         found[number] = item
     for item in found:
-        if item is not None:
+        if item is None:
+            continue
+        if callable(item[2]):
+            index.add_summary(*item)
+        else:
             index.add(*item)
-    for path in index._files:
+    for path in list(index.files):
         index.digest(path)  # once here, not in each worker
 
 
