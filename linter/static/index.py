@@ -366,6 +366,8 @@ class ProjectIndex:
         self._digests: dict[str, str] = {}
         self._fact_digests: dict[str, str] = {}
         self._direct: dict[str, list[str]] = {}
+        # path -> every file it imports, transitively (`_closure`)
+        self._closures: dict[str, frozenset[str]] = {}
         self._importers: dict[str, list[str]] | None = None
         self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
@@ -435,6 +437,7 @@ class ProjectIndex:
         self._memo.clear()
         self._digests.clear()
         self._direct.clear()
+        self._closures.clear()
         if facts.get("notebook") or path.endswith(".ipynb"):
             return
         parts = module_name(path).split(".")
@@ -461,17 +464,57 @@ class ProjectIndex:
     def dependencies(self, path: str) -> list[str]:
         """The project files whose facts `path`'s findings may depend on: those it imports,
         and theirs, transitively (itself excluded)."""
-        seen = {path}
-        order: list[str] = []
-        stack = [path]
-        while stack:
-            current = stack.pop()
-            for target in self._imported(current):
-                if target not in seen:
-                    seen.add(target)
-                    order.append(target)
-                    stack.append(target)
-        return sorted(order)
+        return sorted(self._closure(path) - {path})
+
+    def _closure(self, path: str) -> frozenset[str]:
+        """Every project file `path` imports, transitively (itself too when it is in an
+        import cycle): computed once per strongly connected group of files (Tarjan), each
+        group's from those of the groups it imports."""
+        found = self._closures.get(path)
+        if found is not None:
+            return found
+        closures = self._closures
+        number: dict[str, int] = {path: 0}
+        low = {path: 0}
+        stack, on_stack = [path], {path}
+        work = [(path, iter(self._imported(path)))]
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child in closures:
+                    continue
+                if child not in number:
+                    number[child] = low[child] = len(number)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(self._imported(child))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], number[child])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == number[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    group = set(members)
+                    reached: set[str] = set()
+                    for member in members:
+                        for target in self._imported(member):
+                            reached.add(target)
+                            if target not in group:
+                                reached |= closures[target]
+                    frozen = frozenset(reached)
+                    for member in members:
+                        closures[member] = frozen
+        return closures[path]
 
     def _imported(self, path: str) -> list[str]:
         """The project files `path` imports directly (computed once per file)."""
