@@ -400,3 +400,24 @@ def test_a_changed_file_parses_only_the_facts_that_are_looked_up(tmp_path):
     assert changed.files["models.py"] == fresh.files["models.py"]
     assert set(changed._pending) == {"other.py"}
     assert dict(changed.files) == dict(fresh.files) and not changed._pending
+
+
+def test_manifests_of_other_environments_unused_for_a_week_are_removed(tmp_path):
+    import os
+    import time
+
+    from modellint.static.cache import MAX_AGE_SECONDS, manifest_store
+
+    store = manifest_store({"XDG_CACHE_HOME": str(tmp_path)})
+    assert store is not None
+    store.put_manifest("a" * 64, {"rules": {}})
+    store.put_manifest("b" * 64, {"rules": {}})
+    mine = store.directory / ("c" * 64 + ".txt")  # not a name modellint writes: kept
+    mine.write_text("x")
+    old = time.time() - MAX_AGE_SECONDS - 60
+    for path in (store.directory / ("a" * 64 + ".json"), store.directory / ("b" * 64 + ".json"),
+                 mine):
+        os.utime(path, (old, old))
+    assert store.get_manifest("b" * 64) == {"rules": {}}  # read: used
+    store.put_manifest("d" * 64, {"rules": {}})
+    assert sorted(p.name[:1] for p in store.directory.iterdir()) == ["b", "c", "d"]

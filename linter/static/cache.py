@@ -233,11 +233,30 @@ class Cache:
         self._write_signed(self.facts_directory, key, facts)
 
     def get_manifest(self, key: str) -> dict | None:
-        """A plugin manifest (`manifest_store`)."""
-        return self._read_signed(self.directory, key)
+        """A plugin manifest (`manifest_store`); reading it marks it used."""
+        found = self._read_signed(self.directory, key)
+        if found is not None:
+            try:
+                os.utime(self.directory / f"{key}.json")
+            except OSError:
+                pass
+        return found
 
     def put_manifest(self, key: str, manifest: dict) -> None:
+        """Store a manifest, and remove those of other environments unused for a week (one
+        is written per Python environment and working folder on the path)."""
         self._write_signed(self.directory, key, manifest)
+        now = time.time()
+        try:
+            with os.scandir(self.directory) as listing:
+                for entry in listing:
+                    if (entry.name != f"{key}.json" and _ENTRY_NAME.fullmatch(entry.name)
+                            and entry.is_file(follow_symlinks=False)
+                            and now - entry.stat(follow_symlinks=False).st_mtime
+                            > MAX_AGE_SECONDS):
+                        os.unlink(entry.path)
+        except OSError:
+            pass
 
     def _read_signed(self, folder: Path, key: str) -> dict | None:
         """The JSON object stored under `key` in `folder`, or None: missing, corrupt, of another
