@@ -35,7 +35,7 @@ from modellint.finding import Finding, Fix, Severity
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
-FORMAT = 4  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings
+FORMAT = 5  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings; 5: file keys hash the sha256 of the bytes
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 FACTS_DIR_NAME = "facts"
@@ -206,10 +206,15 @@ class Cache:
         return self.problem is None
 
     @staticmethod
-    def file_key(display: str, data: bytes, disabled: frozenset[str], facts: str = "") -> str:
+    def file_key(display: str, data: bytes | None, disabled: frozenset[str], facts: str = "",
+                 content: str | None = None) -> str:
         """`facts`: the digest of the project facts the file's findings depend on (the files
-        it imports, `ProjectIndex.digest`), so that editing one of those re-lints it."""
-        digest = hashlib.sha256(data)
+        it imports, `ProjectIndex.digest`), so that editing one of those re-lints it.
+        `content`: the sha256 of `data`, when it is known (then `data` may be None)."""
+        if content is None:
+            assert data is not None
+            content = hashlib.sha256(data).hexdigest()
+        digest = hashlib.sha256(bytes.fromhex(content))
         digest.update(b"\0" + display.encode("utf-8", "surrogateescape"))
         digest.update(b"\0" + ",".join(sorted(disabled)).encode())
         digest.update(b"\0" + facts.encode())

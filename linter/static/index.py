@@ -372,6 +372,8 @@ class ProjectIndex:
         self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
         self._hashes: dict[str, str] = {}
+        # path -> sha256 of the file's bytes as the run read them for the index
+        self.contents: dict[str, str] = {}
         # files whose facts are parsed on first use (`add_summary`): path -> (summary, loader)
         self._pending: dict[str, tuple[dict, Callable[[], dict]]] = {}
         for path, facts in (files or {}).items():
@@ -1217,35 +1219,41 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
     # in one order whatever the command line's: a run on a few files and a run on the whole
     # project make the same index (and share its snapshot)
     files = sorted(files, key=lambda item: item[0])
-    snapshot = _snapshot_key(files) if cache is not None else None
+    snapshot, contents = _snapshot_key(files) if cache is not None else (None, {})
     if snapshot is not None:
         stored = cache.get_facts(snapshot, required=("digests",))
         digests = stored.get("digests") if stored is not None else None
         if isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values()):
             index = ProjectIndex()
             index._digests = dict(digests)
+            index.contents = contents
             # read later in a worker process, which may not start processes of its own
             index._loader = lambda: _fill(index, files, cache, 1)
             return index
     index = ProjectIndex()
+    index.contents = contents
     _fill(index, files, cache, jobs)
     if snapshot is not None:
         cache.put_facts(snapshot, {"digests": {path: index.digest(path) for path in index.files}})
     return index
 
 
-def _snapshot_key(files: list[tuple[str, Any]]) -> str:
+def _snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
+    """(the key of the index of exactly these files' bytes, the sha256 of each file that
+    could be read: the results cache's keys take it instead of reading the file again)."""
     from modellint.static.discover import read_file_bytes
 
     digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
+    contents: dict[str, str] = {}
     for display, path in files:
         try:
-            data = read_file_bytes(path, _limit(path))
+            content = contents[display] = hashlib.sha256(
+                read_file_bytes(path, _limit(path))).hexdigest()
         except OSError:
-            data = b""
+            content = hashlib.sha256(b"").hexdigest()
         digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
-        digest.update(hashlib.sha256(data).digest())
-    return digest.hexdigest()
+        digest.update(bytes.fromhex(content))
+    return digest.hexdigest(), contents
 
 
 def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int) -> None:

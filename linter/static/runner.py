@@ -424,15 +424,25 @@ def _cached(display: str, path: Path, disabled: frozenset[str],
     """The outcome of a file whose findings are in the cache, else None (also when it cannot
     be read: `lint_file` reports that)."""
     assert opts.cache is not None
-    try:
-        original = read_file_bytes(
-            path, notebook.MAX_BYTES if str(path).endswith(notebook.SUFFIX) else MAX_FILE_BYTES)
-    except OSError:
-        return None
-    cached = opts.cache.get(_file_key(display, original, disabled, opts))
+    content = opts.index.contents.get(display) if opts.index is not None else None
+    if content is not None and str(path).endswith(SUFFIXES):
+        # the index read it a moment ago: its hash is enough to look it up (a Python file's
+        # name says it is no notebook)
+        key = opts.cache.file_key(display, None, disabled, opts.index.digest(display),
+                                  content=content)
+        is_book = False
+    else:
+        try:
+            original = read_file_bytes(path, notebook.MAX_BYTES if str(path).endswith(
+                notebook.SUFFIX) else MAX_FILE_BYTES)
+        except OSError:
+            return None
+        key = _file_key(display, original, disabled, opts)
+        is_book = is_notebook(path, original)
+    cached = opts.cache.get(key)
     if cached is None:
         return None
-    outcome = FileOutcome(path=display, notebook=is_notebook(path, original))
+    outcome = FileOutcome(path=display, notebook=is_book)
     outcome.findings, outcome.classes = cached
     return outcome
 
