@@ -7,7 +7,18 @@ The peers go into a virtual environment of their own (created on first use, defa
 ~/.cache/modellint-bench/peers). The sources are copied to a scratch folder so that no cache of
 any tool is shared with the installed packages. Prints, per tool: the median wall time of the
 runs, lines per second, and the ratio against modellint's cold run; then the warm (cached)
-rerun, the one-file (pre-commit) case, and the peak memory of the whole-corpus run.
+rerun, the one-file (pre-commit) cases, and the peak memory of the whole-corpus run.
+
+Then the ratios of the speed targets, in CPU time (user + system, the process and its workers:
+steadier than wall time on a shared machine), each against a peer measured in the same run:
+
+- cold run / LibCST's parse-only CPU time (target <= 2)
+- warm rerun / a Python process that merely reads and hashes the same files (target <= 5)
+- one file of the project, the project index cached, the file edited since (a pre-commit run)
+  / `python -c "import libcst"` (target <= 1.5); and the same with the file unchanged
+
+The corpus root gets a `pyproject.toml` with `[tool.modellint]`, so that a run on one file
+reads the rest of the project for its index, as in a real repository.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import argparse
 import importlib.util
 import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -52,6 +64,35 @@ def count_lines(root: Path) -> tuple[int, int]:
     return files, lines
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_timed(command: list[str], env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> float:
+    """CPU seconds (user + system) of `command` and every process it waited for."""
+    before = _children_cpu()
+    subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
+    return _children_cpu() - before
+
+
+READ_AND_HASH = """\
+import hashlib, os, sys
+for folder, dirs, names in os.walk(sys.argv[1]):
+    dirs.sort()
+    for name in sorted(names):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as handle:
+                hashlib.sha256(handle.read()).digest()
+"""
+
+
 def timed(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
     """(wall seconds, peak RSS in MB of the largest process, exit code)."""
     start = time.perf_counter()
@@ -76,12 +117,13 @@ def _parse(path: str) -> None:
         pass
 
 
-def parse_only(root: Path) -> float:
+def parse_only(root: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of parsing every file with LibCST, on every core."""
     files = [str(p) for p in sorted(root.rglob("*.py"))]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu() + _self_cpu()
     with multiprocessing.get_context("fork").Pool(os.cpu_count()) as pool:
         pool.map(_parse, files, chunksize=8)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() + _self_cpu() - cpu
 
 
 def median(values: list[float]) -> float:
@@ -96,6 +138,8 @@ def main() -> None:
     )
     parser.add_argument("--corpus", default="torchvision,timm")
     parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--skip-cold", action="store_true",
+                        help="only the warm and one-file cases (and their peers): quick")
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="modellint-bench-"))
@@ -104,33 +148,67 @@ def main() -> None:
         shutil.copytree(package_dir(name), corpus / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
     files, lines = count_lines(corpus)
+    # the project's root: a run on one file reads the others for its index
+    (corpus / "pyproject.toml").write_text("[tool.modellint]\n")
     print(f"corpus: {args.corpus} — {files} files, {lines} lines, {os.cpu_count()} cores, "
           f"{args.runs} runs each (median)\n")
 
+    # as a user's Python runs: modellint's own bytecode is cached after the first run
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     modellint = [sys.executable, "-m", "modellint", "check", "--exit-zero", "-q",
                  "--format", "concise", "--output-file", os.devnull]
     results: dict[str, tuple[float, float]] = {}
+    cpu: dict[str, float] = {}
 
-    cold, peaks = [], []
-    for _ in range(args.runs):
-        env = dict(os.environ, MODELLINT_CACHE_DIR=str(scratch / f"cache-{time.time_ns()}"))
+    cold, peaks, cold_cpu = [], [], []
+    for _ in range(0 if args.skip_cold else args.runs):
+        env = dict(base_env, MODELLINT_CACHE_DIR=str(scratch / f"cache-{time.time_ns()}"))
+        before = _children_cpu()
         wall, peak, _ = timed([*modellint, str(corpus)], env=env)
+        cold_cpu.append(_children_cpu() - before)
         cold.append(wall)
         peaks.append(peak)
-    results["modellint (cold)"] = (median(cold), max(peaks))
+    if cold:
+        results["modellint (cold)"] = (median(cold), max(peaks))
+        cpu["cold"] = median(cold_cpu)
 
-    warm_env = dict(os.environ, MODELLINT_CACHE_DIR=str(scratch / "cache-warm"))
+    warm_env = dict(base_env, MODELLINT_CACHE_DIR=str(scratch / "cache-warm"))
     timed([*modellint, str(corpus)], env=warm_env)
-    warm = [timed([*modellint, str(corpus)], env=warm_env) for _ in range(args.runs)]
+    timed([*modellint, str(corpus)], env=warm_env)  # the plugin manifest is written once
+    warm, warm_cpu = [], []
+    for _ in range(args.runs):
+        before = _children_cpu()
+        warm.append(timed([*modellint, str(corpus)], env=warm_env))
+        warm_cpu.append(_children_cpu() - before)
     results["modellint (warm)"] = (median([w for w, _, _ in warm]), max(p for _, p, _ in warm))
+    cpu["warm"] = median(warm_cpu)
+    cpu["read+hash"] = median([cpu_timed([sys.executable, "-c", READ_AND_HASH, str(corpus)],
+                                         env=base_env) for _ in range(args.runs)])
 
     one_file = next(iter(sorted((corpus / "torchvision" / "models").glob("resnet.py"))), None)
     one_file = one_file or next(iter(sorted(corpus.rglob("*.py"))))
-    single = [timed([*modellint, "--no-cache", str(one_file)]) for _ in range(args.runs)]
-    results["modellint (one file)"] = (median([w for w, _, _ in single]),
-                                        max(p for _, p, _ in single))
+    # run from the corpus root, as pre-commit runs from the repository's
+    relative = str(one_file.relative_to(corpus))
+    unchanged = [cpu_timed([*modellint, relative], env=warm_env, cwd=corpus)
+                 for _ in range(args.runs)]
+    cpu["one file, unchanged"] = median(unchanged)
+    edited, edited_wall = [], []
+    for number in range(args.runs):
+        with open(one_file, "a", encoding="utf-8") as handle:
+            handle.write(f"# edit {number} {time.time_ns()}\n")
+        before = _children_cpu()
+        edited_wall.append(timed([*modellint, relative], env=warm_env, cwd=corpus))
+        edited.append(_children_cpu() - before)
+    cpu["one file, edited"] = median(edited)
+    results["modellint (one file, edited)"] = (median([w for w, _, _ in edited_wall]),
+                                                max(p for _, p, _ in edited_wall))
+    cpu["import libcst"] = median([cpu_timed([sys.executable, "-c", "import libcst"],
+                                             env=base_env) for _ in range(args.runs)])
 
-    results["libcst parse only"] = (median([parse_only(corpus) for _ in range(args.runs)]), 0.0)
+    if cold:
+        parsed = [parse_only(corpus) for _ in range(args.runs)]
+        results["libcst parse only"] = (median([wall for wall, _ in parsed]), 0.0)
+        cpu["libcst parse only"] = median([used for _, used in parsed])
 
     if not args.skip_peers:
         peers = ensure_peers(args.peers_venv)
@@ -141,13 +219,29 @@ def main() -> None:
             runs = [timed([*command, str(corpus)], cwd=scratch) for _ in range(args.runs)]
             results[label] = (median([w for w, _, _ in runs]), max(p for _, p, _ in runs))
 
-    base = results["modellint (cold)"][0]
-    print(f"{'tool':<32} {'wall s':>8} {'lines/s':>10} {'x modellint cold':>17} {'peak MB':>8}")
+    base = results["modellint (cold)"][0] if cold else results["modellint (warm)"][0]
+    against = "x modellint cold" if cold else "x modellint warm"
+    print(f"{'tool':<32} {'wall s':>8} {'lines/s':>10} {against:>17} {'peak MB':>8}")
     for label, (wall, peak) in results.items():
         per_second = f"{lines / wall:,.0f}" if "one file" not in label else "-"
         ratio = f"{wall / base:.2f}"
         print(f"{label:<32} {wall:>8.2f} {per_second:>10} {ratio:>17} {peak:>8.0f}")
     print("\npeak MB: the largest single process (workers are separate processes).")
+    print("\nCPU seconds (median; user + system of the process and its workers):")
+    for label, used in cpu.items():
+        print(f"  {label:<28} {used:8.3f}")
+    print("\ntargets, as ratios of CPU time in this run:")
+    for label, numerator, denominator, target in (
+        ("cold / LibCST parse only", "cold", "libcst parse only", 2.0),
+        ("warm / read+hash", "warm", "read+hash", 5.0),
+        ("one file edited / import libcst", "one file, edited", "import libcst", 1.5),
+        ("one file unchanged / import libcst", "one file, unchanged", "import libcst", 1.5),
+    ):
+        if numerator not in cpu or denominator not in cpu:
+            continue
+        ratio = cpu[numerator] / cpu[denominator] if cpu[denominator] else float("inf")
+        verdict = "ok" if ratio <= target else "over"
+        print(f"  {label:<36} {ratio:6.2f}  (target <= {target}: {verdict})")
     shutil.rmtree(scratch, ignore_errors=True)
 
 

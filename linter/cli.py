@@ -25,11 +25,15 @@ from modellint.config import (
 )
 from modellint.plugins import (
     ALLOW_CONFIG_PLUGINS_FLAG,
+    LIGHT_FORMATS,
     PluginError,
     Registry,
     config_plugins_allowed,
     config_plugins_refused,
+    is_static,
+    light_registry,
     load_registry,
+    save_manifest,
 )
 from modellint.report import printable
 from modellint.suppress import hidden_codes, shown_codes
@@ -372,13 +376,14 @@ def render_rule_doc(rule) -> str:
     return out.getvalue()
 
 
-def _cache(config: Config, rules):
+def _cache(config: Config, rules, sources=None):
     from modellint.static.cache import Cache, default_dir, settings_key
 
     directory = default_dir(config.root)
     if directory is None:
         return None
-    cache = Cache(directory, settings_key(modellint.__version__, rules, config.rule_options()))
+    cache = Cache(directory, settings_key(modellint.__version__, rules, config.rule_options(),
+                                          sources))
     if cache.prepare():
         return cache
     if cache.problem:
@@ -508,12 +513,11 @@ def static_setup(config: Config, registry: Registry, select: list[str] | None = 
         config.select = select
     config.extend_select = [*config.extend_select, *extend_select]
     config.ignore = [*config.ignore, *ignore]
-    registry.manager.hook.modellint_configure(config=config)
+    if registry.manager is not None:  # a manifest's registry has no configure hooks
+        registry.manager.hook.modellint_configure(config=config)
     enabled = enabled_codes(config, registry.rules)
-    static_rules = [
-        registry.rules[code] for code in sorted(enabled)
-        if "static" in registry.rules[code].passes and hasattr(registry.rules[code], "report")
-    ]
+    static_rules = [registry.rules[code] for code in sorted(enabled)
+                    if is_static(registry.rules[code])]
     return enabled, static_rules
 
 
@@ -523,6 +527,24 @@ def disabled_for(config: Config, enabled: set[str], path: Path,
     turned off by per-file-ignores."""
     shown = shown_codes(config, enabled)
     return frozenset(set(codes) - shown) | hidden_codes(config, shown, path)
+
+
+def _manifest_store(args, config: Config, stdin_name: str | None):
+    """Where the plugins' manifest is kept, for a run that may be served from the cache and
+    loads only built-in and installed plugins; else None (the plugins are imported)."""
+    from modellint.static.cache import default_dir, manifest_store
+
+    if (args.no_cache or args.fix or args.diff or args.runtime or args.plugins or config.plugins
+            or args.format not in LIGHT_FORMATS or stdin_name is not None
+            or default_dir(config.root) is None):
+        return None
+    return manifest_store()
+
+
+def _rule_classes(config: Config, args, rules) -> list:
+    """The rule classes of a run whose registry came from the manifest (`rules`: RuleInfos)."""
+    registry = _registry(config, args)
+    return [registry.rules[rule.code] for rule in rules]
 
 
 def _cmd_check(args) -> int:
@@ -544,7 +566,14 @@ def _cmd_check(args) -> int:
             hint = "" if os.sep in path else did_you_mean(path, SUBCOMMANDS)
             raise UsageError(f"path does not exist: {path}{hint}")
     config = _config_for(args)
-    registry = _registry(config, args)
+    # a run that can be served from the cache reads the plugins' manifest, not the plugins
+    store = _manifest_store(args, config, stdin_name)
+    registry = light_registry(store) if store is not None else None
+    light = registry is not None
+    if registry is None:
+        registry = _registry(config, args)
+        if store is not None:
+            save_manifest(store, registry)
     enabled, static_rules = static_setup(config, registry, args.select, args.extend_select,
                                          args.ignore)
     if args.format not in registry.reporters:
@@ -574,14 +603,26 @@ def _cmd_check(args) -> int:
         for display, _, _ in tasks:
             print(printable(display))
         return EXIT_CLEAN
+    project: list = []
+    if stdin_name is None and static_rules:
+        # a run on a few files (pre-commit) still sees the whole project's definitions
+        from modellint.static.discover import project_files, project_root
+
+        root = project_root(config.source, paths)
+        if root is not None:
+            project = project_files(root, paths, lambda p: is_excluded(config, p), walked)
     opts = StaticOptions(
-        rules=static_rules,
+        project=project,
+        rules=[] if light else static_rules,
+        # the rules themselves are imported for the first file that misses the cache
+        load_rules=(lambda: _rule_classes(config, args, static_rules)) if light else None,
         options=config.rule_options(),
         fix=args.fix,
         unsafe_fixes=args.unsafe_fixes,
         diff=args.diff,
         jobs=args.jobs,
-        cache=None if args.no_cache or args.fix or args.diff else _cache(config, static_rules),
+        cache=None if args.no_cache or args.fix or args.diff else _cache(
+            config, static_rules, registry.sources if light else None),
         # the project and each folder named (a named file's own folder): what links lead to
         # beyond them is not the linted tree's to change
         tree=(config.root, *(Path(p) if os.path.isdir(p) else Path(p).parent for p in paths)),

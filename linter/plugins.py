@@ -10,7 +10,6 @@ modellint opts in (`--allow-config-plugins` or `MODELLINT_ALLOW_CONFIG_PLUGINS=1
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import os
 import re
 import sys
@@ -19,11 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pluggy
-
-from modellint import hookspecs
-
 if TYPE_CHECKING:  # the rule API imports LibCST, which `--version` does not need
+    import pluggy
+
     from modellint.rule import Rule
 
 BUILTIN_PLUGINS = (
@@ -107,6 +104,13 @@ def load_registry(
 ) -> Registry:
     """Built-in, installed (entry points), the config's opted-in `config_plugins` (importable
     from `config_root`, the folder of the config that names them) and `-p` plugins."""
+    # here, not at the top: a warm run reads the manifest instead and imports neither
+    import importlib.metadata
+
+    import pluggy
+
+    from modellint import hookspecs
+
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     registry = Registry(manager)
@@ -208,3 +212,188 @@ def _collect(registry: Registry) -> None:
                     f"plugin {impl.plugin_name!r} registered reporter {fmt!r} twice"
                 )
             registry.reporters[fmt] = reporter
+
+
+# -- the manifest: what `check` needs of the plugins, without importing them -----------------
+#
+# A warm rerun (every file's findings in the cache) must not pay for importing the rules and
+# LibCST. What it needs of the plugins before linting (each rule's code, default, passes and
+# module for the cache key; where each reporter lives) is kept, after a run that imported them,
+# in a manifest signed like cache entries (`modellint.static.cache.manifest_store`). Its key
+# names the Python environment (modellint's version, the Python, sys.path and the distributions
+# installed on it, each one's entry points file), and it lists every file of the plugins'
+# packages with its size and mtime: installing, upgrading or editing a plugin (or modellint)
+# makes it stale, and that run imports the plugins and writes a new one.
+
+MANIFEST_FORMAT = 1
+# the built-in formats that read nothing of the rules but their codes (SARIF describes them)
+LIGHT_FORMATS = ("text", "concise", "json", "github")
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """A rule as the manifest knows it: enough to select rules and key the cache."""
+
+    code: str
+    default_enabled: bool
+    passes: tuple[str, ...]
+    # it has a static check (`report`)
+    static: bool
+    module: str
+    qualname: str
+
+
+def is_static(rule) -> bool:
+    """Whether a rule class (or RuleInfo) has a static check."""
+    if isinstance(rule, RuleInfo):
+        return rule.static
+    return "static" in rule.passes and hasattr(rule, "report")
+
+
+class _Reporters(Mapping):
+    """Format -> reporter class, each imported when it is asked for."""
+
+    def __init__(self, where: dict[str, tuple[str, str]]) -> None:
+        self._where = where
+        self._loaded: dict[str, type] = {}
+
+    def __getitem__(self, fmt: str) -> type:
+        if fmt not in self._loaded:
+            module, qualname = self._where[fmt]
+            found = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+            self._loaded[fmt] = found
+        return self._loaded[fmt]
+
+    def __iter__(self):
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+@dataclass
+class LightRegistry:
+    """The plugins as a manifest knows them: `rules` are RuleInfos (`load` gives the real
+    Registry), `sources` the rule modules' (file, sha256) for the cache key."""
+
+    rules: dict[str, RuleInfo]
+    reporters: Mapping[str, type]
+    origins: dict[str, str]
+    sources: dict[str, tuple[str, str | None]]
+    manager: None = None
+
+
+def _environment_key() -> str:
+    """What decides which plugins load and what they are: modellint's version, this Python,
+    sys.path, and on it each distribution's metadata folder and entry points file."""
+    import hashlib
+
+    from modellint import __version__
+
+    digest = hashlib.sha256(
+        f"manifest={MANIFEST_FORMAT};modellint={__version__};{sys.version};"
+        f"{sys.executable}".encode())
+    for entry in sys.path:
+        digest.update(b"\0" + entry.encode("utf-8", "surrogateescape"))
+        if not os.path.isdir(entry or "."):
+            try:  # a zip file on the path
+                info = os.stat(entry)
+                digest.update(f":{info.st_mtime_ns}:{info.st_size}".encode())
+            except OSError:
+                pass
+            continue
+        try:
+            names = sorted(name for name in os.listdir(entry or ".")
+                           if name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")))
+        except OSError:
+            continue
+        for name in names:
+            digest.update(b"\0" + name.encode("utf-8", "surrogateescape"))
+            try:
+                points = os.stat(os.path.join(entry or ".", name, "entry_points.txt"))
+                digest.update(f":{points.st_mtime_ns}:{points.st_size}".encode())
+            except OSError:
+                pass
+    return digest.hexdigest()
+
+
+def _stamp(file: str) -> list[int] | None:
+    try:
+        info = os.stat(file)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
+
+
+def light_registry(store) -> LightRegistry | None:
+    """The plugins from the manifest in `store` (a `manifest_store`), or None when there is
+    none for this environment or any file of the plugins changed since it was written."""
+    try:
+        manifest = store.get_manifest(_environment_key())
+        if manifest is None or manifest.get("format") != MANIFEST_FORMAT:
+            return None
+        for file, stamp in manifest["files"].items():
+            if _stamp(file) != stamp:
+                return None
+        rules = {code: RuleInfo(code, bool(default), tuple(passes), bool(static), module,
+                                qualname)
+                 for code, (default, passes, static, module, qualname)
+                 in manifest["rules"].items()}
+        reporters = {fmt: (module, qualname)
+                     for fmt, (module, qualname) in manifest["reporters"].items()}
+        sources = {module: (file, hashed) for module, (file, hashed)
+                   in manifest["sources"].items()}
+        origins = dict(manifest["origins"])
+        if not all(isinstance(v, str) for v in origins.values()):
+            return None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return LightRegistry(rules, _Reporters(reporters), origins, sources)
+
+
+def save_manifest(store, registry: Registry) -> None:
+    """Write the manifest of `registry` (built-in and installed plugins only: not `-p` or
+    the config's). Nothing is written when a plugin configures the run (its hook must run)
+    or a rule or reporter cannot be found again by its module and name."""
+    from modellint.static.cache import source_digest
+
+    if registry.manager.hook.modellint_configure.get_hookimpls():
+        return
+    rules = {}
+    sources: dict[str, list] = {}
+    for code, rule in registry.rules.items():
+        module, qualname = rule.__module__, rule.__qualname__
+        if "<" in qualname:
+            return
+        rules[code] = [bool(rule.default_enabled), list(rule.passes), is_static(rule), module,
+                       qualname]
+        loaded = sys.modules.get(module)
+        file = getattr(loaded, "__file__", None)
+        if file and module not in sources:
+            sources[module] = [file, source_digest(file)]
+    reporters = {}
+    for fmt, reporter in registry.reporters.items():
+        qualname = getattr(reporter, "__qualname__", "")
+        if not qualname or "<" in qualname:
+            return
+        reporters[fmt] = [reporter.__module__, qualname]
+    # every loaded module of the plugins' packages (and modellint's): a change to any of them
+    # may change a rule or its default
+    tops = {"modellint"}
+    for _, plugin in registry.manager.list_name_plugin():
+        name = getattr(plugin, "__name__", None) if isinstance(
+            plugin, type(sys)) else getattr(plugin, "__module__", None)
+        if isinstance(name, str):
+            tops.add(name.split(".")[0])
+    files = {}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and name.split(".")[0] in tops:
+            stamp = _stamp(file)
+            if stamp is not None:
+                files[file] = stamp
+    store.put_manifest(_environment_key(), {
+        "format": MANIFEST_FORMAT, "rules": rules, "reporters": reporters,
+        "origins": dict(registry.origins), "sources": sources, "files": files})

@@ -58,8 +58,8 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     env = cache_env(tmp_path)
     first = cli("net.py", "--format", "json", env=env)
     assert len(entries(tmp_path)) == 1
-    # beside: the file's project facts and the digests of the run's files
-    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 2
+    # beside: the file's project facts, their summary and the digests of the run's files
+    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 3
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
@@ -195,3 +195,229 @@ def test_a_rerun_reads_no_project_facts_unless_a_file_changed(tmp_path):
     write(tmp_path, "models.py", MODEL_LOGITS.replace("784", "100"))
     changed = index_files(files, cache)
     assert changed._loader is None and changed.digest("train.py") != first.digest("train.py")
+
+
+SOFTMAX_MODEL = MODEL_LOGITS.replace("nn.Linear(784, 10))", "nn.Linear(784, 10), "
+                                     "nn.Softmax(dim=1))") + """
+
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.t = torch.ones(3)
+""".replace("import torch.nn as nn", "")
+SOFTMAX_MODEL = "import torch\n" + SOFTMAX_MODEL
+
+
+def _project(tmp_path, marker: str = "pyproject"):
+    write(tmp_path, "models.py", SOFTMAX_MODEL)
+    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "pkg/util.py", "import torch\n\nx = torch.ones(2)\n")
+    if marker == "pyproject":
+        write(tmp_path, "pyproject.toml", "[tool.modellint]\n")
+    elif marker == "git":
+        (tmp_path / ".git").mkdir()
+
+
+def test_a_run_on_one_file_reads_the_rest_of_the_project_for_the_index(cli, tmp_path):
+    """pre-commit passes only the changed files: `train.py` still sees `models.py`'s Net,
+    and only `train.py` is reported on."""
+    _project(tmp_path)
+    env = cache_env(tmp_path)
+    full = cli(".", "--format", "json", env=env).json()
+    assert {f["path"] for f in full} >= {"models.py", "train.py"}  # ML103 in models.py
+    on_train = [(f["code"], f["line"]) for f in full if f["path"] == "train.py"]
+    assert ("ML308", 7) in on_train
+    one = cli("train.py", "--format", "json", env=env)
+    assert {f["path"] for f in one.json()} == {"train.py"}
+    assert one.codes() == on_train
+    assert "1 file" not in one.out  # json: no summary; the text report counts one file
+    text = cli("train.py", env=env)
+    assert "in 1 file" in text.out and "models.py" not in text.out
+    # a second run is served from the cache: nothing new is written
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.json")}
+    again = cli("train.py", "--format", "json", env=env)
+    assert again.codes() == on_train
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.json")} == before
+
+
+def test_a_run_on_one_file_of_a_git_repository_without_config(cli, tmp_path):
+    _project(tmp_path, marker="git")
+    env = cache_env(tmp_path)
+    assert ("ML308", 7) in cli("train.py", "--format", "json", env=env).codes()
+    # from a subfolder, naming the file by a relative path: the same project, the same finding
+    assert ("ML308", 7) in cli("../train.py", "--format", "json", env=env,
+                               cwd=tmp_path / "pkg").codes()
+
+
+def test_a_run_on_one_file_without_cache_still_reads_the_project(cli, tmp_path):
+    _project(tmp_path)
+    env = cache_env(tmp_path)
+    assert ("ML308", 7) in cli("train.py", "--no-cache", "--format", "json", env=env).codes()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_project_files_read_for_the_index_follow_the_excludes(cli, tmp_path):
+    """A file the config excludes is not in a full run's index, nor in a one-file run's."""
+    _project(tmp_path)
+    write(tmp_path, "pyproject.toml", '[tool.modellint]\nexclude = ["models.py"]\n')
+    env = cache_env(tmp_path)
+    assert "ML308" not in {code for code, _ in cli(".", "--format", "json", env=env).codes()}
+    assert "ML308" not in {code for code, _ in cli("train.py", "--format", "json",
+                                                   env=env).codes()}
+
+
+def test_without_a_project_root_only_the_named_files_are_read(cli, tmp_path):
+    """No config and no repository: the run's own files are the whole project (modellint does
+    not guess a root, which could be a home folder)."""
+    write(tmp_path, "models.py", SOFTMAX_MODEL)
+    write(tmp_path, "train.py", TRAIN)
+    env = cache_env(tmp_path)
+    assert ("ML308", 7) in cli(".", "--format", "json", env=env).codes()
+    assert ("ML308", 7) in cli("train.py", "models.py", "--format", "json", env=env).codes()
+    assert "ML308" not in {c for c, _ in cli("train.py", "--format", "json", env=env).codes()}
+
+
+# runs `check` in a fresh interpreter and says, on its last line of stderr, which of the heavy
+# modules it imported (the report goes to --output-file)
+WARM_PROBE = """\
+import json, sys
+from modellint.cli import main
+rc = main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m == "libcst" or m.startswith(
+    ("libcst.", "modellint.rules", "modellint_example")) or m in ("modellint.rule", "pluggy"))
+print("IMPORTED " + json.dumps(heavy), file=sys.stderr)
+raise SystemExit(rc)
+"""
+
+
+def _probe(tmp_path, *args, env=None):
+    """(findings of a `check --format json` run in a new process, the heavy modules it
+    imported)."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import _env
+
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE, "check", "--format", "json", "-o", str(report),
+         *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=_env({**cache_env(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "xdg"), **NOT_CI,
+                  **(env or {})}))
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("IMPORTED "), proc.stderr
+    found = [(f["code"], f["line"], f["message"]) for f in json.loads(report.read_text())]
+    return found, json.loads(last[len("IMPORTED "):])
+
+
+def test_a_warm_run_imports_neither_libcst_nor_the_rules(tmp_path):
+    """A rerun whose findings all come from the cache reads the plugins' manifest instead of
+    importing them (and LibCST); a file that misses the cache imports them."""
+    _project(tmp_path)
+    cold, imported = _probe(tmp_path, ".")
+    assert "libcst" in imported and "modellint.rules.core" in imported
+    assert ("ML308", 7) in [(code, line) for code, line, _ in cold]
+    warm, imported = _probe(tmp_path, ".")
+    assert warm == cold
+    assert imported == []
+    # the manifest knows each rule's default: --select and --ignore still decide the run
+    assert _probe(tmp_path, ".", "--select", "ML308")[0] == [
+        f for f in cold if f[0] == "ML308"]
+    # a pre-commit run on one unchanged file: from the cache too
+    one, imported = _probe(tmp_path, "train.py")
+    assert one == [f for f in cold if f in one] and ("ML308", 7) in [f[:2] for f in one]
+    assert imported == []
+    write(tmp_path, "pkg/util.py", "import torch\n\ny = torch.zeros(2)\n")
+    again, imported = _probe(tmp_path, ".")
+    assert again == cold and "libcst" in imported
+
+
+def test_an_installed_plugin_edited_in_place_is_imported_again(tmp_path, example_plugin):
+    """The manifest lists the plugins' files: editing an installed plugin's rule (as an
+    editable install does) makes the next run import it, and its findings change."""
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(example_plugin, site)
+    write(tmp_path, "net.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+                              "    def forward(self, x):\n        print(x)\n        return x\n")
+    env = {"PYTHONPATH": str(site)}
+    first, imported = _probe(tmp_path, "net.py", env=env)
+    assert [f[0] for f in first] == ["XMP101"] and "modellint_example.rules" in imported
+    warm, imported = _probe(tmp_path, "net.py", env=env)
+    assert warm == first and imported == []
+    rules = site / "modellint_example" / "rules.py"
+    rules.write_text(rules.read_text().replace("default_enabled = True",
+                                               "default_enabled = False"))
+    edited, imported = _probe(tmp_path, "net.py", env=env)
+    assert edited == [] and "modellint_example.rules" in imported
+    # and without the plugin on the path, its rule is gone (another environment)
+    assert _probe(tmp_path, "net.py")[0] == []
+
+
+def test_a_planted_plugin_manifest_is_not_believed(tmp_path):
+    """A manifest not signed with this user's key (planted, or edited to hide a rule) is
+    ignored: the plugins are imported and every rule runs."""
+    import json
+
+    _project(tmp_path)
+    cold, _ = _probe(tmp_path, ".")
+    manifests = list((tmp_path / "xdg" / "modellint" / "registry").glob("*.json"))
+    assert len(manifests) == 1
+    entry = json.loads(manifests[0].read_text())
+    payload = json.loads(entry["payload"])
+    del payload["rules"]["ML308"]
+    entry["payload"] = json.dumps(payload)
+    manifests[0].write_text(json.dumps(entry))
+    found, imported = _probe(tmp_path, ".", "--no-cache")
+    assert found == cold
+    found, imported = _probe(tmp_path, ".")
+    assert found == cold and "modellint.rules.core" in imported
+
+
+def test_a_changed_file_parses_only_the_facts_that_are_looked_up(tmp_path):
+    """After an edit the snapshot misses: the other files come from their cached summaries
+    (imports, digests), and a file's facts are parsed when a rule looks them up; the digests
+    are those an index without cache computes."""
+    from pathlib import Path
+
+    from modellint.static.cache import Cache
+    from modellint.static.index import index_files
+
+    write(tmp_path, "models.py", MODEL_LOGITS)
+    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "other.py", "import torch\n\nx = torch.ones(2)\n")
+    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
+    assert cache.prepare()
+    files = [(name, Path(tmp_path / name)) for name in ("models.py", "other.py", "train.py")]
+    index_files(files, cache)
+    write(tmp_path, "train.py", TRAIN + "\n\nLATER = 1\n")
+    changed = index_files(files, cache)
+    fresh = index_files(files, None)
+    assert changed._loader is None and set(changed._pending) == {"models.py", "other.py"}
+    assert all(changed.digest(path) == fresh.digest(path) for path, _ in files)
+    assert changed.files["models.py"] == fresh.files["models.py"]
+    assert set(changed._pending) == {"other.py"}
+    assert dict(changed.files) == dict(fresh.files) and not changed._pending
+
+
+def test_manifests_of_other_environments_unused_for_a_week_are_removed(tmp_path):
+    import os
+    import time
+
+    from modellint.static.cache import MAX_AGE_SECONDS, manifest_store
+
+    store = manifest_store({"XDG_CACHE_HOME": str(tmp_path)})
+    assert store is not None
+    store.put_manifest("a" * 64, {"rules": {}})
+    store.put_manifest("b" * 64, {"rules": {}})
+    mine = store.directory / ("c" * 64 + ".txt")  # not a name modellint writes: kept
+    mine.write_text("x")
+    old = time.time() - MAX_AGE_SECONDS - 60
+    for path in (store.directory / ("a" * 64 + ".json"), store.directory / ("b" * 64 + ".json"),
+                 mine):
+        os.utime(path, (old, old))
+    assert store.get_manifest("b" * 64) == {"rules": {}}  # read: used
+    store.put_manifest("d" * 64, {"rules": {}})
+    assert sorted(p.name[:1] for p in store.directory.iterdir()) == ["b", "c", "d"]

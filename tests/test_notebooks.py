@@ -542,3 +542,55 @@ def test_a_notebook_in_another_language_is_skipped_with_a_message(cli, tmp_path)
     (tmp_path / "r.ipynb").write_text(nbformat.writes(nb))
     result = cli("r.ipynb", "--no-cache")
     assert result.rc == 0 and "r.ipynb: not linted: the notebook's language is R, not Python" in result.err
+
+
+SOFTMAX_NET = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(4, 3), nn.Softmax(dim=1))
+
+    def forward(self, x):
+        return self.head(x)
+"""
+NOTEBOOK_TRAINING = ("from models import Net\nimport torch.nn as nn",
+                     "model = Net()\ncriterion = nn.CrossEntropyLoss()",
+                     "%matplotlib inline\nloss = criterion(model(x), y)")
+
+
+def test_a_notebook_sees_the_projects_own_classes(cli, tmp_path):
+    """`from models import Net` in a cell is the project's Net, as in a .py file: ML308 when
+    Net ends in Softmax, also for a run on the notebook alone and from the cache; and editing
+    models.py re-lints the notebook."""
+    models = write(tmp_path, "models.py", SOFTMAX_NET)
+    write(tmp_path, "pyproject.toml", "[tool.modellint]\n")
+    (tmp_path / "train.ipynb").write_text(notebook(*map(code_cell, NOTEBOOK_TRAINING)))
+    env = {"MODELLINT_CACHE_DIR": str(tmp_path / "cache")}
+
+    def ml308(*args):
+        found = cli(*args, "--select", "ML308", "--format", "json", env=env).json()
+        return [(f["path"], f["cell"], f["line"]) for f in found]
+
+    assert ml308(".") == [("train.ipynb", 3, 2)]
+    assert ml308("train.ipynb") == [("train.ipynb", 3, 2)]
+    assert ml308("train.ipynb") == [("train.ipynb", 3, 2)]  # from the cache
+    assert ml308("train.ipynb", "--no-cache") == [("train.ipynb", 3, 2)]
+    models.write_text(SOFTMAX_NET.replace(", nn.Softmax(dim=1)", ""))
+    assert ml308("train.ipynb") == []
+    assert ml308(".") == []
+
+
+def test_nothing_imports_a_notebooks_definitions(cli, tmp_path):
+    """A notebook is no module: `from nets import Net` beside nets.ipynb is not its Net."""
+    (tmp_path / "nets.ipynb").write_text(notebook(code_cell(SOFTMAX_NET)))
+    step = "\n\ndef step(x, y):\n    model = {}()\n    return F.cross_entropy(model(x), y)\n"
+    write(tmp_path, "use.py", "import torch.nn.functional as F\nfrom nets import Net\n"
+          + step.format("Net"))
+    write(tmp_path, "same.py", "import torch.nn.functional as F\n"
+          + SOFTMAX_NET.replace("class Net", "class Local") + step.format("Local"))
+    found = cli(".", "--select", "ML308", "--format", "json",
+                env={"MODELLINT_CACHE_DIR": str(tmp_path / "cache")}).json()
+    assert [f["path"] for f in found] == ["same.py"]

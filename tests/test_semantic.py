@@ -799,3 +799,21 @@ def test_ml601_self_in_a_base_class_method_may_be_any_subclass():
     '''
     found = lint_project({"base.py": base, "net.py": net}, [rule("ML601")])
     assert all("none of them" not in f.message for f in found["base.py"])
+
+
+def test_a_copy_of_the_index_keeps_the_text_hashes():
+    """The semantic model copies the run's index for a file whose text changed (--fix)."""
+    index = build([("models.py", MODELS)])
+    other = index.copy()
+    assert other.hashes == index.hashes and other.files == index.files
+
+
+def test_dependencies_through_import_cycles():
+    """Transitive imports, computed once per cycle: a -> b -> (a, c) -> d."""
+    index = build([("a.py", "import b\n"), ("b.py", "import a\nimport c\n"),
+                   ("c.py", "from d import X\n"), ("d.py", "X = 1\n"), ("e.py", "import c\n")])
+    assert index.dependencies("c.py") == ["d.py"]  # before the cycle is walked
+    assert index.dependencies("a.py") == ["b.py", "c.py", "d.py"]
+    assert index.dependencies("b.py") == ["a.py", "c.py", "d.py"]
+    assert index.dependencies("e.py") == ["c.py", "d.py"]
+    assert index.dependencies("d.py") == []

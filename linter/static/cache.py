@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from modellint.finding import Finding, Fix, Severity
 
-if TYPE_CHECKING:
-    from modellint.rule import Rule  # not imported to run: it imports LibCST
-
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
-FORMAT = 4  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings
+FORMAT = 5  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings; 5: file keys hash the sha256 of the bytes
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 FACTS_DIR_NAME = "facts"
+# beside this user's key: the plugin manifests (`modellint.plugins.light_registry`), which
+# are about the Python environment, not about a project
+MANIFEST_DIR_NAME = "registry"
 KEY_BYTES = 32
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 # what modellint names its own: settings folders, entries and the temporary files of
@@ -110,22 +110,60 @@ def secret_key(directory: Path) -> bytes:
     return data
 
 
-def settings_key(version: str, rules: Iterable[type[Rule]], options: dict[str, Any]) -> str:
+def settings_key(version: str, rules: Iterable[Any], options: dict[str, Any],
+                 sources: Mapping[str, tuple[str, str | None]] | None = None) -> str:
+    """`rules`: rule classes, or `modellint.plugins.RuleInfo`s (a warm run's, from the plugin
+    manifest, with `sources`: module -> (its file, the sha256 of its bytes, None when it could
+    not be read)); the same rules give the same key either way."""
     digest = hashlib.sha256()
     digest.update(f"format={FORMAT};modellint={version};python={sys.version_info[:2]}".encode())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
-    sources: set[str] = set()
+    files: dict[str, str | None] = {}
     for rule in sorted(rules, key=lambda r: r.code):
-        digest.update(f";{rule.code}={rule.__module__}.{rule.__qualname__}".encode())
-        file = getattr(sys.modules.get(rule.__module__), "__file__", None)  # builtins have none
-        if file:
-            sources.add(file)
-    for source in sorted(sources):
-        try:
-            digest.update(hashlib.sha256(Path(source).read_bytes()).digest())
-        except OSError:
-            digest.update(source.encode())
+        module, qualname = rule_identity(rule)
+        digest.update(f";{rule.code}={module}.{qualname}".encode())
+        if sources is not None:
+            if module in sources:
+                file, hashed = sources[module]
+                files[file] = hashed
+        else:
+            loaded = sys.modules.get(module)
+            if loaded is not None and getattr(loaded, "__file__", None):
+                files[loaded.__file__] = None
+    for file in sorted(files):
+        hashed = files[file] if sources is not None else source_digest(file)
+        digest.update(bytes.fromhex(hashed) if hashed is not None else file.encode())
     return digest.hexdigest()[:32]
+
+
+def rule_identity(rule: Any) -> tuple[str, str]:
+    """(module, qualified name) of a rule class or of a `RuleInfo`."""
+    if isinstance(rule, type):
+        return rule.__module__, rule.__qualname__
+    return rule.module, rule.qualname
+
+
+def source_digest(file: str) -> str | None:
+    """The sha256 of a rule module's source, None when it cannot be read."""
+    try:
+        return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def manifest_store(environ: Mapping[str, str] = os.environ) -> Cache | None:
+    """Where the plugin manifests are kept, signed like cache entries: beside this user's key,
+    outside any repository; None when that folder cannot be used."""
+    directory = key_dir(environ)
+    store = Cache(directory, MANIFEST_DIR_NAME, key_directory=directory)
+    try:
+        store.secret = secret_key(directory)
+        os.makedirs(store.directory, mode=0o700, exist_ok=True)
+        if not _is_real_dir(store.directory):
+            return None
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return store
 
 
 class Cache:
@@ -168,10 +206,15 @@ class Cache:
         return self.problem is None
 
     @staticmethod
-    def file_key(display: str, data: bytes, disabled: frozenset[str], facts: str = "") -> str:
+    def file_key(display: str, data: bytes | None, disabled: frozenset[str], facts: str = "",
+                 content: str | None = None) -> str:
         """`facts`: the digest of the project facts the file's findings depend on (the files
-        it imports, `ProjectIndex.digest`), so that editing one of those re-lints it."""
-        digest = hashlib.sha256(data)
+        it imports, `ProjectIndex.digest`), so that editing one of those re-lints it.
+        `content`: the sha256 of `data`, when it is known (then `data` may be None)."""
+        if content is None:
+            assert data is not None
+            content = hashlib.sha256(data).hexdigest()
+        digest = hashlib.sha256(bytes.fromhex(content))
         digest.update(b"\0" + display.encode("utf-8", "surrogateescape"))
         digest.update(b"\0" + ",".join(sorted(disabled)).encode())
         digest.update(b"\0" + facts.encode())
@@ -193,6 +236,32 @@ class Cache:
 
     def put_facts(self, key: str, facts: dict) -> None:
         self._write_signed(self.facts_directory, key, facts)
+
+    def get_manifest(self, key: str) -> dict | None:
+        """A plugin manifest (`manifest_store`); reading it marks it used."""
+        found = self._read_signed(self.directory, key)
+        if found is not None:
+            try:
+                os.utime(self.directory / f"{key}.json")
+            except OSError:
+                pass
+        return found
+
+    def put_manifest(self, key: str, manifest: dict) -> None:
+        """Store a manifest, and remove those of other environments unused for a week (one
+        is written per Python environment and working folder on the path)."""
+        self._write_signed(self.directory, key, manifest)
+        now = time.time()
+        try:
+            with os.scandir(self.directory) as listing:
+                for entry in listing:
+                    if (entry.name != f"{key}.json" and _ENTRY_NAME.fullmatch(entry.name)
+                            and entry.is_file(follow_symlinks=False)
+                            and now - entry.stat(follow_symlinks=False).st_mtime
+                            > MAX_AGE_SECONDS):
+                        os.unlink(entry.path)
+        except OSError:
+            pass
 
     def _read_signed(self, folder: Path, key: str) -> dict | None:
         """The JSON object stored under `key` in `folder`, or None: missing, corrupt, of another

@@ -533,3 +533,55 @@ def _regular_or_unreadable(entry: os.DirEntry) -> bool:
     except OSError:
         return True
     return False
+
+
+def project_root(config_source: Path | None, paths: list[str]) -> Path | None:
+    """The folder of the project the named `paths` belong to: the config file's folder when a
+    config was found or given, else the nearest folder at or above the first path that holds
+    `.git`; None when there is neither (the run's own files are then the whole project)."""
+    if config_source is not None:
+        return Path(os.path.realpath(config_source)).parent
+    if not paths:
+        return None
+    start = Path(os.path.realpath(paths[0]))
+    directory = start if os.path.isdir(start) else start.parent
+    for candidate in (directory, *directory.parents):
+        if os.path.lexists(candidate / ".git"):
+            return candidate
+    return None
+
+
+def same_file_key(path: Path | str) -> str:
+    """A path with its folder resolved (what the walk yields), for telling whether a named
+    file is one the walk of a folder finds too."""
+    path = str(path)
+    return os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
+
+
+def project_files(root: Path, paths: list[str], excluded: Callable[[Path], bool],
+                  suffixes: tuple[str, ...] = SUFFIXES) -> list[tuple[str, Path]]:
+    """(display path, path) of every file of the project at `root` that a run on `root`
+    would lint, except those the run on `paths` already covers: what a run on a few files
+    (pre-commit passes only the changed ones) reads for the project index. Found with the
+    same walk, .gitignore files and `excluded` as a full run, silently (a folder that cannot
+    be searched is the full run's to report); none when a path named is `root` or above it."""
+    real_root = os.path.realpath(root)
+    named: set[str] = set()
+    folders: list[str] = []
+    for given in paths:
+        real = os.path.realpath(given)
+        if real == real_root or real_root.startswith(real.rstrip(os.sep) + os.sep):
+            return []
+        if os.path.isdir(given):
+            folders.append(real.rstrip(os.sep) + os.sep)
+        else:
+            named.add(same_file_key(os.path.normpath(given)))
+    display = os.path.relpath(real_root)
+    inside = tuple(folders)
+    found = []
+    for shown, path in _walk(display, Path(display), excluded, None, suffixes):
+        key = str(path)
+        if key in named or (inside and key.startswith(inside)):
+            continue
+        found.append((shown, path))
+    return found

@@ -26,16 +26,15 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from modellint.static import kinds as K
-from modellint.static.imports import canonical
 from modellint.static.kinds import Kind
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 3
+FACTS_VERSION = 4  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -347,6 +346,29 @@ def module_name(path: str) -> str:
 # -- the index --------------------------------------------------------------------------------
 
 
+class _Files(Mapping):
+    """`ProjectIndex.files` while some files' facts are not parsed yet."""
+
+    def __init__(self, index: ProjectIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, path: str) -> dict:
+        found = self._index._facts_of(path)
+        if found is None:
+            raise KeyError(path)
+        return found
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._index._files or path in self._index._pending
+
+    def __iter__(self):
+        yield from list(self._index._files)
+        yield from list(self._index._pending)
+
+    def __len__(self) -> int:
+        return len(self._index._files) + len(self._index._pending)
+
+
 @dataclass
 class Where:
     """Where a summary is evaluated: the file, the class (for `self.x`), and the names local
@@ -372,12 +394,18 @@ class ProjectIndex:
         self._memo: dict[Any, Any] = {}
         self._busy: set[Any] = set()
         self._digests: dict[str, str] = {}
-        self._fact_digests: dict[str, bytes] = {}
+        self._fact_digests: dict[str, str] = {}
         self._direct: dict[str, list[str]] = {}
+        # path -> every file it imports, transitively (`_closure`)
+        self._closures: dict[str, frozenset[str]] = {}
         self._importers: dict[str, list[str]] | None = None
         self._callers: dict[tuple[str, str], list] | None = None
         # path -> text_hash of the text its facts were read from, when known
         self._hashes: dict[str, str] = {}
+        # path -> sha256 of the file's bytes as the run read them for the index
+        self.contents: dict[str, str] = {}
+        # files whose facts are parsed on first use (`add_summary`): path -> (summary, loader)
+        self._pending: dict[str, tuple[dict, Callable[[], dict]]] = {}
         for path, facts in (files or {}).items():
             self.add(path, facts)
 
@@ -389,10 +417,11 @@ class ProjectIndex:
             self._digests.update(digests)
 
     @property
-    def files(self) -> dict[str, dict]:
-        """Path -> facts of every file of the run."""
+    def files(self) -> Mapping[str, dict]:
+        """Path -> facts of every file of the run (a file's facts are parsed when first
+        looked up: most lints need those of a few files)."""
         self._load()
-        return self._files
+        return _Files(self) if self._pending else self._files
 
     @property
     def hashes(self) -> dict[str, str]:
@@ -401,11 +430,38 @@ class ProjectIndex:
 
     def copy(self) -> ProjectIndex:
         other = ProjectIndex(dict(self.files))
-        other.hashes = dict(self.hashes)
+        other._hashes = dict(self.hashes)
         return other
 
+    def add_summary(self, path: str, summary: dict, load: Callable[[], dict]) -> None:
+        """A file known by its summary (`summary_of`): its imports, the digest of its facts
+        and of its text; `load()` gives its facts when a rule looks them up."""
+        self.add(path, {"imports": summary["imports"], "notebook": summary["notebook"]},
+                 summary["text"])
+        del self._files[path]
+        self._pending[path] = (summary, load)
+        self._fact_digests[path] = summary["digest"]
+
+    def _facts_of(self, path: str) -> dict | None:
+        found = self._files.get(path)
+        if found is None and path in self._pending:
+            _, load = self._pending.pop(path)
+            found = self._files[path] = load()
+        return found
+
+    def _imports_of(self, path: str) -> dict | None:
+        """A file's imports, without parsing its facts."""
+        pending = self._pending.get(path)
+        if pending is not None:
+            return pending[0]["imports"]
+        facts = self._files.get(path)
+        return facts["imports"] if facts is not None else None
+
     def add(self, path: str, facts: dict, text_digest: str | None = None) -> None:
+        """The facts of the file at `path`; a notebook's (`facts["notebook"]`, or a path
+        ending in .ipynb) are no module's: nothing imports a notebook's definitions."""
         self._files[path] = facts
+        self._pending.pop(path, None)
         self._importers = self._callers = None
         self._fact_digests.pop(path, None)
         if text_digest is not None:
@@ -413,6 +469,9 @@ class ProjectIndex:
         self._memo.clear()
         self._digests.clear()
         self._direct.clear()
+        self._closures.clear()
+        if facts.get("notebook") or path.endswith(".ipynb"):
+            return
         parts = module_name(path).split(".")
         for start in range(len(parts)):
             name = ".".join(parts[start:])
@@ -437,25 +496,66 @@ class ProjectIndex:
     def dependencies(self, path: str) -> list[str]:
         """The project files whose facts `path`'s findings may depend on: those it imports,
         and theirs, transitively (itself excluded)."""
-        seen = {path}
-        order: list[str] = []
-        stack = [path]
-        while stack:
-            current = stack.pop()
-            for target in self._imported(current):
-                if target not in seen:
-                    seen.add(target)
-                    order.append(target)
-                    stack.append(target)
-        return sorted(order)
+        return sorted(self._closure(path) - {path})
+
+    def _closure(self, path: str) -> frozenset[str]:
+        """Every project file `path` imports, transitively (itself too when it is in an
+        import cycle): computed once per strongly connected group of files (Tarjan), each
+        group's from those of the groups it imports."""
+        found = self._closures.get(path)
+        if found is not None:
+            return found
+        closures = self._closures
+        number: dict[str, int] = {path: 0}
+        low = {path: 0}
+        stack, on_stack = [path], {path}
+        work = [(path, iter(self._imported(path)))]
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child in closures:
+                    continue
+                if child not in number:
+                    number[child] = low[child] = len(number)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(self._imported(child))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], number[child])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == number[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    group = set(members)
+                    reached: set[str] = set()
+                    for member in members:
+                        for target in self._imported(member):
+                            reached.add(target)
+                            if target not in group:
+                                reached |= closures[target]
+                    frozen = frozenset(reached)
+                    for member in members:
+                        closures[member] = frozen
+        return closures[path]
 
     def _imported(self, path: str) -> list[str]:
         """The project files `path` imports directly (computed once per file)."""
         found = self._direct.get(path)
         if found is None:
-            facts = self.files.get(path)
+            self._load()
+            imports = self._imports_of(path)
             targets = set()
-            for qualified in (facts["imports"].values() if facts is not None else ()):
+            for qualified in (imports.values() if imports is not None else ()):
                 target = self._import_target(path, qualified)
                 if target is not None and target != path:
                     targets.add(target)
@@ -496,20 +596,20 @@ class ProjectIndex:
         that import it: call sites): part of its cache key."""
         found = self._digests.get(path)
         if found is None:
-            digest = hashlib.sha256(f"facts={FACTS_VERSION}".encode())
+            # one hash of one joined text: a file's dependencies can be most of the project
+            parts = [f"facts={FACTS_VERSION}"]
             for dependency in sorted({*self.dependencies(path), *self.importers(path)}):
-                digest.update(b"\0" + dependency.encode("utf-8", "surrogateescape") + b"\0")
-                digest.update(self._facts_digest(dependency))
-            found = self._digests[path] = digest.hexdigest()
+                parts.append(dependency)
+                parts.append(self._facts_digest(dependency))
+            found = self._digests[path] = hashlib.sha256(
+                "\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
         return found
 
-    def _facts_digest(self, path: str) -> bytes:
-        """A hash of one file's facts, computed once (a file's dependencies can be most of
-        the project)."""
+    def _facts_digest(self, path: str) -> str:
+        """A hash of one file's facts, computed once."""
         found = self._fact_digests.get(path)
         if found is None:
-            found = self._fact_digests[path] = hashlib.sha256(
-                json.dumps(self.files[path], sort_keys=True).encode()).digest()
+            found = self._fact_digests[path] = facts_digest(self.files[path])
         return found
 
     def _absolute(self, path: str, qualified: str) -> str:
@@ -562,6 +662,8 @@ class ProjectIndex:
             target = self.module_file(".".join(parts[:end]))
             if target is not None:
                 return self.resolve(target, ".".join(parts[end:]), depth + 1)
+        from modellint.static.imports import canonical  # imports LibCST: not at startup
+
         return ("torch", canonical(qualified), "")
 
     # -- evaluation ---------------------------------------------------------------------
@@ -1035,25 +1137,101 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
     return None
 
 
-def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
-    """(display, facts, text hash) of one file, or None when it cannot be read or decoded
-    (its own lint reports why). Facts come from the cache when its bytes are unchanged."""
+_MISSING = object()
+_SUMMARY_KEYS = ("v", "imports", "notebook", "digest", "text")
+
+
+def summary_of(facts: dict, text_digest: str) -> dict:
+    """What the index needs of a file before a rule looks into it: its imports (the project's
+    import graph), whether it is a notebook, the digest of its facts (the cache keys of the
+    files that depend on it) and of its text. Much smaller than the facts, and cached apart
+    from them: a run parses only the facts that its lints look up."""
+    return {"v": FACTS_VERSION, "imports": facts["imports"],
+            "notebook": bool(facts.get("notebook")), "digest": facts_digest(facts),
+            "text": text_digest}
+
+
+def facts_digest(facts: dict) -> str:
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _summary_key(data: bytes) -> str:
+    return hashlib.sha256(b"project-summary\0" + data).hexdigest()
+
+
+def _cached_facts(task: tuple[str, Any, Any]) -> Any:
+    """(display, summary, loader of the facts) of one file from the cache, None when it
+    cannot be read, `_MISSING` when it is not in the cache (`_read_facts` extracts it)."""
     from modellint.static.discover import read_file_bytes
-    from modellint.static.engine import DecodeError, decode
 
     display, path, cache = task
+    if cache is None:
+        return _MISSING
     try:
-        data = read_file_bytes(path)
-        text, _ = decode(data)
-    except (OSError, DecodeError):
+        data = read_file_bytes(path, _limit(path))
+    except OSError:
         return None
-    key = cache.facts_key(data) if cache is not None else None
-    facts = cache.get_facts(key) if key is not None else None
-    if facts is None or facts.get("v") != FACTS_VERSION:
-        facts = extract(text)
-        if key is not None:
-            cache.put_facts(key, facts)
-    return display, facts, text_hash(text)
+    summary = cache.get_facts(_summary_key(data), required=_SUMMARY_KEYS)
+    if summary is None or summary["v"] != FACTS_VERSION or not all(
+            isinstance(summary[k], str) for k in ("digest", "text")) or not isinstance(
+            summary["imports"], dict):
+        return _MISSING
+    return display, summary, functools.partial(_load_facts, task, cache.facts_key(data))
+
+
+def _load_facts(task: tuple[str, Any, Any], key: str) -> dict:
+    """The facts of a file whose summary came from the cache: from the cache too (the hash
+    of the text is kept beside them: a hit decodes nothing, and the decoder lives with
+    LibCST's engine), else extracted again."""
+    facts = task[2].get_facts(key)
+    if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
+            facts.get("text"), str):
+        facts.pop("text")
+        return facts
+    found = _read_facts(task)
+    return found[1] if found is not None else extract("")
+
+
+def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
+    """(display, facts, text hash) of one file, or None when it cannot be read or decoded
+    (its own lint reports why), extracted with `ast` and put in the cache with its summary.
+    A notebook's facts are those of its code cells joined (what its lint reads), marked
+    `notebook`: it imports the project's files, and nothing imports it."""
+    from modellint.static import notebook
+    from modellint.static.discover import read_file_bytes
+    from modellint.static.runner import is_notebook
+
+    display, path, cache = task
+    book = None
+    try:
+        data = read_file_bytes(path, _limit(path))
+        if is_notebook(path, data):
+            book = notebook.read_notebook(data)
+            text = book.source
+        else:
+            from modellint.static.engine import DecodeError, decode
+
+            try:
+                text, _ = decode(data)
+            except DecodeError:
+                return None
+    except (OSError, notebook.NotebookError):
+        return None
+    facts = extract(text, book.tree if book is not None else None)
+    if book is not None:
+        facts["notebook"] = True
+    digest = text_hash(text)
+    if cache is not None:
+        cache.put_facts(cache.facts_key(data), {**facts, "text": digest})
+        cache.put_facts(_summary_key(data), summary_of(facts, digest))
+    return display, facts, digest
+
+
+def _limit(path: Any) -> int:
+    from modellint.static import notebook
+    from modellint.static.discover import MAX_FILE_BYTES
+
+    return notebook.MAX_BYTES if str(path).endswith(notebook.SUFFIX) else MAX_FILE_BYTES
 
 
 # below this many files the index is read in this process
@@ -1068,59 +1246,73 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
     A rerun on unchanged files needs only each file's digest (its cache key): those are kept
     in one cache entry keyed by every file's path and bytes, and the facts are then read only
     when a rule asks for them (a file that missed the cache)."""
-    from modellint.static.notebook import SUFFIX as NOTEBOOK_SUFFIX
-
-    # a notebook is no module: nothing imports its definitions
-    files = [(display, path) for display, path in files
-             if not str(path).endswith(NOTEBOOK_SUFFIX)]
-    snapshot = _snapshot_key(files) if cache is not None else None
+    # in one order whatever the command line's: a run on a few files and a run on the whole
+    # project make the same index (and share its snapshot)
+    files = sorted(files, key=lambda item: item[0])
+    snapshot, contents = _snapshot_key(files) if cache is not None else (None, {})
     if snapshot is not None:
         stored = cache.get_facts(snapshot, required=("digests",))
         digests = stored.get("digests") if stored is not None else None
         if isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values()):
             index = ProjectIndex()
             index._digests = dict(digests)
+            index.contents = contents
             # read later in a worker process, which may not start processes of its own
             index._loader = lambda: _fill(index, files, cache, 1)
             return index
     index = ProjectIndex()
+    index.contents = contents
     _fill(index, files, cache, jobs)
     if snapshot is not None:
         cache.put_facts(snapshot, {"digests": {path: index.digest(path) for path in index.files}})
     return index
 
 
-def _snapshot_key(files: list[tuple[str, Any]]) -> str:
+def _snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
+    """(the key of the index of exactly these files' bytes, the sha256 of each file that
+    could be read: the results cache's keys take it instead of reading the file again)."""
     from modellint.static.discover import read_file_bytes
 
     digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
+    contents: dict[str, str] = {}
     for display, path in files:
         try:
-            data = read_file_bytes(path)
+            content = contents[display] = hashlib.sha256(
+                read_file_bytes(path, _limit(path))).hexdigest()
         except OSError:
-            data = b""
+            content = hashlib.sha256(b"").hexdigest()
         digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
-        digest.update(hashlib.sha256(data).digest())
-    return digest.hexdigest()
+        digest.update(bytes.fromhex(content))
+    return digest.hexdigest(), contents
 
 
 def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int) -> None:
     tasks = [(display, path, cache) for display, path in files]
-    found: list = []
-    if jobs > 1 and len(tasks) >= _PARALLEL_FROM and os.name == "posix":
+    # the cache first, in this process; only the files it misses are parsed (by `jobs`
+    # processes when there are many)
+    found = [_cached_facts(task) for task in tasks]
+    missing = [number for number, item in enumerate(found) if item is _MISSING]
+    extracted: list = []
+    if jobs > 1 and len(missing) >= _PARALLEL_FROM and os.name == "posix":
         import multiprocessing
 
         try:
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                found = pool.map(_read_facts, tasks, chunksize=8)
+                extracted = pool.map(_read_facts, [tasks[n] for n in missing], chunksize=8)
         except (OSError, RuntimeError):
-            found = []
-    if not found:
-        found = [_read_facts(task) for task in tasks]
+            extracted = []
+    if not extracted:
+        extracted = [_read_facts(tasks[n]) for n in missing]
+    for number, item in zip(missing, extracted, strict=True):
+        found[number] = item
     for item in found:
-        if item is not None:
+        if item is None:
+            continue
+        if callable(item[2]):
+            index.add_summary(*item)
+        else:
             index.add(*item)
-    for path in index._files:
+    for path in list(index.files):
         index.digest(path)  # once here, not in each worker
 
 

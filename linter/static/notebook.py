@@ -9,8 +9,9 @@ The public API (used by `check` and by the editor server):
 - `Notebook.cell_sources(joined)`: the cell sources of a changed joined text, magics restored
   (None when the cell boundaries did not survive), and `Notebook.with_sources(...)`: the
   notebook's text with only those `"source"` values replaced, everything else byte for byte.
-- `lint_notebook(display, notebook, rules, options, disabled)`: the engine's findings, each
-  naming its cell; a cell that does not parse is one ML000 and the other cells are still linted.
+- `lint_notebook(display, notebook, rules, options, disabled, index)`: the engine's findings,
+  each naming its cell; a cell that does not parse is one ML000 and the other cells are still
+  linted; with the run's project index, names imported from the project's files are known.
 
 Cells are numbered as ruff numbers them: 1-based, by position among all the notebook's cells
 (markdown and raw cells count), so `cell 3` is the third cell from the top whatever its kind.
@@ -573,10 +574,12 @@ class NotebookLint:
 
 
 def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, Any],
-                  disabled: frozenset[str] = frozenset()) -> NotebookLint:
+                  disabled: frozenset[str] = frozenset(), index: Any = None) -> NotebookLint:
     """Every finding in the notebook's code cells, each naming its cell (1-based) and its line
     and column in that cell. A cell that does not parse is one ML000 and is left out; the
-    others are linted as one program, in order."""
+    others are linted as one program, in order. `index`: the project index of the run
+    (`modellint.static.index.ProjectIndex`), through which `from models import Net` in a cell
+    is the project's Net, as in a .py file."""
     from modellint.static.engine import SYNTAX_ERROR, FileResult, error_finding, lint_source
 
     findings = []
@@ -591,7 +594,7 @@ def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, An
     if not notebook.source:
         return NotebookLint(findings, FileResult(path=display))
     result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled,
-                         tree=notebook.tree)
+                         tree=notebook.tree, index=index)
     for finding in result.findings:
         place(notebook, finding)
     findings.extend(result.findings)

@@ -2,39 +2,42 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modellint.finding import Finding, Fix
-from modellint.fix import (
-    WriteError,
-    applicable,
-    apply_fixes,
-    check_parses,
-    unified_diff,
-    write_atomically,
-)
-from modellint.rule import StaticRule
 from modellint.static import notebook
 from modellint.static.cache import Cache
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
-from modellint.static.engine import (
-    INTERNAL_ERROR,
-    SYNTAX_ERROR,
-    call_deeply,
-    error_finding,
-    lint_source,
-)
+
+if TYPE_CHECKING:
+    from modellint.rule import StaticRule
+
+# LibCST, the rules and the fixer (modellint.static.engine, modellint.fix, modellint.rule) are
+# imported in the functions that lint a file, not when its findings come from the cache: a warm
+# rerun imports none of them (see `StaticOptions.load_rules`)
 
 MAX_FIX_ROUNDS = 10
+
+
+def lint_source(*args: Any, **kwargs: Any) -> Any:
+    """`modellint.static.engine.lint_source`, imported on first use (it imports LibCST)."""
+    from modellint.static.engine import lint_source as lint
+
+    return lint(*args, **kwargs)
+
+
+def check_parses(text: str) -> str | None:
+    """`modellint.fix.check_parses`, imported on first use."""
+    from modellint.fix import check_parses as check
+
+    return check(text)
 
 
 @dataclass
@@ -50,6 +53,21 @@ class StaticOptions:
     tree: tuple[Path, ...] = ()
     # the project index of every file of the run (made by `run` when None)
     index: Any = None
+    # files of the project that the run does not lint, read for the index only (a run on a
+    # few files: `discover.project_files`)
+    project: Sequence[tuple[str, Path]] = ()
+    # when set, gives `rules` on first need: a file that misses the cache (a warm run then
+    # never imports the rules, nor LibCST)
+    load_rules: Callable[[], Sequence[type[StaticRule]]] | None = None
+
+    def static_rules(self) -> Sequence[type[StaticRule]]:
+        if self.load_rules is not None:
+            loader, self.load_rules = self.load_rules, None
+            self.rules = list(loader())
+        return self.rules
+
+    def has_rules(self) -> bool:
+        return self.load_rules is not None or bool(self.rules)
 
 
 @dataclass
@@ -73,15 +91,22 @@ class FileOutcome:
 def _file_finding(code_name: tuple[str, str], display: str, message: str) -> Finding:
     """A finding about the whole file (it cannot be read, linting it failed): at line 1, built
     as the engine builds its own (`engine.error_finding`)."""
+    from modellint.static.engine import error_finding
+
     return error_finding(code_name, display, message, 1, 1)
 
 
 def _read_error(display: str, exc: OSError) -> Finding:
+    from modellint.static.engine import SYNTAX_ERROR
+
     reason = exc.strerror or type(exc).__name__
     return _file_finding(SYNTAX_ERROR, display, f"cannot read file: {reason}")
 
 
 def apply_fixes_deeply(module, findings, unsafe: bool, source: str) -> tuple[str, int]:
+    from modellint.fix import apply_fixes
+    from modellint.static.engine import call_deeply
+
     try:
         return apply_fixes(module, findings, unsafe, source)
     except RecursionError:
@@ -95,6 +120,8 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
     try:
         return _lint_file(display, path, disabled, opts, stdin)
     except Exception as exc:  # noqa: BLE001 - one file must not stop the run
+        from modellint.static.engine import INTERNAL_ERROR
+
         outcome = FileOutcome(path=display)
         outcome.tracebacks.append("".join(traceback.format_exception(exc)))
         outcome.findings.append(_file_finding(
@@ -112,6 +139,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         original = stdin if stdin is not None else read_file_bytes(
             path, notebook.MAX_BYTES if str(path).endswith(notebook.SUFFIX) else MAX_FILE_BYTES)
     except OSError as exc:
+        from modellint.static.engine import SYNTAX_ERROR
+
         if SYNTAX_ERROR[0] not in disabled:
             outcome.findings.append(_read_error(display, exc))
         return outcome
@@ -119,13 +148,15 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     outcome.notebook = is_notebook(path, original)
     key = None
     if opts.cache is not None and not wants_fix:
-        # the facts of the project files it imports decide its findings too
-        key = opts.cache.file_key(display, original, disabled,
-                                  opts.index.digest(display) if opts.index is not None else "")
+        key = _file_key(display, original, disabled, opts)
         cached = opts.cache.get(key)
         if cached is not None:
             outcome.findings, outcome.classes = cached
             return outcome
+    from modellint.fix import WriteError, applicable, unified_diff, write_atomically
+    from modellint.static.engine import SYNTAX_ERROR
+
+    opts.static_rules()
     if outcome.notebook:
         return _lint_notebook_file(display, path, original, disabled, opts, outcome, key,
                                    piped=stdin is not None)
@@ -226,6 +257,9 @@ def is_notebook(path: Path, data: bytes) -> bool:
 def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: frozenset[str],
                         opts: StaticOptions, outcome: FileOutcome, key: str | None,
                         piped: bool) -> FileOutcome:
+    from modellint.fix import applicable
+    from modellint.static.engine import SYNTAX_ERROR
+
     try:
         book = notebook.read_notebook(original)
     except notebook.NotebookError as exc:
@@ -238,7 +272,8 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         outcome.messages.append(
             f"{display}: not linted: the notebook's language is {book.language}, not Python")
         return outcome
-    linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled)
+    linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled,
+                                    index=opts.index)
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
     if (opts.fix or opts.diff) and result.module is not None and any(
@@ -257,6 +292,8 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
 def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome, piped):
     """Apply the fixes to the joined cells, round after round, then splice the changed cell
     sources into the notebook's text; the linting of what was written is returned."""
+    from modellint.fix import WriteError, unified_diff, write_atomically
+
     result = linted.result
     text = result.source
     fixed = 0
@@ -280,7 +317,8 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
             return linted
         fixed += count
         text = new_text
-        result = lint_source(display, text.encode("utf-8"), opts.rules, opts.options, disabled)
+        result = lint_source(display, text.encode("utf-8"), opts.rules, opts.options, disabled,
+                             index=opts.index)
     if not fixed:
         return linted
     sources = book.cell_sources(text)
@@ -314,7 +352,8 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
         outcome.messages.append(str(exc))
         return linted
     outcome.fixed = fixed
-    return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled)
+    return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled,
+                                  index=opts.index)
 
 
 def _ended(cell_source: str) -> str:
@@ -342,6 +381,8 @@ def _worker(connection, opts: StaticOptions) -> None:
 
 
 def _died(display: str, exitcode: int | None) -> FileOutcome:
+    from modellint.static.engine import INTERNAL_ERROR
+
     if exitcode is not None and exitcode < 0:
         try:
             how = f"was killed by {signal.Signals(-exitcode).name}"
@@ -359,14 +400,69 @@ def _died(display: str, exitcode: int | None) -> FileOutcome:
 def run(
     tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
 ) -> list[FileOutcome]:
-    if opts.index is None and opts.rules:
+    if opts.index is None and opts.has_rules():
         from modellint.static.index import index_files
 
-        opts.index = index_files([(display, path) for display, path, _ in tasks], opts.cache,
-                                 opts.jobs)
+        linted = [(display, path) for display, path, _ in tasks]
+        opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs)
+    outcomes: list[FileOutcome | None] = [None] * len(tasks)
+    if opts.cache is not None and not (opts.fix or opts.diff):
+        # the cache is read here, so that a warm run starts no worker and imports no rule
+        for number, (display, path, disabled) in enumerate(tasks):
+            outcomes[number] = _cached(display, path, disabled, opts)
+    missed = [number for number, outcome in enumerate(outcomes) if outcome is None]
+    if missed:
+        # before the workers are forked, so that they share what the rules imported
+        opts.static_rules()
+        for number, outcome in zip(missed, _run([tasks[n] for n in missed], opts), strict=True):
+            outcomes[number] = outcome
+    return outcomes  # type: ignore[return-value]
+
+
+def _cached(display: str, path: Path, disabled: frozenset[str],
+            opts: StaticOptions) -> FileOutcome | None:
+    """The outcome of a file whose findings are in the cache, else None (also when it cannot
+    be read: `lint_file` reports that)."""
+    assert opts.cache is not None
+    content = opts.index.contents.get(display) if opts.index is not None else None
+    if content is not None and str(path).endswith(SUFFIXES):
+        # the index read it a moment ago: its hash is enough to look it up (a Python file's
+        # name says it is no notebook)
+        key = opts.cache.file_key(display, None, disabled, opts.index.digest(display),
+                                  content=content)
+        is_book = False
+    else:
+        try:
+            original = read_file_bytes(path, notebook.MAX_BYTES if str(path).endswith(
+                notebook.SUFFIX) else MAX_FILE_BYTES)
+        except OSError:
+            return None
+        key = _file_key(display, original, disabled, opts)
+        is_book = is_notebook(path, original)
+    cached = opts.cache.get(key)
+    if cached is None:
+        return None
+    outcome = FileOutcome(path=display, notebook=is_book)
+    outcome.findings, outcome.classes = cached
+    return outcome
+
+
+def _file_key(display: str, original: bytes, disabled: frozenset[str],
+              opts: StaticOptions) -> str:
+    assert opts.cache is not None
+    # the facts of the project files it imports (and that import it) decide its findings too
+    return opts.cache.file_key(display, original, disabled,
+                               opts.index.digest(display) if opts.index is not None else "")
+
+
+def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
+         ) -> list[FileOutcome]:
     jobs = max(1, min(opts.jobs, len(tasks)))
     if jobs == 1 or len(tasks) < 4:
         return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
+    import multiprocessing
+    from multiprocessing.connection import wait
+
     # largest files first, so that no worker is left with a big file at the end while the
     # others idle; results go back into the order of `tasks`
     order = sorted(range(len(tasks)), key=lambda i: -_size(tasks[i][1]))
