@@ -26,6 +26,7 @@ from modellint.config import (
 from modellint.plugins import (
     ALLOW_CONFIG_PLUGINS_FLAG,
     LIGHT_FORMATS,
+    LightRegistry,
     PluginError,
     Registry,
     config_plugins_allowed,
@@ -497,7 +498,7 @@ def _use_color(choice: str, stream) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
-def static_setup(config: Config, registry: Registry, select: list[str] | None = None,
+def static_setup(config: Config, registry: Registry | LightRegistry, select: list[str] | None = None,
                  extend_select: Sequence[str] = (), ignore: Sequence[str] = ()) -> tuple[set[str], list]:
     """(enabled codes, the enabled rules with a static check) for `config` with the command
     line's selectors merged in; raises ConfigError for an unknown code. `check` and the
@@ -568,12 +569,15 @@ def _cmd_check(args) -> int:
     config = _config_for(args)
     # a run that can be served from the cache reads the plugins' manifest, not the plugins
     store = _manifest_store(args, config, stdin_name)
-    registry = light_registry(store) if store is not None else None
-    light = registry is not None
-    if registry is None:
+    manifest = light_registry(store) if store is not None else None
+    light = manifest is not None
+    registry: Registry | LightRegistry
+    if manifest is None:
         registry = _registry(config, args)
         if store is not None:
             save_manifest(store, registry)
+    else:
+        registry = manifest
     enabled, static_rules = static_setup(config, registry, args.select, args.extend_select,
                                          args.ignore)
     if args.format not in registry.reporters:
@@ -622,7 +626,7 @@ def _cmd_check(args) -> int:
         diff=args.diff,
         jobs=args.jobs,
         cache=None if args.no_cache or args.fix or args.diff else _cache(
-            config, static_rules, registry.sources if light else None),
+            config, static_rules, manifest.sources if manifest is not None else None),
         # the project and each folder named (a named file's own folder): what links lead to
         # beyond them is not the linted tree's to change
         tree=(config.root, *(Path(p) if os.path.isdir(p) else Path(p).parent for p in paths)),

@@ -260,7 +260,7 @@ class _Reporters(Mapping):
     def __getitem__(self, fmt: str) -> type:
         if fmt not in self._loaded:
             module, qualname = self._where[fmt]
-            found = importlib.import_module(module)
+            found: Any = importlib.import_module(module)
             for part in qualname.split("."):
                 found = getattr(found, part)
             self._loaded[fmt] = found
@@ -388,9 +388,9 @@ def save_manifest(store, registry: Registry) -> None:
         if isinstance(name, str):
             tops.add(name.split(".")[0])
     files = {}
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
-        if file and name.split(".")[0] in tops:
+    for module_name, loaded in list(sys.modules.items()):
+        file = getattr(loaded, "__file__", None)
+        if file and module_name.split(".")[0] in tops:
             stamp = _stamp(file)
             if stamp is not None:
                 files[file] = stamp

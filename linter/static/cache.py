@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from modellint.finding import Finding, Fix, Severity
 
@@ -127,9 +127,9 @@ def settings_key(version: str, rules: Iterable[Any], options: dict[str, Any],
                 file, hashed = sources[module]
                 files[file] = hashed
         else:
-            loaded = sys.modules.get(module)
-            if loaded is not None and getattr(loaded, "__file__", None):
-                files[loaded.__file__] = None
+            loaded_file = getattr(sys.modules.get(module), "__file__", None)
+            if loaded_file:
+                files[loaded_file] = None
     for file in sorted(files):
         hashed = files[file] if sources is not None else source_digest(file)
         digest.update(bytes.fromhex(hashed) if hashed is not None else file.encode())

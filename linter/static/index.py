@@ -67,7 +67,7 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         return UNKNOWN
     if isinstance(node, (ast.Name, ast.Attribute)):
         parts = []
-        inner = node
+        inner: ast.expr = node
         while isinstance(inner, ast.Attribute):
             parts.append(inner.attr)
             inner = inner.value
@@ -75,7 +75,8 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
             parts.append(inner.id)
             parts.reverse()
             return name_summary(parts, self_name)
-        return ["attr", summarize(node.value, self_name, depth + 1), node.attr]
+        if isinstance(node, ast.Attribute):  # always: a plain Name returned above
+            return ["attr", summarize(node.value, self_name, depth + 1), node.attr]
     if isinstance(node, ast.Call):
         args = [UNKNOWN if isinstance(a, ast.Starred) else summarize(a, self_name, depth + 1)
                 for a in node.args]
@@ -795,13 +796,14 @@ class ProjectIndex:
             func = facts["methods"].get(method)
             local = _locals(func) if func is not None else None
             kinds.append(self._kind(value, Where(path, cls, local), depth + 1))
-        if not kinds or any(k is None for k in kinds):
+        known = [k for k in kinds if k is not None]
+        if not known or len(known) < len(kinds):
             return None
-        first = kinds[0]
-        if all(k == first for k in kinds):
+        first = known[0]
+        if all(k == first for k in known):
             return first
-        if all(k.kind == first.kind for k in kinds):
-            return Kind(first.kind, mode=K.combine_modes(k.mode for k in kinds))
+        if all(k.kind == first.kind for k in known):
+            return Kind(first.kind, mode=K.combine_modes(k.mode for k in known))
         return None
 
     def _class_of(self, base: list, path: str) -> tuple[str, str] | None:

@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from modellint.finding import Finding, Fix
 from modellint.static import notebook
@@ -198,7 +198,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     outcome.findings = result.findings
     outcome.classes = result.classes
     # a file whose linting failed is linted again next time
-    if key is not None and not result.tracebacks:
+    if key is not None and opts.cache is not None and not result.tracebacks:
         opts.cache.put(key, result.findings, result.classes)
     return outcome
 
@@ -284,7 +284,7 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         if finding.fix is not None:
             finding.fix = Fix((), finding.fix.description, finding.fix.safe)
     outcome.findings = linted.findings
-    if key is not None and not linted.result.tracebacks:
+    if key is not None and opts.cache is not None and not linted.result.tracebacks:
         opts.cache.put(key, linted.findings)
     return outcome
 
@@ -461,7 +461,7 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
     if jobs == 1 or len(tasks) < 4:
         return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
     import multiprocessing
-    from multiprocessing.connection import wait
+    from multiprocessing.connection import Connection, wait
 
     # largest files first, so that no worker is left with a big file at the end while the
     # others idle; results go back into the order of `tasks`
@@ -469,7 +469,9 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
     pending = [(i, tasks[i][0], str(tasks[i][1]), tasks[i][2]) for i in reversed(order)]
     outcomes: list[FileOutcome | None] = [None] * len(tasks)
     # fork shares the loaded plugins with the workers; spawn would re-import them
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    context: multiprocessing.context.ForkContext | multiprocessing.context.SpawnContext = (
+        multiprocessing.get_context("fork") if os.name == "posix"
+        else multiprocessing.get_context("spawn"))
     # one file at a time per worker, so that a worker that dies (LibCST's parser can crash the
     # process) costs that file alone: it is reported and the worker replaced
     workers: dict[Any, tuple[Any, Any]] = {}  # connection -> (process, task it is on)
@@ -496,7 +498,8 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
         for _ in range(jobs):
             give(start())
         while any(task is not None for _, task in workers.values()):
-            for connection in wait(list(workers)):
+            for ready in wait(list(workers)):
+                connection = cast(Connection, ready)  # the workers' pipes, nothing else
                 process, task = workers[connection]
                 try:
                     index, outcome = connection.recv()
