@@ -21,6 +21,7 @@ the project's own file, and evaluates summaries to Kinds. What it cannot know is
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import hashlib
 import json
@@ -129,11 +130,14 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
     returns: list = []
     steps: list = []
     reads_training = False
+    modes = _Modes()
     stack = list(func.body)
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
+        if isinstance(node, ast.Call):
+            modes.add(node)
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 _assign(target, node.value, self_name, assigns, attrs, func.name)
@@ -162,7 +166,7 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
         stack.extend(ast.iter_child_nodes(node))
     return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
             "returns": returns, "steps": steps,
-            "training": reads_training, **_mode_facts(func.body)}
+            "training": reads_training, **modes.facts()}
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -176,13 +180,45 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _mode_facts(body: list[ast.stmt]) -> dict:
+class _Modes:
     """Which names the code puts in eval mode (`x.eval()`, `x.train(False)`, `x.train(mode)`
     with a computed mode) or training mode (`x.train()`), and the calls that pass plain names
     to a function named by a dotted name: [callee, [name or None per positional argument]]."""
-    evals: set[str] = set()
-    trains: set[str] = set()
-    calls: set[tuple] = set()
+
+    def __init__(self) -> None:
+        self.evals: set[str] = set()
+        self.trains: set[str] = set()
+        self.calls: set[tuple] = set()
+
+    def add(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("eval", "train"):
+            receiver = func.value
+            while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                   and receiver.func.attr in K.RETURNS_SELF):
+                receiver = receiver.func.value
+            name = _dotted(receiver)
+            if name is not None:
+                arguments = [*node.args, *(k.value for k in node.keywords)]
+                if func.attr == "eval" or (arguments and not (
+                        isinstance(arguments[0], ast.Constant) and arguments[0].value is True)):
+                    self.evals.add(name)
+                else:
+                    self.trains.add(name)
+        callee = _dotted(func)
+        if callee is not None and any(isinstance(a, ast.Name) for a in node.args):
+            self.calls.add((callee, tuple(a.id if isinstance(a, ast.Name) else None
+                                          for a in node.args)))
+
+    def facts(self) -> dict:
+        return {"evals": sorted(self.evals), "trains": sorted(self.trains),
+                "calls": sorted(([callee, list(args)] for callee, args in self.calls),
+                                key=json.dumps)}
+
+
+def _mode_facts(body: list[ast.stmt]) -> dict:
+    """The `_Modes` facts of `body`, nested functions and classes left out."""
+    modes = _Modes()
     stack: list[ast.AST] = [s for s in body
                             if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                   ast.ClassDef))]
@@ -191,27 +227,9 @@ def _mode_facts(body: list[ast.stmt]) -> dict:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in ("eval", "train"):
-                receiver = func.value
-                while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
-                       and receiver.func.attr in K.RETURNS_SELF):
-                    receiver = receiver.func.value
-                name = _dotted(receiver)
-                if name is not None:
-                    arguments = [*node.args, *(k.value for k in node.keywords)]
-                    if func.attr == "eval" or (arguments and not (
-                            isinstance(arguments[0], ast.Constant) and arguments[0].value is True)):
-                        evals.add(name)
-                    else:
-                        trains.add(name)
-            callee = _dotted(func)
-            if callee is not None and any(isinstance(a, ast.Name) for a in node.args):
-                calls.add((callee, tuple(a.id if isinstance(a, ast.Name) else None
-                                         for a in node.args)))
+            modes.add(node)
         stack.extend(ast.iter_child_nodes(node))
-    return {"evals": sorted(evals), "trains": sorted(trains),
-            "calls": sorted(([callee, list(args)] for callee, args in calls), key=json.dumps)}
+    return modes.facts()
 
 
 def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str) -> None:
@@ -265,9 +283,18 @@ def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
     }
 
 
+_STATEMENT_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
 def _imports(tree: ast.Module) -> dict[str, str]:
     aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
+    # ast.walk's breadth-first order (a later import of a name wins), over statements only:
+    # an import is never inside an expression, and expressions are most of the nodes
+    queue: collections.deque[ast.AST] = collections.deque([tree])
+    while queue:
+        node = queue.popleft()
+        queue.extend(child for child in ast.iter_child_nodes(node)
+                     if isinstance(child, _STATEMENT_HOLDERS))
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
