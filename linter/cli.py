@@ -612,7 +612,8 @@ def _cmd_check(args) -> int:
         # a run on a few files (pre-commit) still sees the whole project's definitions
         from modellint.static.discover import project_files, project_root
 
-        root = project_root(config.source, paths)
+        # a --config kept elsewhere (a home folder) says nothing of where the project is
+        root = project_root(None if args.config else config.source, paths)
         if root is not None:
             project = project_files(root, paths, lambda p: is_excluded(config, p), walked)
     opts = StaticOptions(

@@ -277,6 +277,25 @@ def test_without_a_project_root_only_the_named_files_are_read(cli, tmp_path):
     assert "ML308" not in {c for c, _ in cli("train.py", "--format", "json", env=env).codes()}
 
 
+def test_a_config_given_with_config_does_not_make_its_folder_the_project(cli, tmp_path):
+    """`--config ~/lint.toml` on one file of ~/work/proj: the home folder is not walked for the
+    index; the file's repository is its project."""
+    home = tmp_path / "home"
+    write(home, "lint.toml", "[tool.modellint]\n")
+    project = home / "work" / "proj"
+    write(project, "models.py", SOFTMAX_MODEL)
+    write(project, "train.py", TRAIN)
+    env = cache_env(tmp_path)
+    config = str(home / "lint.toml")
+    # no repository: only the named file, as without a config
+    one = cli("train.py", "--config", config, "--format", "json", env=env, cwd=project)
+    assert "ML308" not in {code for code, _ in one.codes()}
+    # a repository around the files is their project
+    (project / ".git").mkdir()
+    assert ("ML308", 7) in cli("train.py", "--config", config, "--format", "json", env=env,
+                               cwd=project).codes()
+
+
 # runs `check` in a fresh interpreter and says, on its last line of stderr, which of the heavy
 # modules it imported (the report goes to --output-file)
 WARM_PROBE = """\

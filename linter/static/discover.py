@@ -536,8 +536,8 @@ def _regular_or_unreadable(entry: os.DirEntry) -> bool:
 
 
 def project_root(config_source: Path | None, paths: list[str]) -> Path | None:
-    """The folder of the project the named `paths` belong to: the config file's folder when a
-    config was found or given, else the nearest folder at or above the first path that holds
+    """The folder of the project the named `paths` belong to: the folder of the config file
+    found for them, else the nearest folder at or above the first path that holds
     `.git`; None when there is neither (the run's own files are then the whole project)."""
     if config_source is not None:
         return Path(os.path.realpath(config_source)).parent
