@@ -27,7 +27,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +131,7 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
     steps: list = []
     reads_training = False
     modes = _Modes()
-    stack = list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
+    for node in _own_nodes(func.body):
         if isinstance(node, ast.Call):
             modes.add(node)
         if isinstance(node, ast.Assign):
@@ -163,7 +159,6 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
             summary = summarize(stepped, self_name)
             if summary not in steps:
                 steps.append(summary)
-        stack.extend(ast.iter_child_nodes(node))
     return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
             "returns": returns, "steps": steps,
             "training": reads_training, **modes.facts()}
@@ -216,19 +211,26 @@ class _Modes:
                                 key=json.dumps)}
 
 
-def _mode_facts(body: list[ast.stmt]) -> dict:
-    """The `_Modes` facts of `body`, nested functions and classes left out."""
-    modes = _Modes()
-    stack: list[ast.AST] = [s for s in body
-                            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                  ast.ClassDef))]
+_NESTED_CODE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of `body` that runs with it: nested functions, classes and lambdas left out."""
+    stack: list[ast.AST] = list(body)
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(node, _NESTED_CODE):
             continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _mode_facts(body: list[ast.stmt]) -> dict:
+    """The `_Modes` facts of a module's top-level code."""
+    modes = _Modes()
+    for node in _own_nodes(body):
         if isinstance(node, ast.Call):
             modes.add(node)
-        stack.extend(ast.iter_child_nodes(node))
     return modes.facts()
 
 
