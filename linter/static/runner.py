@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import signal
 import sys
@@ -397,7 +399,30 @@ def _died(display: str, exitcode: int | None) -> FileOutcome:
     return outcome
 
 
+@contextlib.contextmanager
+def fewer_collections() -> Any:
+    """Run the cyclic garbage collector about a hundred times less often (forked workers
+    inherit it). A LibCST tree is hundreds of thousands of small objects without cycles,
+    freed by reference counting alone; with CPython's default thresholds (a collection every
+    700 new objects) a tree kept while its file is linted reaches the oldest generation, whose
+    full collections then scan every live object again and again: a quarter of a cold run's
+    CPU time. mypy raises the thresholds for the same reason."""
+    before = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def run(
+    tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
+) -> list[FileOutcome]:
+    with fewer_collections():
+        return _run_all(tasks, opts)
+
+
+def _run_all(
     tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
 ) -> list[FileOutcome]:
     if opts.index is None and opts.has_rules():
