@@ -198,3 +198,49 @@ def test_a_large_file_gets_positions_only_around_its_findings(monkeypatch):
         ("ML105", forward, 9, "    def forward(x):")]
     # the class holds about 60 nodes; the file about 120,000
     assert len(computed) == 1 and computed[0] < 200, computed
+
+
+# nested deeply (past MAIN_STACK_NESTING where CPython allows it) in each place `nesting` must
+# not skip: a function's defaults, a `with` item, a decorator, an `and` chain under blocks, a
+# long dotted import, an `except` body
+DEEP_BUT_PYTHON = [
+    "def f(x=" + " + ".join(["1"] * 1500) + "):\n    pass\n",
+    "with open(" + " + ".join(["a"] * 1600) + ") as f:\n    pass\n",
+    "@d(" + "-" * 1400 + "x)\nclass C:\n    pass\n",
+    "if x:\n    for y in z:\n        r = " + " and ".join(["a"] * 3100) + "\n",
+    "import " + ".".join(["a"] * 3100) + "\n",
+    "try:\n    pass\nexcept E:\n    y = " + "not " * 1400 + "x\n",
+]
+
+
+@pytest.mark.parametrize("shallow", [3000, 40, 12, 5])
+@pytest.mark.parametrize("source", [
+    *DEEP_BUT_PYTHON, GOOD, "x = {'a': [1, (2, {3})], **y}\nprint(f'{x!r:>{w}}')\n",
+    "match p:\n    case [1, {'k': (a, *b)}] if a and b:\n        pass\n",
+])
+def test_nesting_is_exact_past_the_shallow_limit(source, shallow):
+    # what decides that a file is parsed in a thread with a large stack: never less than the
+    # real depth when that is past the limit, whatever the statements it skips
+    from modellint.static.outline import exact_nesting, nesting
+
+    tree = ast.parse(source)
+    exact = exact_nesting(tree)
+    found = nesting(tree, source, shallow)
+    if exact > shallow:
+        assert found == exact
+    else:
+        assert found <= shallow
+
+
+def test_nesting_of_the_fixtures_is_exact_past_small_limits():
+    from conftest import TESTS
+
+    from modellint.static.outline import exact_nesting, nesting
+
+    for path in sorted((TESTS.parent / "fixtures").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        exact = exact_nesting(tree)
+        for shallow in (30, 15, 8):
+            found = nesting(tree, text, shallow)
+            assert found == exact if exact > shallow else found <= shallow, (path, shallow)

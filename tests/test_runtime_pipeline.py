@@ -240,10 +240,10 @@ def test_runtime_models_are_the_classes_the_static_pass_indexed(cli, tmp_path, m
     # the runtime pass builds what the static pass found while linting (no second discovery,
     # no second parse): the classes and their lines come from the linted files' outcomes
     import modellint.runtime.pass_ as pass_
-    import modellint.static.engine as engine
+    import modellint.static.outline as outline
 
     indexed, built = [], []
-    real_index = engine.model_classes
+    real_index = outline.model_classes
 
     def index(tree):
         classes = real_index(tree)
@@ -254,7 +254,7 @@ def test_runtime_models_are_the_classes_the_static_pass_indexed(cli, tmp_path, m
         built.extend((job.label, job.line) for job in jobs)
         return []
 
-    monkeypatch.setattr(engine, "model_classes", index)
+    monkeypatch.setattr(outline, "model_classes", index)
     monkeypatch.setattr(pass_, "run_jobs", run_jobs)
     write(tmp_path, "models/net.py", UNUSED + "\n\nclass Head(nn.Module):\n    pass\n")
     write(tmp_path, "models/blocks.py", "import torch.nn as nn\n\n\n"
@@ -265,7 +265,8 @@ def test_runtime_models_are_the_classes_the_static_pass_indexed(cli, tmp_path, m
     result = cli("check", "models", "--runtime", "--select", "ML703", "--no-cache", "--jobs", "1")
     assert result.rc == 0, result
     # a used sub-module (Block) is checked inside the model that uses it; an exempt file and a
-    # file without a module class give none; a file is parsed once (one index per parsed file)
+    # file without a module class give none; a file is parsed once: its classes are found
+    # once, from the project index's parse
     assert sorted(built) == [("models/blocks.py:Stack", 8), ("models/net.py:Head", 14),
                              ("models/net.py:Net", 4)]
     assert len(indexed) == 2

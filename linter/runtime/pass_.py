@@ -73,7 +73,7 @@ def _progress(enabled: bool, index: int, total: int, label: str, seconds: float 
 @dataclass(frozen=True)
 class LintedFile:
     """A file the static pass linted: as displayed, its real path, and the model classes it
-    indexed there ((name, line), see `modellint.static.classes.model_classes`)."""
+    indexed there ((name, line), see `modellint.static.outline.model_classes`)."""
 
     display: str
     real: str

@@ -144,7 +144,7 @@ def configured_jobs(runtime: dict[str, Any], root: str) -> list[ModelJob]:
 def candidate_classes(source: str) -> list[str]:
     """The module classes of `source` worth building (see `model_classes`, which the static
     pass computes for every linted file)."""
-    from modellint.static.classes import model_classes
+    from modellint.static.outline import model_classes
 
     try:
         tree = ast.parse(source)

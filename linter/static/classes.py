@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -225,40 +224,3 @@ def _nested_class_level_names(statement: cst.CSTNode) -> set[str]:
 
     visit(statement, Collector())
     return names
-
-
-# --- the module classes of a file, for the runtime pass ------------------------------------
-
-def _base_names(node: ast.ClassDef) -> list[str]:
-    names = []
-    for base in node.bases:
-        parts = []
-        while isinstance(base, ast.Attribute):
-            parts.append(base.attr)
-            base = base.value
-        if isinstance(base, ast.Name):
-            parts.append(base.id)
-            names.append(".".join(reversed(parts)))
-    return names
-
-
-def model_classes(tree: ast.Module) -> tuple[tuple[str, int], ...]:
-    """(name, line) of the top-level classes of a file worth building as models: subclasses of
-    something (checked for `nn.Module` after import), not used as a sub-module or base by
-    another class of the file (those are checked as part of the model that uses them).
-
-    The static pass computes this from the tree it parsed anyway; the runtime pass takes its
-    candidates from it (and never parses the file again)."""
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and n.bases}
-    if not classes:
-        return ()
-    used: set[str] = set()
-    for name, node in classes.items():
-        for base in _base_names(node):
-            used.add(base.rsplit(".", 1)[-1])
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
-                if sub.func.id in classes and sub.func.id != name:
-                    used.add(sub.func.id)
-    # the line of `class` (after any decorators)
-    return tuple((name, node.lineno) for name, node in classes.items() if name not in used)

@@ -22,22 +22,18 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 from modellint.finding import Finding, Severity
 from modellint.rule import StaticRule
 from modellint.static import noqa
-from modellint.static.classes import model_classes
 from modellint.static.context import FileContext
+from modellint.static.outline import MAIN_STACK_NESTING, Outline
 from modellint.static.walk import dispatch_table, every_node, walk
 from modellint.suppress import FileSuppressions
 
 SYNTAX_ERROR = ("ML000", "syntax-error")
 INTERNAL_ERROR = ("ML001", "internal-error")
 # LibCST walks trees recursively (metadata, code generation, fixes): a deeply nested expression
-# is retried in a thread with a larger stack and recursion limit
+# is retried in a thread with a larger stack and recursion limit (nested deeper than
+# `MAIN_STACK_NESTING`), and one deeper than DEEP_RECURSION_LIMIT is not linted
 DEEP_RECURSION_LIMIT = 50_000
 DEEP_STACK_SIZE = 512 * 1024 * 1024
-# LibCST's native parser recurses on the C stack once per level of nesting and kills the process
-# (no exception) past about 6,000 levels on a main thread's 8 MiB stack. CPython's own parser
-# bounds most nesting to about 3,000 levels; a file nested deeper than MAIN_STACK_NESTING by
-# `_nesting` is parsed in the deep thread, and one deeper than DEEP_RECURSION_LIMIT is not linted.
-MAIN_STACK_NESTING = 3_000
 _BYTE_LINE_END = re.compile(rb"\r\n|\r|\n")
 T = TypeVar("T")
 
@@ -261,26 +257,6 @@ def _parse_with_cpython(path: str, text: str) -> tuple[ast.Module | None, Findin
         return None, error_finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)
 
 
-def _nesting(tree: ast.AST) -> int:
-    """How deeply LibCST will nest the tree CPython parsed as `tree`: its depth, where chains
-    that CPython keeps flat but LibCST nests one level per link (`a and b and ...`, the dots
-    of `import a.b.c`) count each link."""
-    deepest = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, ast.BoolOp):
-            depth += len(node.values)
-        elif isinstance(node, ast.alias):
-            depth += node.name.count(".")
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            depth += node.module.count(".")
-        if depth > deepest:
-            deepest = depth
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
-
-
 def lint_source(
     path: str,
     data: bytes,
@@ -329,19 +305,21 @@ def _lint_source(
         and (not rule.triggers or any(word in text for word in rule.triggers))
     ]
     # CPython decides whether the file is Python, whatever rules are selected: LibCST also
-    # accepts syntax newer than this Python, and crashes on nesting CPython refuses
-    tree, error = (tree, None) if tree is not None else _parse_with_cpython(path, text)
-    if error is not None:
-        result.findings.append(error)
-        return result
-    assert tree is not None  # _parse_with_cpython gives a tree or an error
-    if "Module" in text or "nn." in text:
-        result.classes = model_classes(tree)
+    # accepts syntax newer than this Python, and crashes on nesting CPython refuses. The
+    # project index parsed most files already: what the lint needs of that parse is kept
+    outline = index.outline(path, data) if index is not None and tree is None else None
+    if outline is None:
+        tree, error = (tree, None) if tree is not None else _parse_with_cpython(path, text)
+        if error is not None:
+            result.findings.append(error)
+            return result
+        assert tree is not None  # _parse_with_cpython gives a tree or an error
+        outline = Outline.of(tree, text)
+        del tree
+    result.classes = outline.classes
     if not active:
         return result
-    nesting = _nesting(tree)
-    lines = statement_lines(tree)
-    del tree
+    nesting, lines = outline.nesting, outline.lines
     if nesting > DEEP_RECURSION_LIMIT:
         result.findings.append(error_finding(
             INTERNAL_ERROR, path, f"the file is nested too deeply ({nesting} levels) for the "
@@ -398,13 +376,6 @@ def parse_with_libcst(text: str) -> cst.Module:
         if tail is None:
             raise
         return cst.parse_module(text[:tail.start()])
-
-
-def statement_lines(tree: ast.Module) -> list[tuple[int, list[int] | None]]:
-    """The first line of each top-level statement CPython parsed, with those of a class's
-    members: where LibCST's positions of the same statements start (see `_Positions`)."""
-    return [(s.lineno, [m.lineno for m in s.body] if isinstance(s, ast.ClassDef) else None)
-            for s in tree.body]
 
 
 def run_rules(

@@ -27,12 +27,13 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from modellint.static import kinds as K
 from modellint.static.kinds import Kind
+from modellint.static.outline import Outline, parse
 
 UNKNOWN: list = ["?"]
 FACTS_VERSION = 4  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
@@ -335,9 +336,8 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
     facts: dict[str, Any] = {"v": FACTS_VERSION, "imports": {}, "classes": {}, "functions": {},
                              "globals": {}}
     if tree is None:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = parse(text)
+        if tree is None:
             return facts
     try:
         facts["imports"] = _imports(tree)
@@ -434,6 +434,8 @@ class ProjectIndex:
         self._hashes: dict[str, str] = {}
         # path -> sha256 of the file's bytes as the run read them for the index
         self.contents: dict[str, str] = {}
+        # path -> (sha256 of the bytes parsed, their outline) of linted files the index parsed
+        self.outlines: dict[str, tuple[bytes, Outline]] = {}
         # files whose facts are parsed on first use (`add_summary`): path -> (summary, loader)
         self._pending: dict[str, tuple[dict, Callable[[], dict]]] = {}
         for path, facts in (files or {}).items():
@@ -452,6 +454,14 @@ class ProjectIndex:
         looked up: most lints need those of a few files)."""
         self._load()
         return _Files(self) if self._pending else self._files
+
+    def outline(self, path: str, data: bytes) -> Outline | None:
+        """The outline of CPython's parse of `data`, when the index parsed these very bytes
+        for the file at `path` (else its lint parses them)."""
+        found = self.outlines.get(path)
+        if found is None or found[0] != hashlib.sha256(data).digest():
+            return None
+        return found[1]
 
     @property
     def hashes(self) -> dict[str, str]:
@@ -1190,12 +1200,17 @@ def _summary_key(data: bytes) -> str:
     return hashlib.sha256(b"project-summary\0" + data).hexdigest()
 
 
-def _cached_facts(task: tuple[str, Any, Any]) -> Any:
+# (display path, path on disk, the cache or None, whether the file is linted: its outline is
+# kept, see `ProjectIndex.outline`)
+Task = tuple[str, Any, Any, bool]
+
+
+def _cached_facts(task: Task) -> Any:
     """(display, summary, loader of the facts) of one file from the cache, None when it
     cannot be read, `_MISSING` when it is not in the cache (`_read_facts` extracts it)."""
     from modellint.static.discover import read_file_bytes
 
-    display, path, cache = task
+    display, path, cache, _ = task
     if cache is None:
         return _MISSING
     try:
@@ -1210,7 +1225,7 @@ def _cached_facts(task: tuple[str, Any, Any]) -> Any:
     return display, summary, functools.partial(_load_facts, task, cache.facts_key(data))
 
 
-def _load_facts(task: tuple[str, Any, Any], key: str) -> dict:
+def _load_facts(task: Task, key: str) -> dict:
     """The facts of a file whose summary came from the cache: from the cache too (the hash
     of the text is kept beside them: a hit decodes nothing, and the decoder lives with
     LibCST's engine), else extracted again."""
@@ -1223,16 +1238,17 @@ def _load_facts(task: tuple[str, Any, Any], key: str) -> dict:
     return found[1] if found is not None else extract("")
 
 
-def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
-    """(display, facts, text hash) of one file, or None when it cannot be read or decoded
-    (its own lint reports why), extracted with `ast` and put in the cache with its summary.
-    A notebook's facts are those of its code cells joined (what its lint reads), marked
-    `notebook`: it imports the project's files, and nothing imports it."""
+def _read_facts(task: Task) -> tuple[str, dict, str, tuple[bytes, Outline] | None] | None:
+    """(display, facts, text hash, outline) of one file, or None when it cannot be read or
+    decoded (its own lint reports why), extracted with `ast` and put in the cache with its
+    summary. The outline (with the hash of the bytes it was made of) only for a linted file
+    that parses. A notebook's facts are those of its code cells joined (what its lint
+    reads), marked `notebook`: it imports the project's files, and nothing imports it."""
     from modellint.static import notebook
     from modellint.static.discover import read_file_bytes
     from modellint.static.runner import is_notebook
 
-    display, path, cache = task
+    display, path, cache, linted = task
     book = None
     try:
         data = read_file_bytes(path, _limit(path))
@@ -1248,14 +1264,20 @@ def _read_facts(task: tuple[str, Any, Any]) -> tuple[str, dict, str] | None:
                 return None
     except (OSError, notebook.NotebookError):
         return None
-    facts = extract(text, book.tree if book is not None else None)
+    outline = None
     if book is not None:
+        facts = extract(text, book.tree)
         facts["notebook"] = True
+    else:
+        tree = parse(text)
+        facts = extract(text, tree) if tree is not None else extract("")
+        if linted and tree is not None:
+            outline = (hashlib.sha256(data).digest(), Outline.of(tree, text))
     digest = text_hash(text)
     if cache is not None:
         cache.put_facts(cache.facts_key(data), {**facts, "text": digest})
         cache.put_facts(_summary_key(data), summary_of(facts, digest))
-    return display, facts, digest
+    return display, facts, digest, outline
 
 
 def _limit(path: Any) -> int:
@@ -1270,9 +1292,10 @@ _PARALLEL_FROM = 64
 
 
 def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
-                jobs: int = 1) -> ProjectIndex:
+                jobs: int = 1, linted: Collection[str] = ()) -> ProjectIndex:
     """The index of the files of a run: (display path, path on disk) pairs, read by `jobs`
-    processes (forked, on POSIX) when there are many.
+    processes (forked, on POSIX) when there are many. For the `linted` ones (display paths)
+    that it parses, the index keeps their outline for their lint (`ProjectIndex.outline`).
 
     A rerun on unchanged files needs only each file's digest (its cache key): those are kept
     in one cache entry keyed by every file's path and bytes, and the facts are then read only
@@ -1289,11 +1312,11 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
             index._digests = dict(digests)
             index.contents = contents
             # read later in a worker process, which may not start processes of its own
-            index._loader = lambda: _fill(index, files, cache, 1)
+            index._loader = lambda: _fill(index, files, cache, 1, linted)
             return index
     index = ProjectIndex()
     index.contents = contents
-    _fill(index, files, cache, jobs)
+    _fill(index, files, cache, jobs, linted)
     if snapshot is not None:
         cache.put_facts(snapshot, {"digests": {path: index.digest(path) for path in index.files}})
     return index
@@ -1317,8 +1340,10 @@ def _snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
     return digest.hexdigest(), contents
 
 
-def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int) -> None:
-    tasks = [(display, path, cache) for display, path in files]
+def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int,
+          linted: Collection[str]) -> None:
+    linted = frozenset(linted)
+    tasks = [(display, path, cache, display in linted) for display, path in files]
     # the cache first, in this process; only the files it misses are parsed (by `jobs`
     # processes when there are many)
     found = [_cached_facts(task) for task in tasks]
@@ -1342,7 +1367,10 @@ def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: i
         if callable(item[2]):
             index.add_summary(*item)
         else:
-            index.add(*item)
+            display, facts, digest, outline = item
+            index.add(display, facts, digest)
+            if outline is not None:
+                index.outlines[display] = outline
     for path in list(index.files):
         index.digest(path)  # once here, not in each worker
 

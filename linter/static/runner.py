@@ -429,7 +429,8 @@ def _run_all(
         from modellint.static.index import index_files
 
         linted = [(display, path) for display, path, _ in tasks]
-        opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs)
+        opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs,
+                                 linted=[display for display, _ in linted])
     outcomes: list[FileOutcome | None] = [None] * len(tasks)
     if opts.cache is not None and not (opts.fix or opts.diff):
         # the cache is read here, so that a warm run starts no worker and imports no rule
