@@ -220,10 +220,6 @@ class Cache:
         digest.update(b"\0" + facts.encode())
         return digest.hexdigest()
 
-    @staticmethod
-    def facts_key(data: bytes) -> str:
-        return hashlib.sha256(b"project-facts\0" + data).hexdigest()
-
     def get_facts(self, key: str, required: tuple[str, ...] = ("imports", "classes",
                                                                "functions", "globals")
                   ) -> dict | None:

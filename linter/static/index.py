@@ -1196,13 +1196,18 @@ def facts_digest(facts: dict) -> str:
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
-def _summary_key(data: bytes) -> str:
-    return hashlib.sha256(b"project-summary\0" + data).hexdigest()
+def _facts_key(content: str) -> str:
+    """The cache key of the facts of a file whose bytes have the sha256 `content`."""
+    return hashlib.sha256(b"project-facts\0" + bytes.fromhex(content)).hexdigest()
 
 
-# (display path, path on disk, the cache or None, whether the file is linted: its outline is
-# kept, see `ProjectIndex.outline`)
-Task = tuple[str, Any, Any, bool]
+def _summary_key(content: str) -> str:
+    return hashlib.sha256(b"project-summary\0" + bytes.fromhex(content)).hexdigest()
+
+
+# (display path, path on disk, the cache or None, whether the file is linted (its outline is
+# kept, see `ProjectIndex.outline`), the sha256 of its bytes when the run has read them)
+Task = tuple[str, Any, Any, bool, "str | None"]
 
 
 def _cached_facts(task: Task) -> Any:
@@ -1210,19 +1215,20 @@ def _cached_facts(task: Task) -> Any:
     cannot be read, `_MISSING` when it is not in the cache (`_read_facts` extracts it)."""
     from modellint.static.discover import read_file_bytes
 
-    display, path, cache, _ = task
+    display, path, cache, _, content = task
     if cache is None:
         return _MISSING
-    try:
-        data = read_file_bytes(path, _limit(path))
-    except OSError:
-        return None
-    summary = cache.get_facts(_summary_key(data), required=_SUMMARY_KEYS)
+    if content is None:
+        try:
+            content = hashlib.sha256(read_file_bytes(path, _limit(path))).hexdigest()
+        except OSError:
+            return None
+    summary = cache.get_facts(_summary_key(content), required=_SUMMARY_KEYS)
     if summary is None or summary["v"] != FACTS_VERSION or not all(
             isinstance(summary[k], str) for k in ("digest", "text")) or not isinstance(
             summary["imports"], dict):
         return _MISSING
-    return display, summary, functools.partial(_load_facts, task, cache.facts_key(data))
+    return display, summary, functools.partial(_load_facts, task, _facts_key(content))
 
 
 def _load_facts(task: Task, key: str) -> dict:
@@ -1238,17 +1244,19 @@ def _load_facts(task: Task, key: str) -> dict:
     return found[1] if found is not None else extract("")
 
 
-def _read_facts(task: Task) -> tuple[str, dict, str, tuple[bytes, Outline] | None] | None:
-    """(display, facts, text hash, outline) of one file, or None when it cannot be read or
-    decoded (its own lint reports why), extracted with `ast` and put in the cache with its
-    summary. The outline (with the hash of the bytes it was made of) only for a linted file
-    that parses. A notebook's facts are those of its code cells joined (what its lint
-    reads), marked `notebook`: it imports the project's files, and nothing imports it."""
+def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Outline] | None
+                                    ] | None:
+    """(display, facts, text hash, facts digest, outline) of one file, or None when it cannot
+    be read or decoded (its own lint reports why), extracted with `ast` and put in the cache
+    with its summary (the digest of the facts only then). The outline (with the hash of the
+    bytes it was made of) only for a linted file that parses. A notebook's facts are those of
+    its code cells joined (what its lint reads), marked `notebook`: it imports the project's
+    files, and nothing imports it."""
     from modellint.static import notebook
     from modellint.static.discover import read_file_bytes
     from modellint.static.runner import is_notebook
 
-    display, path, cache, linted = task
+    display, path, cache, linted, _ = task
     book = None
     try:
         data = read_file_bytes(path, _limit(path))
@@ -1264,6 +1272,7 @@ def _read_facts(task: Task) -> tuple[str, dict, str, tuple[bytes, Outline] | Non
                 return None
     except (OSError, notebook.NotebookError):
         return None
+    content = hashlib.sha256(data)
     outline = None
     if book is not None:
         facts = extract(text, book.tree)
@@ -1272,12 +1281,14 @@ def _read_facts(task: Task) -> tuple[str, dict, str, tuple[bytes, Outline] | Non
         tree = parse(text)
         facts = extract(text, tree) if tree is not None else extract("")
         if linted and tree is not None:
-            outline = (hashlib.sha256(data).digest(), Outline.of(tree, text))
+            outline = (content.digest(), Outline.of(tree, text))
     digest = text_hash(text)
+    summary = None
     if cache is not None:
-        cache.put_facts(cache.facts_key(data), {**facts, "text": digest})
-        cache.put_facts(_summary_key(data), summary_of(facts, digest))
-    return display, facts, digest, outline
+        summary = summary_of(facts, digest)
+        cache.put_facts(_facts_key(content.hexdigest()), {**facts, "text": digest})
+        cache.put_facts(_summary_key(content.hexdigest()), summary)
+    return display, facts, digest, summary["digest"] if summary is not None else None, outline
 
 
 def _limit(path: Any) -> int:
@@ -1304,21 +1315,27 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
     # project make the same index (and share its snapshot)
     files = sorted(files, key=lambda item: item[0])
     snapshot, contents = _snapshot_key(files) if cache is not None else (None, {})
+    known: dict[str, str] = {}
     if snapshot is not None:
         stored = cache.get_facts(snapshot, required=("digests",))
         digests = stored.get("digests") if stored is not None else None
         if isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values()):
-            index = ProjectIndex()
-            index._digests = dict(digests)
-            index.contents = contents
-            # read later in a worker process, which may not start processes of its own
-            index._loader = lambda: _fill(index, files, cache, 1, linted)
-            return index
+            known = digests
+            if all(path in known for path in linted if path in contents):
+                index = ProjectIndex()
+                index._digests = dict(known)
+                index.contents = contents
+                # read later in a worker process, which may not start processes of its own
+                index._loader = lambda: _fill(index, files, cache, 1, linted)
+                return index
     index = ProjectIndex()
     index.contents = contents
     _fill(index, files, cache, jobs, linted)
     if snapshot is not None:
-        cache.put_facts(snapshot, {"digests": {path: index.digest(path) for path in index.files}})
+        # the digests of the files linted (their cache keys), with those a run on other files
+        # of the same bytes found
+        cache.put_facts(snapshot, {"digests": {
+            **known, **{path: index.digest(path) for path in linted if path in index.files}}})
     return index
 
 
@@ -1343,7 +1360,8 @@ def _snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
 def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int,
           linted: Collection[str]) -> None:
     linted = frozenset(linted)
-    tasks = [(display, path, cache, display in linted) for display, path in files]
+    tasks: list[Task] = [(display, path, cache, display in linted, index.contents.get(display))
+                         for display, path in files]
     # the cache first, in this process; only the files it misses are parsed (by `jobs`
     # processes when there are many)
     found = [_cached_facts(task) for task in tasks]
@@ -1367,12 +1385,15 @@ def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: i
         if callable(item[2]):
             index.add_summary(*item)
         else:
-            display, facts, digest, outline = item
+            display, facts, digest, known_digest, outline = item
             index.add(display, facts, digest)
+            if known_digest is not None:
+                index._fact_digests[display] = known_digest
             if outline is not None:
                 index.outlines[display] = outline
-    for path in list(index.files):
-        index.digest(path)  # once here, not in each worker
+    for path in sorted(linted):
+        if path in index.files:
+            index.digest(path)  # once here, not in each worker
 
 
 def text_hash(text: str) -> str:
