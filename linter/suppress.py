@@ -117,7 +117,7 @@ class Suppressions:
 
 def _read_text(path: str) -> str:
     from modellint.static.discover import read_file_bytes
-    from modellint.static.engine import decode
+    from modellint.static.source import decode
 
     text, _ = decode(read_file_bytes(path))
     return text

@@ -1233,8 +1233,7 @@ def _cached_facts(task: Task) -> Any:
 
 def _load_facts(task: Task, key: str) -> dict:
     """The facts of a file whose summary came from the cache: from the cache too (the hash
-    of the text is kept beside them: a hit decodes nothing, and the decoder lives with
-    LibCST's engine), else extracted again."""
+    of the text is kept beside them: a hit decodes nothing), else extracted again."""
     facts = task[2].get_facts(key)
     if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
             facts.get("text"), str):
@@ -1264,7 +1263,7 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
             book = notebook.read_notebook(data)
             text = book.source
         else:
-            from modellint.static.engine import DecodeError, decode
+            from modellint.static.source import DecodeError, decode
 
             try:
                 text, _ = decode(data)
