@@ -551,7 +551,7 @@ def _rule_classes(config: Config, args, rules) -> list:
 def _cmd_check(args) -> int:
     from modellint.report import Summary
     from modellint.static.discover import discover
-    from modellint.static.runner import StaticOptions, lint_file, run
+    from modellint.static.runner import StaticOptions, index_with_source, lint_file, run
 
     stdin_name = args.stdin_filename
     if stdin_name is not None:
@@ -608,8 +608,9 @@ def _cmd_check(args) -> int:
             print(printable(display))
         return EXIT_CLEAN
     project: list = []
-    if stdin_name is None and static_rules:
-        # a run on a few files (pre-commit) still sees the whole project's definitions
+    if static_rules:
+        # a run on a few files (pre-commit), or on an editor's buffer, still sees the whole
+        # project's definitions
         from modellint.static.discover import project_files, project_root
 
         # a --config kept elsewhere (a home folder) says nothing of where the project is
@@ -639,6 +640,8 @@ def _cmd_check(args) -> int:
             raise UsageError(torch_missing())
     if stdin_name is not None:
         stdin_source = sys.stdin.buffer.read()
+        if static_rules:
+            opts.index = index_with_source(tasks[0][0], stdin_source, opts)
         outcomes = [lint_file(*tasks[0], opts, stdin=stdin_source)]
     else:
         outcomes = run(tasks, opts)

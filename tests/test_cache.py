@@ -440,3 +440,23 @@ def test_manifests_of_other_environments_unused_for_a_week_are_removed(tmp_path)
     assert store.get_manifest("b" * 64) == {"rules": {}}  # read: used
     store.put_manifest("d" * 64, {"rules": {}})
     assert sorted(p.name[:1] for p in store.directory.iterdir()) == ["b", "c", "d"]
+
+
+def test_standard_input_is_linted_with_the_project_index(cli, tmp_path, monkeypatch):
+    """An editor pipes its unsaved buffer (`--stdin-filename train.py`): the buffer sees the
+    project's `models.py` from disk, and the buffer's text, not the file's, is what is linted
+    and indexed."""
+    import io
+
+    _project(tmp_path)
+    write(tmp_path, "train.py", "x = 1\n")  # what is on disk is not what the editor holds
+    env = cache_env(tmp_path)
+    for _ in range(2):  # the second from the cache
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(TRAIN.encode())))
+        result = cli("--stdin-filename", "train.py", "--format", "json", env=env)
+        assert ("ML308", 7) in result.codes(), result
+    # the project's file changes on disk: the buffer's finding follows it
+    write(tmp_path, "models.py", SOFTMAX_MODEL.replace(", nn.Softmax(dim=1))", ")"))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(TRAIN.encode())))
+    assert ("ML308", 7) not in cli("--stdin-filename", "train.py", "--format", "json",
+                                   env=env).codes()

@@ -34,6 +34,7 @@ from typing import Any
 from modellint.static import kinds as K
 from modellint.static.kinds import Kind
 from modellint.static.outline import Outline, parse
+from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
 FACTS_VERSION = 4  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
@@ -454,6 +455,13 @@ class ProjectIndex:
         looked up: most lints need those of a few files)."""
         self._load()
         return _Files(self) if self._pending else self._files
+
+    def add_source(self, path: str, data: bytes) -> None:
+        """The facts of the file at `path` from `data`, its content as the run has it (read
+        from standard input), in place of the file's on disk."""
+        read = _facts_of_bytes(path, data)
+        if read is not None:
+            self.add(path, read[0], text_hash(read[1]))
 
     def outline(self, path: str, data: bytes) -> Outline | None:
         """The outline of CPython's parse of `data`, when the index parsed these very bytes
@@ -1248,39 +1256,22 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     """(display, facts, text hash, facts digest, outline) of one file, or None when it cannot
     be read or decoded (its own lint reports why), extracted with `ast` and put in the cache
     with its summary (the digest of the facts only then). The outline (with the hash of the
-    bytes it was made of) only for a linted file that parses. A notebook's facts are those of
-    its code cells joined (what its lint reads), marked `notebook`: it imports the project's
-    files, and nothing imports it."""
-    from modellint.static import notebook
+    bytes it was made of) only for a linted file that parses."""
     from modellint.static.discover import read_file_bytes
-    from modellint.static.runner import is_notebook
 
     display, path, cache, linted, _ = task
-    book = None
     try:
         data = read_file_bytes(path, _limit(path))
-        if is_notebook(path, data):
-            book = notebook.read_notebook(data)
-            text = book.source
-        else:
-            from modellint.static.source import DecodeError, decode
-
-            try:
-                text, _ = decode(data)
-            except DecodeError:
-                return None
-    except (OSError, notebook.NotebookError):
+    except OSError:
         return None
+    read = _facts_of_bytes(path, data)
+    if read is None:
+        return None
+    facts, text, tree = read
     content = hashlib.sha256(data)
     outline = None
-    if book is not None:
-        facts = extract(text, book.tree)
-        facts["notebook"] = True
-    else:
-        tree = parse(text)
-        facts = extract(text, tree) if tree is not None else extract("")
-        if linted and tree is not None:
-            outline = (content.digest(), Outline.of(tree, text))
+    if linted and tree is not None and not facts.get("notebook"):
+        outline = (content.digest(), Outline.of(tree, text))
     digest = text_hash(text)
     summary = None
     if cache is not None:
@@ -1288,6 +1279,30 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
         cache.put_facts(_facts_key(content.hexdigest()), {**facts, "text": digest})
         cache.put_facts(_summary_key(content.hexdigest()), summary)
     return display, facts, digest, summary["digest"] if summary is not None else None, outline
+
+
+def _facts_of_bytes(path: Any, data: bytes) -> tuple[dict, str, ast.Module | None] | None:
+    """(facts, text, CPython's tree of it or None) of a file's bytes; None when they cannot
+    be decoded (the file's own lint reports why). A notebook's text is that of its code
+    cells joined (what its lint reads), and its facts are marked `notebook`: it imports the
+    project's files, and nothing imports it."""
+    from modellint.static import notebook
+    from modellint.static.runner import is_notebook
+
+    if is_notebook(path, data):
+        try:
+            book = notebook.read_notebook(data)
+        except notebook.NotebookError:
+            return None
+        facts = extract(book.source, book.tree)
+        facts["notebook"] = True
+        return facts, book.source, book.tree
+    try:
+        text, _ = decode(data)
+    except DecodeError:
+        return None
+    tree = parse(text)
+    return (extract(text, tree) if tree is not None else extract("")), text, tree
 
 
 def _limit(path: Any) -> int:

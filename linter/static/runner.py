@@ -445,6 +445,17 @@ def _run_all(
     return outcomes  # type: ignore[return-value]
 
 
+def index_with_source(display: str, data: bytes, opts: StaticOptions) -> Any:
+    """The project index for a lint of `data`, the text of the file `display` read from
+    standard input (an editor's unsaved buffer): the project's other files as they are on
+    disk, and this text in place of the file's."""
+    from modellint.static.index import index_files
+
+    index = index_files(opts.project, opts.cache, opts.jobs)
+    index.add_source(display, data)
+    return index
+
+
 def _cached(display: str, path: Path, disabled: frozenset[str],
             opts: StaticOptions) -> FileOutcome | None:
     """The outcome of a file whose findings are in the cache, else None (also when it cannot
