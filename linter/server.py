@@ -16,6 +16,7 @@ import asyncio
 import atexit
 import io
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -62,6 +63,9 @@ class Project:
     enabled: set[str] = field(default_factory=set)
     registry: Any = None
     error: str | None = None
+    # the project index (`modellint.static.index.ProjectIndex`): the project's files from
+    # disk, each open document's text in place of its file's; built on first use
+    index: Any = None
 
 
 @dataclass
@@ -186,6 +190,9 @@ class ModellintServer(LanguageServer):
         self.projects.clear()
         self.configs.clear()
         self.told.clear()
+        self.lint_open_documents()
+
+    def lint_open_documents(self) -> None:
         for uri in list(self.workspace.text_documents):
             if (not _is_config(uri)
                     and self.workspace.get_notebook_document(cell_uri=uri) is None):
@@ -244,9 +251,12 @@ class ModellintServer(LanguageServer):
             return None
         project, path, disabled = settings
         display = str(path)
+        data = _encode(text)
         try:
-            result = lint_source(display, _encode(text), project.rules,
-                                 project.config.rule_options(), disabled)
+            index = self.project_index(project, path)
+            index.add_source(display, data)
+            result = lint_source(display, data, project.rules,
+                                 project.config.rule_options(), disabled, index=index)
         except Exception as exc:  # noqa: BLE001 - one document must not stop the server
             result = self._failed_lint(uri, display, text, exc)
         for text_back in result.tracebacks:
@@ -254,6 +264,37 @@ class ModellintServer(LanguageServer):
         linted = Linted(version, text, result, result.findings, project, display, disabled)
         self.linted[uri] = linted
         return linted
+
+    def project_index(self, project: Project, path: Path) -> Any:
+        """The index of the project `path` belongs to (as `check` on that one file reads it),
+        with the text of every open document of it. Read from disk again after a file of the
+        project changes there (`forget_index`); unchanged files' facts come from the cache."""
+        if project.index is not None:
+            return project.index
+        from modellint.cli import _cache
+        from modellint.static.discover import SUFFIXES, project_files, project_root
+        from modellint.static.index import ProjectIndex, index_files
+
+        root = project_root(project.config.source, [str(path)])
+        if root is None:
+            # no config nor repository: the document alone (the folders without either share
+            # one settings object, not one project)
+            return ProjectIndex()
+        files = project_files(root, [], lambda p: is_excluded(project.config, p), SUFFIXES)
+        project.index = index_files([(os.path.abspath(found), found) for _, found in files],
+                                    _cache(project.config, project.rules))
+        inside = os.path.join(os.path.abspath(root), "")
+        for uri, document in list(self.workspace.text_documents.items()):
+            other = to_fs_path(uri)
+            if (other is not None and other.startswith(inside) and other.endswith(SUFFIXES)
+                    and self.workspace.get_notebook_document(cell_uri=uri) is None):
+                project.index.add_source(other, _encode(document.source))
+        return project.index
+
+    def forget_index(self) -> None:
+        """Files changed on disk: each project's index is read again when next needed."""
+        for project in self.projects.values():
+            project.index = None
 
     def _failed_lint(self, uri: str, display: str, text: str, exc: Exception) -> FileResult:
         log.error("linting %s failed:\n%s", uri, "".join(traceback.format_exception(exc)))
@@ -464,7 +505,8 @@ class ModellintServer(LanguageServer):
         outcome = FileOutcome(path=linted.display)
         data = _encode(linted.text) if linted.book is None else linted.text.encode("utf-8")
         text, _ = fix_source(linted.display, data, linted.result, project.rules,
-                             project.config.rule_options(), linted.disabled, False, outcome)
+                             project.config.rule_options(), linted.disabled, False, outcome,
+                             project.index if linted.book is None else None)
         for message in outcome.messages:
             self.tell(message, warning=True)
         if outcome.messages or text == linted.result.source:
@@ -603,7 +645,8 @@ def build(plugins: list[str], allow_config_plugins: bool) -> ModellintServer:
                 types.Registration(
                     id=f"{NAME}-config", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                     register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                        watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]),
+                        watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                                  types.FileSystemWatcher(glob_pattern="**/*.py")]),
                 )]))
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -633,6 +676,8 @@ def build(plugins: list[str], allow_config_plugins: bool) -> ModellintServer:
     def did_close(ls: ModellintServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.cancel(uri)
+        # the index holds the closed document's last text: its file's is read again
+        ls.forget_index()
         if ls.linted.pop(uri, None) is not None:
             ls.text_document_publish_diagnostics(
                 types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
@@ -664,6 +709,11 @@ def build(plugins: list[str], allow_config_plugins: bool) -> ModellintServer:
     def watched(ls: ModellintServer, params: types.DidChangeWatchedFilesParams) -> None:
         if any(_is_config(change.uri) for change in params.changes):
             ls.forget_settings()
+        elif params.changes:
+            # a file changed outside the editor (a checkout, a generator): what the open
+            # documents are linted against changed too
+            ls.forget_index()
+            ls.lint_open_documents()
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True))

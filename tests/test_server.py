@@ -514,3 +514,55 @@ def test_saving_pyproject_in_the_editor_rereads_the_config(tmp_path):
         assert codes(session.wait(path.as_uri(), before)) == ["ML903", "ML903"]
     finally:
         session.close()
+
+
+SOFTMAX_MODEL = """\
+import torch.nn as nn
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(784, 10), nn.Softmax(dim=1))
+
+    def forward(self, x):
+        return self.head(x)
+"""
+TRAIN = """\
+import torch.nn.functional as F
+from models import Classifier
+
+
+def step(x, y):
+    model = Classifier()
+    return F.cross_entropy(model(x), y)
+"""
+
+
+def test_a_document_sees_the_projects_other_files_and_open_documents(tmp_path):
+    """As `check` on one file: train.py knows that models.py's Classifier ends in a softmax
+    (ML308), from disk, from an open document's unsaved text, and after a change on disk."""
+    (tmp_path / "pyproject.toml").write_text("[tool.modellint]\n", encoding="utf-8")
+    models = tmp_path / "models.py"
+    models.write_text(SOFTMAX_MODEL, encoding="utf-8")
+    session = Session(tmp_path, env={"MODELLINT_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        train = tmp_path / "train.py"
+        assert [(d.code, d.range.start.line) for d in session.open(train, TRAIN)] == [
+            ("ML308", 6)]
+        # the model opened and edited, not saved: train.py is linted against the editor's text
+        session.open(models, SOFTMAX_MODEL)
+        session.replace(models, SOFTMAX_MODEL.replace(", nn.Softmax(dim=1))", ")"), 2)
+        assert codes(session.replace(train, TRAIN + "\n", 2)) == []
+        # closed without saving, then changed on disk by someone else: the disk is read again
+        session.client.text_document_did_close(types.DidCloseTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=models.as_uri())))
+        assert codes(session.replace(train, TRAIN, 3)) == ["ML308"]
+        models.write_text(SOFTMAX_MODEL.replace("nn.Softmax(dim=1)", "nn.ReLU()"),
+                          encoding="utf-8")
+        before = session.count(train.as_uri())
+        session.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=models.as_uri(), type=types.FileChangeType.Changed)]))
+        assert codes(session.wait(train.as_uri(), before)) == []
+    finally:
+        session.close()
