@@ -543,7 +543,14 @@ def _manifest_store(args, config: Config, stdin_name: str | None):
 
 
 def _rule_classes(config: Config, args, rules) -> list:
-    """The rule classes of a run whose registry came from the manifest (`rules`: RuleInfos)."""
+    """The rule classes of a run whose registry came from the manifest (`rules`: RuleInfos):
+    the built-in ones imported where the manifest says they are; with a rule of an installed
+    plugin, every plugin is loaded as usual (its hooks run)."""
+    from modellint.plugins import builtin_rule_classes
+
+    found = builtin_rule_classes(rules)
+    if found is not None:
+        return found
     registry = _registry(config, args)
     return [registry.rules[rule.code] for rule in rules]
 

@@ -366,6 +366,10 @@ def test_an_installed_plugin_edited_in_place_is_imported_again(tmp_path, example
     assert [f[0] for f in first] == ["XMP101"] and "modellint_example.rules" in imported
     warm, imported = _probe(tmp_path, "net.py", env=env)
     assert warm == first and imported == []
+    # a file edited: with an installed plugin's rule in the run, the plugins load as usual
+    write(tmp_path, "net.py", (tmp_path / "net.py").read_text() + "\n")
+    edited, imported = _probe(tmp_path, "net.py", env=env)
+    assert edited == first and "modellint_example.rules" in imported
     rules = site / "modellint_example" / "rules.py"
     rules.write_text(rules.read_text().replace("default_enabled = True",
                                                "default_enabled = False"))

@@ -221,3 +221,28 @@ def test_example_plugin_runtime_rule_is_listed_documented_and_passes_its_example
     for example in DoublePrecisionModule.invalid:
         lines = [f.line for f in check_example(example.code, DoublePrecisionModule)]
         assert lines == [example.line], example.code
+
+
+def test_a_run_from_the_manifest_imports_the_same_built_in_rule_classes(tmp_path):
+    """A file that misses the cache of a run whose plugins came from the manifest imports the
+    built-in rules where the manifest says they live: the very classes the plugins register.
+    A rule of another plugin in the run makes it load the plugins as usual."""
+    from modellint.plugins import (
+        RuleInfo,
+        builtin_rule_classes,
+        light_registry,
+        load_registry,
+        save_manifest,
+    )
+    from modellint.static.cache import Cache
+
+    registry = load_registry(entry_points=False)
+    store = Cache(tmp_path / "cache", "settings", key_directory=tmp_path / "key")
+    assert store.prepare()
+    save_manifest(store, registry)
+    light = light_registry(store)
+    assert light is not None
+    infos = list(light.rules.values())
+    assert builtin_rule_classes(infos) == [registry.rules[info.code] for info in infos]
+    other = RuleInfo("XMP101", True, ("static",), True, "modellint_example.rules", "NoPrint")
+    assert builtin_rule_classes([*infos, other]) is None
