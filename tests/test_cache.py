@@ -347,6 +347,10 @@ def test_a_warm_run_imports_neither_libcst_nor_the_rules(tmp_path):
     one, imported = _probe(tmp_path, "train.py")
     assert one == [f for f in cold if f in one] and ("ML308", 7) in [f[:2] for f in one]
     assert imported == []
+    # a rerun on the same files reads the run's one entry, not each file's
+    for entry in entries(tmp_path):
+        entry.unlink()
+    assert _probe(tmp_path, ".") == (cold, [])
     write(tmp_path, "pkg/util.py", "import torch\n\ny = torch.zeros(2)\n")
     again, imported = _probe(tmp_path, ".")
     assert again == cold and "libcst" in imported

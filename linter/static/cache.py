@@ -39,6 +39,8 @@ FORMAT = 5  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the 
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 FACTS_DIR_NAME = "facts"
+# a run's outcomes as one entry (`put_run`)
+RUNS_DIR_NAME = "runs"
 # beside this user's key: the plugin manifests (`modellint.plugins.light_registry`), which
 # are about the Python environment, not about a project
 MANIFEST_DIR_NAME = "registry"
@@ -174,6 +176,7 @@ class Cache:
         self.key_directory = key_directory
         # the project facts of files (`get_facts`), beside their findings
         self.facts_directory = self.directory / FACTS_DIR_NAME
+        self.runs_directory = self.directory / RUNS_DIR_NAME
         self.secret = b""
         # why the cache is off, when the user should hear it (not for a read-only disk)
         self.problem: str | None = None
@@ -197,10 +200,11 @@ class Cache:
                                     "folder")
                 else:
                     os.utime(self.directory)
-                    self.facts_directory.mkdir(exist_ok=True)
-                    if not _is_real_dir(self.facts_directory):
-                        self.problem = (f"not using the cache: {self.facts_directory} is a "
-                                        "link or not a folder")
+                    for folder in (self.facts_directory, self.runs_directory):
+                        folder.mkdir(exist_ok=True)
+                        if not _is_real_dir(folder):
+                            self.problem = (f"not using the cache: {folder} is a link or not "
+                                            "a folder")
         except OSError:
             return False
         return self.problem is None
@@ -292,31 +296,38 @@ class Cache:
         message = f"{self.settings}/{key}\0".encode() + payload
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 
-    def get(self, key: str) -> tuple[list[Finding], tuple[tuple[str, int], ...]] | None:
+    def get(self, key: str) -> Outcome | None:
         """(findings, model classes) stored for `key`, or None."""
         stored = self._read_signed(self.directory, key)
         if stored is None:
             return None  # missing, corrupt or forged: lint again, never trust it
-        try:
-            findings = [_finding(item) for item in _entries(stored.get("findings"))]
-            return findings, _classes(stored.get("classes"))
-        except (ValueError, KeyError, TypeError):
-            return None
+        return _decode(stored)
 
     def put(self, key: str, findings: list[Finding],
             classes: tuple[tuple[str, int], ...] = ()) -> None:
-        entries = []
-        for f in findings:
-            item = f.to_json()
-            item["source_line"] = f.source_line
-            item["statement_line"] = f.statement_line
-            item["notebook_line"] = f.notebook_line
-            item["fix"] = (
-                None if f.fix is None else {"description": f.fix.description, "safe": f.fix.safe}
-            )
-            entries.append(item)
-        self._write_signed(self.directory, key,
-                           {"findings": entries, "classes": [list(c) for c in classes]})
+        self._write_signed(self.directory, key, _encode(findings, classes))
+
+    def get_run(self, key: str) -> dict[str, Outcome] | None:
+        """The outcome of every file of a run stored as one entry (`put_run`): file key ->
+        (findings, model classes); None when any cannot be read."""
+        stored = self._read_signed(self.runs_directory, key)
+        files = stored.get("files") if stored is not None else None
+        if not isinstance(files, dict):
+            return None
+        found = {}
+        for file_key, entry in files.items():
+            outcome = _decode(entry) if isinstance(entry, dict) else None
+            if outcome is None:
+                return None
+            found[file_key] = outcome
+        return found
+
+    def put_run(self, key: str, outcomes: dict[str, Outcome]) -> None:
+        """Every file's outcome of a run in one entry: a rerun on the same files reads one
+        entry instead of one per file."""
+        self._write_signed(self.runs_directory, key, {"files": {
+            file_key: _encode(findings, classes)
+            for file_key, (findings, classes) in outcomes.items()}})
 
     def prune(self) -> None:
         """Remove the results of settings unused for a week: only modellint's own entries, in
@@ -336,6 +347,31 @@ class Cache:
                     _remove_entries(Path(entry.path))
             except OSError:
                 continue
+
+
+Outcome = tuple[list[Finding], tuple[tuple[str, int], ...]]
+
+
+def _encode(findings: list[Finding], classes: tuple[tuple[str, int], ...]) -> dict:
+    entries = []
+    for f in findings:
+        item = f.to_json()
+        item["source_line"] = f.source_line
+        item["statement_line"] = f.statement_line
+        item["notebook_line"] = f.notebook_line
+        item["fix"] = (
+            None if f.fix is None else {"description": f.fix.description, "safe": f.fix.safe}
+        )
+        entries.append(item)
+    return {"findings": entries, "classes": [list(c) for c in classes]}
+
+
+def _decode(stored: dict) -> Outcome | None:
+    try:
+        findings = [_finding(item) for item in _entries(stored.get("findings"))]
+        return findings, _classes(stored.get("classes"))
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _claim(root: Path) -> str | None:
@@ -374,7 +410,8 @@ def _remove_entries(folder: Path) -> None:
         for child in listing:
             if _ENTRY_NAME.fullmatch(child.name) and child.is_file(follow_symlinks=False):
                 os.unlink(child.path)
-            elif child.name == FACTS_DIR_NAME and child.is_dir(follow_symlinks=False):
+            elif child.name in (FACTS_DIR_NAME, RUNS_DIR_NAME) and child.is_dir(
+                    follow_symlinks=False):
                 _remove_entries(Path(child.path))
     try:
         os.rmdir(folder)

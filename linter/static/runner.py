@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import os
 import signal
 import sys
@@ -432,16 +433,35 @@ def _run_all(
         opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs,
                                  linted=[display for display, _ in linted])
     outcomes: list[FileOutcome | None] = [None] * len(tasks)
+    keys: list[tuple[str, bool] | None] = []
+    run_key = stored = None
     if opts.cache is not None and not (opts.fix or opts.diff):
         # the cache is read here, so that a warm run starts no worker and imports no rule
-        for number, (display, path, disabled) in enumerate(tasks):
-            outcomes[number] = _cached(display, path, disabled, opts)
+        keys = [_cache_key(display, path, disabled, opts) for display, path, disabled in tasks]
+        if len(tasks) > 1 and all(keys):
+            run_key = hashlib.sha256("\0".join(
+                f"run:{found[0]}" for found in keys if found is not None).encode()).hexdigest()
+            stored = opts.cache.get_run(run_key)
+        for number, found in enumerate(keys):
+            if found is None:
+                continue
+            key, is_book = found
+            cached = stored.get(key) if stored is not None else opts.cache.get(key)
+            if cached is not None:
+                outcome = outcomes[number] = FileOutcome(path=tasks[number][0], notebook=is_book)
+                outcome.findings, outcome.classes = cached
     missed = [number for number, outcome in enumerate(outcomes) if outcome is None]
     if missed:
         # before the workers are forked, so that they share what the rules imported
         opts.static_rules()
         for number, outcome in zip(missed, _run([tasks[n] for n in missed], opts), strict=True):
             outcomes[number] = outcome
+    if run_key is not None and (stored is None or missed) and opts.cache is not None and not any(
+            outcome is None or outcome.tracebacks for outcome in outcomes):
+        opts.cache.put_run(run_key, {
+            found[0]: (outcome.findings, outcome.classes)
+            for found, outcome in zip(keys, outcomes, strict=True)
+            if found is not None and outcome is not None})
     return outcomes  # type: ignore[return-value]
 
 
@@ -456,32 +476,23 @@ def index_with_source(display: str, data: bytes, opts: StaticOptions) -> Any:
     return index
 
 
-def _cached(display: str, path: Path, disabled: frozenset[str],
-            opts: StaticOptions) -> FileOutcome | None:
-    """The outcome of a file whose findings are in the cache, else None (also when it cannot
-    be read: `lint_file` reports that)."""
+def _cache_key(display: str, path: Path, disabled: frozenset[str],
+               opts: StaticOptions) -> tuple[str, bool] | None:
+    """(the cache key of a file's outcome, whether it is a notebook), or None when it cannot
+    be read (`lint_file` reports that)."""
     assert opts.cache is not None
     content = opts.index.contents.get(display) if opts.index is not None else None
     if content is not None and str(path).endswith(SUFFIXES):
         # the index read it a moment ago: its hash is enough to look it up (a Python file's
         # name says it is no notebook)
-        key = opts.cache.file_key(display, None, disabled, opts.index.digest(display),
-                                  content=content)
-        is_book = False
-    else:
-        try:
-            original = read_file_bytes(path, notebook.MAX_BYTES if str(path).endswith(
-                notebook.SUFFIX) else MAX_FILE_BYTES)
-        except OSError:
-            return None
-        key = _file_key(display, original, disabled, opts)
-        is_book = is_notebook(path, original)
-    cached = opts.cache.get(key)
-    if cached is None:
+        return opts.cache.file_key(display, None, disabled, opts.index.digest(display),
+                                   content=content), False
+    try:
+        original = read_file_bytes(path, notebook.MAX_BYTES if str(path).endswith(
+            notebook.SUFFIX) else MAX_FILE_BYTES)
+    except OSError:
         return None
-    outcome = FileOutcome(path=display, notebook=is_book)
-    outcome.findings, outcome.classes = cached
-    return outcome
+    return _file_key(display, original, disabled, opts), is_notebook(path, original)
 
 
 def _file_key(display: str, original: bytes, disabled: frozenset[str],
