@@ -468,3 +468,20 @@ def test_standard_input_is_linted_with_the_project_index(cli, tmp_path, monkeypa
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(TRAIN.encode())))
     assert ("ML308", 7) not in cli("--stdin-filename", "train.py", "--format", "json",
                                    env=env).codes()
+
+
+def test_only_the_latest_runs_are_kept_as_one_entry(cli, tmp_path):
+    from modellint.static.cache import KEPT_RUNS
+
+    write(tmp_path, "a.py", "import torch\n")
+    env = cache_env(tmp_path)
+    for number in range(KEPT_RUNS + 3):
+        write(tmp_path, "b.py", f"x = {number}\n")
+        cli(".", env=env)
+    runs = list((tmp_path / "cache").glob("*/runs/*.json"))
+    assert len(runs) == KEPT_RUNS
+    # the latest is among them: a rerun is answered from it alone, linting nothing
+    for entry in entries(tmp_path):
+        entry.unlink()
+    assert cli(".", env=env).rc == 0
+    assert entries(tmp_path) == []

@@ -39,8 +39,9 @@ FORMAT = 5  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the 
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 FACTS_DIR_NAME = "facts"
-# a run's outcomes as one entry (`put_run`)
+# a run's outcomes as one entry (`put_run`), the latest KEPT_RUNS of them
 RUNS_DIR_NAME = "runs"
+KEPT_RUNS = 8
 # beside this user's key: the plugin manifests (`modellint.plugins.light_registry`), which
 # are about the Python environment, not about a project
 MANIFEST_DIR_NAME = "registry"
@@ -324,10 +325,20 @@ class Cache:
 
     def put_run(self, key: str, outcomes: dict[str, Outcome]) -> None:
         """Every file's outcome of a run in one entry: a rerun on the same files reads one
-        entry instead of one per file."""
+        entry instead of one per file. Only the latest few are kept (each repeats what the
+        files' own entries hold)."""
         self._write_signed(self.runs_directory, key, {"files": {
             file_key: _encode(findings, classes)
             for file_key, (findings, classes) in outcomes.items()}})
+        try:
+            with os.scandir(self.runs_directory) as listing:
+                runs = [entry for entry in listing if _ENTRY_NAME.fullmatch(entry.name)
+                        and entry.is_file(follow_symlinks=False)]
+            runs.sort(key=lambda entry: entry.stat(follow_symlinks=False).st_mtime_ns)
+            for entry in runs[:-KEPT_RUNS]:
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
     def prune(self) -> None:
         """Remove the results of settings unused for a week: only modellint's own entries, in
