@@ -155,7 +155,8 @@ class LossGraphsKept(RunCheck):
         live = record.live_graphs
         if len(live) < 4 or max(live) < 3:
             return
-        site = record.backward_sites[0] if record.backward_sites else None
+        site = record.graph_holder_site or (
+            record.backward_sites[0] if record.backward_sites else None)
         holder = (f"`{record.graph_holder}` keeps them" if record.graph_holder
                   else "a running total or a list keeps them")
         record.report(self.code, f"the loss of every step stays alive with its autograd graph "

@@ -16,7 +16,9 @@ standard library, site-packages and modellint.
 
 from __future__ import annotations
 
+import linecache
 import math
+import re
 import sys
 import time
 import weakref
@@ -154,6 +156,7 @@ class Recorder:
         self.loss_graphs: list[tuple[int, weakref.ref]] = []  # (step, sentinel of its graph)
         self.live_graphs: list[int] = []  # per step: earlier steps' losses still holding graphs
         self.graph_holder: str | None = None  # the user's variable that holds them
+        self.graph_holder_site: Site | None = None  # the line that adds a loss to it
         self.non_finite: NonFinite | None = None
         self.crash: dict[str, Any] | None = None
         self.grad_seen: set[int] = set()
@@ -398,11 +401,15 @@ class Recorder:
         self.live_graphs.append(sum(1 for s, r in self.loss_graphs
                                     if s < step - 1 and r() is not None))
         if self.live_graphs[-1] >= 3 and self.graph_holder is None:
-            self.graph_holder = self._find_graph_holder()
+            found = self._find_graph_holder()
+            if found is not None:
+                self.graph_holder, frame = found
+                self.graph_holder_site = _accumulation_site(frame, self.graph_holder)
 
-    def _find_graph_holder(self) -> str | None:
-        """The name of the user's variable that keeps earlier losses' graphs alive: a tensor
-        whose graph reaches a loss's node, or a list or dict of such tensors."""
+    def _find_graph_holder(self) -> tuple[str, FrameType] | None:
+        """The name of the user's variable that keeps earlier losses' graphs alive (a tensor
+        whose graph reaches a loss's node, or a list or dict of such tensors), with the frame
+        of the code it lives in."""
         frame: FrameType | None = sys._getframe(2)
         while frame is not None:
             if self.user(frame.f_code.co_filename):
@@ -416,7 +423,7 @@ class Recorder:
                     else:
                         found = False
                     if found:
-                        return name
+                        return name, frame
             frame = frame.f_back
         return None
 
@@ -696,6 +703,19 @@ class _CutIterator:
 
     def __getattr__(self, name: str):
         return getattr(self._iterator, name)
+
+
+def _accumulation_site(frame: FrameType, name: str) -> Site | None:
+    """The first line of the code running in `frame` that adds to `name` (`name += ...`,
+    `name = name + ...`, `name.append(...)`, `name[key] = ...`): where the kept losses go
+    in. None when no such line is found (the finding stays on the `backward()` line)."""
+    code = frame.f_code
+    adds = re.compile(rf"^\s*{re.escape(name)}\s*(?:[-+*/]=|=\s*{re.escape(name)}\b|\.(?:append|"
+                      rf"extend|insert|add)\(|\[[^\]]*\]\s*=[^=])")
+    for line in sorted({line for _, _, line in code.co_lines() if line}):
+        if adds.match(linecache.getline(code.co_filename, line)):
+            return code.co_filename, line, code.co_name
+    return None
 
 
 def _holds_loss_graph(value, own: bool = True, limit: int = 256) -> bool:
