@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import tokenize
 import traceback
 from collections.abc import Sequence
@@ -43,6 +44,8 @@ from modellint.static.runner import FileOutcome, apply_fixes_deeply, fix_source
 NAME = "modellint"
 # seconds of quiet after a change before the file is linted again
 DEBOUNCE_SECONDS = 0.2
+# a project with more files than this is read for its index in a thread (seconds, cold)
+READ_PROJECT_IN_THREAD_FROM = 200
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{NAME}"
 SEVERITY = {
     Severity.ERROR: types.DiagnosticSeverity.Error,
@@ -66,6 +69,7 @@ class Project:
     # the project index (`modellint.static.index.ProjectIndex`): the project's files from
     # disk, each open document's text in place of its file's; built on first use
     index: Any = None
+    reading: bool = False  # a thread is reading the project for its index
 
 
 @dataclass
@@ -140,6 +144,8 @@ class ModellintServer(LanguageServer):
         self.linted: dict[str, Linted] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.told: set[str] = set()
+        # counts the times the project indexes were forgotten: an index read meanwhile is stale
+        self.index_generation = 0
         self.docs = RuleDocs()
         self.shut_down = False
 
@@ -268,31 +274,71 @@ class ModellintServer(LanguageServer):
     def project_index(self, project: Project, path: Path) -> Any:
         """The index of the project `path` belongs to (as `check` on that one file reads it),
         with the text of every open document of it. Read from disk again after a file of the
-        project changes there (`forget_index`); unchanged files' facts come from the cache."""
+        project changes there (`forget_index`); unchanged files' facts come from the cache. A
+        large project is read in a thread: until it is, a document is linted alone (what it
+        would learn from other files is not reported yet), then every open one again."""
+        from modellint.static.index import ProjectIndex
+
         if project.index is not None:
             return project.index
-        from modellint.cli import _cache
         from modellint.static.discover import SUFFIXES, project_files, project_root
-        from modellint.static.index import ProjectIndex, index_files
 
         root = project_root(project.config.source, [str(path)])
         if root is None:
             # no config nor repository: the document alone (the folders without either share
             # one settings object, not one project)
             return ProjectIndex()
-        files = project_files(root, [], lambda p: is_excluded(project.config, p), SUFFIXES)
-        project.index = index_files([(os.path.abspath(found), found) for _, found in files],
-                                    _cache(project.config, project.rules))
+        if project.reading:
+            return ProjectIndex()
+        files = [(os.path.abspath(found), found) for _, found in project_files(
+            root, [], lambda p: is_excluded(project.config, p), SUFFIXES)]
         inside = os.path.join(os.path.abspath(root), "")
+        if len(files) <= READ_PROJECT_IN_THREAD_FROM:
+            project.index = self._with_open_documents(self._read_index(project, files), inside)
+            return project.index
+        project.reading = True
+        generation = self.index_generation
+        loop = asyncio.get_running_loop()
+
+        def read() -> None:
+            try:
+                index = self._read_index(project, files)
+            except Exception as exc:  # noqa: BLE001 - the documents are linted alone then
+                log.error("reading the project %s failed: %s", root, exc)
+                index = None
+            loop.call_soon_threadsafe(done, index)
+
+        def done(index: Any) -> None:
+            project.reading = False
+            if index is not None and generation == self.index_generation:
+                project.index = self._with_open_documents(index, inside)
+                self.lint_open_documents()
+
+        threading.Thread(target=read, name="modellint-project-index", daemon=True).start()
+        return ProjectIndex()
+
+    @staticmethod
+    def _read_index(project: Project, files: list) -> Any:
+        from modellint.cli import _cache
+        from modellint.static.index import index_files
+
+        return index_files(files, _cache(project.config, project.rules))
+
+    def _with_open_documents(self, index: Any, inside: str) -> Any:
+        """`index` with the text of each open Python document under the folder `inside` in
+        place of its file's."""
+        from modellint.static.discover import SUFFIXES
+
         for uri, document in list(self.workspace.text_documents.items()):
-            other = to_fs_path(uri)
-            if (other is not None and other.startswith(inside) and other.endswith(SUFFIXES)
+            path = to_fs_path(uri)
+            if (path is not None and path.startswith(inside) and path.endswith(SUFFIXES)
                     and self.workspace.get_notebook_document(cell_uri=uri) is None):
-                project.index.add_source(other, _encode(document.source))
-        return project.index
+                index.add_source(path, _encode(document.source))
+        return index
 
     def forget_index(self) -> None:
         """Files changed on disk: each project's index is read again when next needed."""
+        self.index_generation += 1
         for project in self.projects.values():
             project.index = None
 

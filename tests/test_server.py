@@ -566,3 +566,22 @@ def test_a_document_sees_the_projects_other_files_and_open_documents(tmp_path):
         assert codes(session.wait(train.as_uri(), before)) == []
     finally:
         session.close()
+
+
+def test_a_large_project_is_read_in_a_thread_then_the_documents_linted_again(tmp_path):
+    """The server answers at once with what the document alone shows; once the project is
+    read, the open documents are linted again with it."""
+    from modellint.server import READ_PROJECT_IN_THREAD_FROM
+
+    (tmp_path / "pyproject.toml").write_text("[tool.modellint]\n", encoding="utf-8")
+    (tmp_path / "models.py").write_text(SOFTMAX_MODEL, encoding="utf-8")
+    (tmp_path / "pkg").mkdir()
+    for number in range(READ_PROJECT_IN_THREAD_FROM + 1):
+        (tmp_path / "pkg" / f"m{number}.py").write_text(f"x = {number}\n", encoding="utf-8")
+    session = Session(tmp_path, env={"MODELLINT_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        train = tmp_path / "train.py"
+        assert codes(session.open(train, TRAIN)) == []
+        assert codes(session.wait(train.as_uri(), 1)) == ["ML308"]
+    finally:
+        session.close()
