@@ -755,9 +755,10 @@ def build(plugins: list[str], allow_config_plugins: bool) -> ModellintServer:
     def watched(ls: ModellintServer, params: types.DidChangeWatchedFilesParams) -> None:
         if any(_is_config(change.uri) for change in params.changes):
             ls.forget_settings()
-        elif params.changes:
+        elif any(change.uri not in ls.workspace.text_documents for change in params.changes):
             # a file changed outside the editor (a checkout, a generator): what the open
-            # documents are linted against changed too
+            # documents are linted against changed too (an open document's own save changes
+            # nothing: the index holds its text already)
             ls.forget_index()
             ls.lint_open_documents()
 
