@@ -420,8 +420,10 @@ class ModellintServer(LanguageServer):
             display = str(path)
             book = notebooks.from_cells(list(sources.items()))
             try:
+                index = self.project_index(project, path)
+                index.add_notebook(display, book)
                 found = notebooks.lint_notebook(display, book, project.rules,
-                                                project.config.rule_options(), disabled)
+                                                project.config.rule_options(), disabled, index)
                 result, findings = found.result, found.findings
             except Exception as exc:  # noqa: BLE001 - one notebook must not stop the server
                 result = self._failed_lint(notebook_uri, display, book.source, exc)

@@ -585,3 +585,27 @@ def test_a_large_project_is_read_in_a_thread_then_the_documents_linted_again(tmp
         assert codes(session.wait(train.as_uri(), 1)) == ["ML308"]
     finally:
         session.close()
+
+
+def test_a_notebook_sees_the_projects_files(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.modellint]\n", encoding="utf-8")
+    (tmp_path / "models.py").write_text(SOFTMAX_MODEL, encoding="utf-8")
+    session = Session(tmp_path, env={"MODELLINT_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        notebook = (tmp_path / "explore.ipynb").as_uri()
+        cells = ["import torch.nn.functional as F\nfrom models import Classifier\n",
+                 "def step(x, y):\n    model = Classifier()\n"
+                 "    return F.cross_entropy(model(x), y)\n"]
+        uris = [f"{notebook}#cell{i}" for i in range(len(cells))]
+        session.client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=notebook, notebook_type="jupyter-notebook", version=1,
+                cells=[types.NotebookCell(kind=types.NotebookCellKind.Code, document=uri)
+                       for uri in uris]),
+            cell_text_documents=[types.TextDocumentItem(uri=uri, language_id="python",
+                                                        version=1, text=text)
+                                 for text, uri in zip(cells, uris, strict=True)]))
+        diagnostics = session.wait(uris[1], 0)
+        assert [(d.code, d.range.start.line) for d in diagnostics] == [("ML308", 2)]
+    finally:
+        session.close()

@@ -463,6 +463,11 @@ class ProjectIndex:
         if read is not None:
             self.add(path, read[0], text_hash(read[1]))
 
+    def add_notebook(self, path: str, book: Any) -> None:
+        """The facts of the notebook at `path` from its cells as the editor has them (a
+        `modellint.static.notebook.Notebook`)."""
+        self.add(path, _notebook_facts(book), text_hash(book.source))
+
     def outline(self, path: str, data: bytes) -> Outline | None:
         """The outline of CPython's parse of `data`, when the index parsed these very bytes
         for the file at `path` (else its lint parses them)."""
@@ -1294,15 +1299,19 @@ def _facts_of_bytes(path: Any, data: bytes) -> tuple[dict, str, ast.Module | Non
             book = notebook.read_notebook(data)
         except notebook.NotebookError:
             return None
-        facts = extract(book.source, book.tree)
-        facts["notebook"] = True
-        return facts, book.source, book.tree
+        return _notebook_facts(book), book.source, book.tree
     try:
         text, _ = decode(data)
     except DecodeError:
         return None
     tree = parse(text)
     return (extract(text, tree) if tree is not None else extract("")), text, tree
+
+
+def _notebook_facts(book: Any) -> dict:
+    facts = extract(book.source, book.tree)
+    facts["notebook"] = True
+    return facts
 
 
 def _limit(path: Any) -> int:
