@@ -432,37 +432,60 @@ def _run_all(
         linted = [(display, path) for display, path, _ in tasks]
         opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs,
                                  linted=[display for display, _ in linted])
-    outcomes: list[FileOutcome | None] = [None] * len(tasks)
-    keys: list[tuple[str, bool] | None] = []
-    run_key = stored = None
-    if opts.cache is not None and not (opts.fix or opts.diff):
-        # the cache is read here, so that a warm run starts no worker and imports no rule
-        keys = [_cache_key(display, path, disabled, opts) for display, path, disabled in tasks]
-        if len(tasks) > 1 and all(keys):
-            run_key = hashlib.sha256("\0".join(
-                f"run:{found[0]}" for found in keys if found is not None).encode()).hexdigest()
-            stored = opts.cache.get_run(run_key)
-        for number, found in enumerate(keys):
-            if found is None:
-                continue
-            key, is_book = found
-            cached = stored.get(key) if stored is not None else opts.cache.get(key)
-            if cached is not None:
-                outcome = outcomes[number] = FileOutcome(path=tasks[number][0], notebook=is_book)
-                outcome.findings, outcome.classes = cached
+    cached = (_CachedRun(tasks, opts) if opts.cache is not None and not (opts.fix or opts.diff)
+              else None)
+    outcomes: list[FileOutcome | None] = (
+        cached.outcomes if cached is not None else [None] * len(tasks))
     missed = [number for number, outcome in enumerate(outcomes) if outcome is None]
     if missed:
         # before the workers are forked, so that they share what the rules imported
         opts.static_rules()
         for number, outcome in zip(missed, _run([tasks[n] for n in missed], opts), strict=True):
             outcomes[number] = outcome
-    if run_key is not None and (stored is None or missed) and opts.cache is not None and not any(
-            outcome is None or outcome.tracebacks for outcome in outcomes):
-        opts.cache.put_run(run_key, {
-            found[0]: (outcome.findings, outcome.classes)
-            for found, outcome in zip(keys, outcomes, strict=True)
-            if found is not None and outcome is not None})
+    if cached is not None:
+        cached.keep(outcomes, bool(missed))
     return outcomes  # type: ignore[return-value]
+
+
+class _CachedRun:
+    """The outcomes of a run's files that the cache holds: read here, so that a warm run
+    starts no worker and imports no rule. A run of several files is also kept as one entry
+    (`Cache.put_run`), keyed by every file's key: the same run again reads that alone."""
+
+    def __init__(self, tasks: list[tuple[str, Path, frozenset[str]]],
+                 opts: StaticOptions) -> None:
+        assert opts.cache is not None
+        self.cache = opts.cache
+        self.keys = [_cache_key(display, path, disabled, opts)
+                     for display, path, disabled in tasks]
+        self.run_key = None
+        self.stored: dict | None = None
+        if len(tasks) > 1 and all(self.keys):
+            self.run_key = hashlib.sha256("\0".join(
+                f"run:{found[0]}" for found in self.keys if found is not None
+            ).encode()).hexdigest()
+            self.stored = self.cache.get_run(self.run_key)
+        self.outcomes: list[FileOutcome | None] = [None] * len(tasks)
+        for number, found in enumerate(self.keys):
+            if found is None:
+                continue
+            key, is_book = found
+            entry = (self.stored.get(key) if self.stored is not None
+                     else self.cache.get(key))
+            if entry is not None:
+                outcome = self.outcomes[number] = FileOutcome(tasks[number][0], notebook=is_book)
+                outcome.findings, outcome.classes = entry
+
+    def keep(self, outcomes: list[FileOutcome | None], linted: bool) -> None:
+        """Keep the run as one entry when it is not kept already (`linted`: some files were
+        not in it), unless a file's lint failed (linted again next time)."""
+        if (self.run_key is None or (self.stored is not None and not linted)
+                or any(o is None or o.tracebacks for o in outcomes)):
+            return
+        self.cache.put_run(self.run_key, {
+            found[0]: (outcome.findings, outcome.classes)
+            for found, outcome in zip(self.keys, outcomes, strict=True)
+            if found is not None and outcome is not None})
 
 
 def index_with_source(display: str, data: bytes, opts: StaticOptions) -> Any:
