@@ -157,6 +157,8 @@ def _elements(
 
 _STATEMENT_TYPES = frozenset(_STATEMENTS)
 _NESTED_TYPES = frozenset(_NESTED)
+# nodes with no code under them (names are a third of a function's nodes)
+_LEAF_TYPES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString})
 
 
 def _build(root: cst.CSTNode) -> Scope:
@@ -248,7 +250,10 @@ def _build(root: cst.CSTNode) -> Scope:
         elif kind is cst.Else:
             children = [(cast(cst.Else, node).body, ancestors + (node,))]
         else:
-            children = [(child, ancestors) for child in child_nodes(node)]
+            # leaves are no site and hold none: not put on the stack at all (they take no
+            # order either; orders are only compared with each other)
+            children = [(child, ancestors) for child in child_nodes(node)
+                        if type(child) not in _LEAF_TYPES]
         for child, child_ancestors in reversed(children):
             stack.append((child, child_ancestors, statement))
     return scope
