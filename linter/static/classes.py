@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from modellint.static.imports import dotted_name
-from modellint.static.walk import child_nodes, visit
+from modellint.static.walk import LEAF_TYPES, child_nodes, visit
 
 REGISTERING_METHODS = frozenset(
     {"register_buffer", "register_parameter", "add_module", "register_module"}
@@ -173,9 +173,6 @@ _COLLECTED = {
     getattr(cst, name[len("visit_"):]): method for name, method in vars(_MethodCollector).items()
     if name.startswith("visit_")
 }
-# nodes with no code under them that the collector does not look at: never put on the stack
-# (names are a third of a method's nodes)
-_LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString})
 
 
 def _collect(method: cst.FunctionDef, collector: _MethodCollector) -> None:
@@ -183,13 +180,14 @@ def _collect(method: cst.FunctionDef, collector: _MethodCollector) -> None:
     nested functions included) in source order, for the collector's `visit_` methods."""
     stack: list[cst.CSTNode] = [method]
     pop, push = stack.pop, stack.append
-    collected, leaves = _COLLECTED, _LEAVES
+    collected, leaves = _COLLECTED, LEAF_TYPES
     while stack:
         node = pop()
         handler = collected.get(type(node))
         if handler is not None:
             handler(collector, node)
         for child in reversed(child_nodes(node)):
+            # the collector does not look at leaves
             if type(child) not in leaves:
                 push(child)
 

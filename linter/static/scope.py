@@ -19,7 +19,7 @@ import libcst as cst
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
 from modellint.static.nodes import NESTED_SCOPES, source_of
-from modellint.static.walk import child_nodes
+from modellint.static.walk import LEAF_TYPES, child_nodes
 
 LOOPS = (cst.For, cst.While)
 # nodes whose body is another scope
@@ -157,8 +157,6 @@ def _elements(
 
 _STATEMENT_TYPES = frozenset(_STATEMENTS)
 _NESTED_TYPES = frozenset(_NESTED)
-# nodes with no code under them (names are a third of a function's nodes)
-_LEAF_TYPES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString})
 
 
 def _build(root: cst.CSTNode) -> Scope:
@@ -253,7 +251,7 @@ def _build(root: cst.CSTNode) -> Scope:
             # leaves are no site and hold none: not put on the stack at all (they take no
             # order either; orders are only compared with each other)
             children = [(child, ancestors) for child in child_nodes(node)
-                        if type(child) not in _LEAF_TYPES]
+                        if type(child) not in LEAF_TYPES]
         for child, child_ancestors in reversed(children):
             stack.append((child, child_ancestors, statement))
     return scope
