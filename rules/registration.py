@@ -1190,6 +1190,11 @@ class ParameterOverwritten(StaticRule):
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        # most assignments in a method set locals: those need no name lookup nor class analysis
+        attrs = [attr for target in node.targets
+                 if (attr := self_attribute(target.target)) is not None]
+        if not attrs:
+            return
         found = self.context.current_method()
         if found is None:
             return
@@ -1203,10 +1208,7 @@ class ParameterOverwritten(StaticRule):
         if not plain:
             return
         info = self.context.class_info(found[0])
-        for target in node.targets:
-            attr = self_attribute(target.target)
-            if attr is None:
-                continue
+        for attr in attrs:
             if any(self.context.builds_parameter(v) for _, v in info.assignments.get(attr, ())):
                 self.report(
                     node,

@@ -2116,15 +2116,17 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     def check(self, scope: Scope) -> None:
         for site in scope.calls:
             call = site.node
-            kind = self._loss_kind(scope, call, site.order)
-            if kind is None:
-                continue
+            # the prediction first: finding the loss asks the semantic model, and most calls
+            # without one (`super().__init__()`, `nn.ReLU()`, `x.size()`) are no loss anyway
             prediction = None
             for arg in call.args:
                 if arg.keyword is None or arg.keyword.value == "input":
                     prediction = arg.value
                     break
             if prediction is None:
+                continue
+            kind = self._loss_kind(scope, call, site.order)
+            if kind is None:
                 continue
             self._from_model = False
             activation = self._activation(scope, prediction, site.order)

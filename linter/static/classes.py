@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from modellint.static.imports import dotted_name
-from modellint.static.walk import visit
+from modellint.static.walk import LEAF_TYPES, child_nodes, visit
 
 REGISTERING_METHODS = frozenset(
     {"register_buffer", "register_parameter", "add_module", "register_module"}
@@ -167,6 +167,30 @@ class _MethodCollector:
                 self.method.reads.append((node, node.attr.value))
 
 
+# node class -> the collector's method for it (`walk.visit`'s dispatch, built once)
+_COLLECTED = {
+    getattr(cst, name[len("visit_"):]): method for name, method in vars(_MethodCollector).items()
+    if name.startswith("visit_")
+}
+
+
+def _collect(method: cst.FunctionDef, collector: _MethodCollector) -> None:
+    """`visit(method, collector)`: every code node of the method (decorators, parameters and
+    nested functions included) in source order, for the collector's `visit_` methods."""
+    stack: list[cst.CSTNode] = [method]
+    pop, push = stack.pop, stack.append
+    collected, leaves = _COLLECTED, LEAF_TYPES
+    while stack:
+        node = pop()
+        handler = collected.get(type(node))
+        if handler is not None:
+            handler(collector, node)
+        for child in reversed(child_nodes(node)):
+            # the collector does not look at leaves
+            if type(child) not in leaves:
+                push(child)
+
+
 def analyze_class(node: cst.ClassDef) -> ClassInfo:
     info = ClassInfo(node=node)
     for statement in node.body.body:
@@ -185,7 +209,7 @@ def analyze_class(node: cst.ClassDef) -> ClassInfo:
                 info.methods[name] = method
             if name in ("__getattr__", "__getattribute__", "__setattr__"):
                 info.dynamic = True
-            visit(statement, _MethodCollector(info, method))
+            _collect(statement, _MethodCollector(info, method))
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, cst.Assign):

@@ -7,6 +7,8 @@ import libcst as cst
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` for a chain of names and attributes, else None."""
+    if type(node) is cst.Name:
+        return node.value  # the common case, without building a list
     parts: list[str] = []
     while isinstance(node, cst.Attribute):
         parts.append(node.attr.value)
@@ -30,8 +32,12 @@ class ImportMap:
 
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
+        # id of a node -> (the node, what `resolve` gave): every rule asks about the same call;
+        # emptied when an import changes the aliases
+        self._resolved: dict[int, tuple[cst.BaseExpression, str | None]] = {}
 
     def add_import(self, node: cst.Import) -> None:
+        self._resolved.clear()
         for alias in node.names:
             full = dotted_name(alias.name)
             if full is None:
@@ -43,6 +49,7 @@ class ImportMap:
                 self.aliases[head] = head
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
+        self._resolved.clear()
         if isinstance(node.names, cst.ImportStar):
             return
         module = "." * len(node.relative) + _module_name(node.module)
@@ -58,6 +65,14 @@ class ImportMap:
     def resolve(self, node: cst.BaseExpression) -> str | None:
         """The qualified name of an expression such as `nn.Linear`, or None when its head was
         not imported (a local variable, `self.x`, a call result)."""
+        known = self._resolved.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        qualified = self._resolve(node)
+        self._resolved[id(node)] = (node, qualified)
+        return qualified
+
+    def _resolve(self, node: cst.BaseExpression) -> str | None:
         name = dotted_name(node)
         if name is None:
             return None

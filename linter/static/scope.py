@@ -19,7 +19,7 @@ import libcst as cst
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
 from modellint.static.nodes import NESTED_SCOPES, source_of
-from modellint.static.walk import child_nodes
+from modellint.static.walk import LEAF_TYPES, child_nodes
 
 LOOPS = (cst.For, cst.While)
 # nodes whose body is another scope
@@ -248,7 +248,10 @@ def _build(root: cst.CSTNode) -> Scope:
         elif kind is cst.Else:
             children = [(cast(cst.Else, node).body, ancestors + (node,))]
         else:
-            children = [(child, ancestors) for child in child_nodes(node)]
+            # leaves are no site and hold none: not put on the stack at all (they take no
+            # order either; orders are only compared with each other)
+            children = [(child, ancestors) for child in child_nodes(node)
+                        if type(child) not in LEAF_TYPES]
         for child, child_ancestors in reversed(children):
             stack.append((child, child_ancestors, statement))
     return scope

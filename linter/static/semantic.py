@@ -104,6 +104,10 @@ class SemanticModel:
             index = own
         self.index = index
         self.path = path
+        # id of a method -> (the method, its self name and class): asked for each expression
+        # a rule looks up in it
+        self._methods: dict[int, tuple[cst.FunctionDef, tuple[str | None, str | None]]] = {}
+        self._param_sets: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
 
     def kind(self, expr: cst.BaseExpression, scope: Scope | None = None,
              before: int | None = None) -> Kind | None:
@@ -174,22 +178,36 @@ class SemanticModel:
     def _method_of(self, scope: Scope | None) -> tuple[str | None, str | None]:
         if scope is None or not isinstance(scope.root, cst.FunctionDef):
             return None, None
-        owner = self.context.method_owners.get(id(scope.root))
+        root = scope.root
+        known = self._methods.get(id(root))
+        if known is not None and known[0] is root:
+            return known[1]
+        owner = self.context.method_owners.get(id(root))
         if owner is None:
+            # not remembered: the walk may not have entered the function yet
             return None, None
-        names = _param_names(scope.root)
-        if not names or any(
+        names = _param_names(root)
+        found: tuple[str | None, str | None] = (None, None) if not names or any(
             isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-            for d in scope.root.decorators
-        ):
-            return None, None
-        return names[0], owner.name.value
+            for d in root.decorators
+        ) else (names[0], owner.name.value)
+        self._methods[id(root)] = (root, found)
+        return found
+
+    def _params(self, root: cst.CSTNode) -> frozenset[str]:
+        """The parameter names of a function (none for a module)."""
+        if not isinstance(root, cst.FunctionDef):
+            return frozenset()
+        known = self._param_sets.get(id(root))
+        if known is None or known[0] is not root:
+            known = self._param_sets[id(root)] = (root, frozenset(_param_names(root)))
+        return known[1]
 
     def _where(self, scope: Scope | None, before: int | None, cls: str | None,
                self_name: str | None) -> Where:
         if scope is None:
             return Where(self.path, cls)
-        params = set(_param_names(scope.root)) if isinstance(scope.root, cst.FunctionDef) else set()
+        params = self._params(scope.root)
         module_scope = not isinstance(scope.root, cst.FunctionDef)
         cache: dict[str, list | None] = {}
 

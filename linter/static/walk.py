@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import libcst as cst
 
@@ -51,6 +52,10 @@ def _child_fields(cls: type) -> tuple[str, ...]:
         _FIELDS[cls] = fields
     return fields
 
+
+# nodes with no code under them (names are a third of a module's nodes): their children are
+# never looked for, and walks that do not visit them need not put them on their stack
+LEAF_TYPES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString})
 
 # node class -> whether it is one: cheaper than `isinstance` against LibCST's abstract base
 _IS_NODE: dict[type, bool] = {}
@@ -99,13 +104,16 @@ def walk(root: cst.CSTNode, table: Dispatch) -> None:
     LibCST; the engine's batched rules cannot prune (their visits return None)."""
     visits: dict[type, list] = {}
     leaves: dict[type, list] = {}
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
-    pop, push = stack.pop, stack.append
+    # nodes to visit, and `_Leaving` marks for those whose children are done
+    stack: list[Any] = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    leaf_types = LEAF_TYPES
     while stack:
-        node, leaving = pop()
+        node = pop()
         cls = type(node)
-        if leaving:
-            for method in leaves[cls]:
+        if cls is _Leaving:
+            node = node.node
+            for method in leaves[type(node)]:
                 method(node)
             continue
         methods = visits.get(cls)
@@ -118,11 +126,21 @@ def walk(root: cst.CSTNode, table: Dispatch) -> None:
             if method(node) is False:
                 enter = False
         if leaves[cls]:
-            push((node, True))
-        if not enter:
+            push(_Leaving(node))
+        if not enter or cls in leaf_types:
             continue
-        for child in reversed(child_nodes(node)):
-            push((child, False))
+        children = child_nodes(node)
+        children.reverse()
+        extend(children)
+
+
+class _Leaving:
+    """On `walk`'s stack: the node's children are done, its `leave_` methods are next."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: cst.CSTNode) -> None:
+        self.node = node
 
 
 def code_nodes(
@@ -138,7 +156,7 @@ def code_nodes(
         if prune and isinstance(node, prune):
             continue
         yield node
-        if stop and isinstance(node, stop):
+        if (stop and isinstance(node, stop)) or type(node) in LEAF_TYPES:
             continue
         children = child_nodes(node)
         children.reverse()
