@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import io
 import os
 import re
@@ -652,15 +651,7 @@ def _cmd_check(args) -> int:
             opts.index = index_with_source(tasks[0][0], stdin_source, opts)
         outcomes = [lint_file(*tasks[0], opts, stdin=stdin_source)]
     else:
-        # each file's LibCST tree is large and lives while the file is linted: the collector's
-        # full passes, which find next to no garbage, took a third of a cold run's CPU
-        # (timm/models, --jobs 1: 5.9 s of 18.2 s); the young generations still free cycles
-        thresholds = gc.get_threshold()
-        gc.set_threshold(thresholds[0], thresholds[1], max(thresholds[2], 1000))
-        try:
-            outcomes = run(tasks, opts)
-        finally:
-            gc.set_threshold(*thresholds)
+        outcomes = run(tasks, opts)
     if opts.cache is not None:
         opts.cache.prune()
     findings = [f for outcome in outcomes for f in outcome.findings]
