@@ -33,7 +33,7 @@ from typing import Any
 
 from modellint.static import kinds as K
 from modellint.static.kinds import Kind
-from modellint.static.outline import Outline, parse
+from modellint.static.outline import Outline, ast_children, ast_walk, parse
 from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
@@ -224,7 +224,7 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         if isinstance(node, _NESTED_CODE):
             continue
         yield node
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(ast_children(node))
 
 
 def _mode_facts(body: list[ast.stmt]) -> dict:
@@ -262,7 +262,7 @@ def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
                          for d in statement.decorator_list)
             self_name = params[0] if params and not static else None
             methods.setdefault(statement.name, _function_facts(statement, self_name, attrs))
-            for sub in ast.walk(statement):
+            for sub in ast_walk(statement):
                 if isinstance(sub, ast.Call):
                     func = sub.func
                     if (statement.name == "__init__" and isinstance(func, ast.Attribute)
@@ -297,7 +297,7 @@ def _imports(tree: ast.Module) -> dict[str, str]:
     queue: collections.deque[ast.AST] = collections.deque([tree])
     while queue:
         node = queue.popleft()
-        queue.extend(child for child in ast.iter_child_nodes(node)
+        queue.extend(child for child in ast_children(node)
                      if isinstance(child, _STATEMENT_HOLDERS))
         if isinstance(node, ast.Import):
             for alias in node.names:

@@ -9,8 +9,10 @@ their lint does not parse them with CPython a second time.
 from __future__ import annotations
 
 import ast
+import collections
 import itertools
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from modellint.static.noqa import python_lines
@@ -36,6 +38,30 @@ class Outline:
     def of(cls, tree: ast.Module, text: str) -> Outline:
         classes = model_classes(tree) if "Module" in text or "nn." in text else ()
         return cls(nesting(tree, text), statement_lines(tree), classes)
+
+
+def ast_children(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes(node)` as a list, in the same order, at a third less cost (the
+    index walks every function of every file)."""
+    found: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            found.append(value)
+        elif value.__class__ is list:
+            for item in value:
+                if isinstance(item, ast.AST):
+                    found.append(item)
+    return found
+
+
+def ast_walk(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk(node)`: the same nodes in the same (breadth-first) order, cheaper."""
+    queue = collections.deque([node])
+    while queue:
+        node = queue.popleft()
+        queue.extend(ast_children(node))
+        yield node
 
 
 def parse(text: str) -> ast.Module | None:
@@ -76,7 +102,7 @@ def nesting(tree: ast.Module, text: str, shallow: int = MAIN_STACK_NESTING) -> i
     while stack:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
-        for child in ast.iter_child_nodes(node):
+        for child in ast_children(node):
             end = getattr(child, "end_lineno", None)
             if end is None or (isinstance(child, _BLOCKS) and _holds_statements(child)):
                 # a block, or a node without a position (a function's `arguments`, a `with`
@@ -113,7 +139,7 @@ def exact_nesting(tree: ast.AST, start: int = 1) -> int:
             depth += node.module.count(".")
         if depth > deepest:
             deepest = depth
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+        stack.extend((child, depth + 1) for child in ast_children(node))
     return deepest
 
 
@@ -146,7 +172,7 @@ def model_classes(tree: ast.Module) -> tuple[tuple[str, int], ...]:
     for name, node in classes.items():
         for base in _base_names(node):
             used.add(base.rsplit(".", 1)[-1])
-        for sub in ast.walk(node):
+        for sub in ast_walk(node):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
                 if sub.func.id in classes and sub.func.id != name:
                     used.add(sub.func.id)
