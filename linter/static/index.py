@@ -123,6 +123,11 @@ def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [a.arg for a in (*args.posonlyargs, *args.args)]
 
 
+# the node classes `_function_facts` reads (ast's classes are final: `isinstance` is `is`)
+_FUNCTION_FACT_NODES = frozenset({ast.Call, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
+                                  ast.AsyncFor, ast.Return, ast.Attribute})
+
+
 def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> dict:
     """params, assigns (name -> summary, when assigned once), iters (name -> iterable),
     returns (summaries), reads_training, steps (what `x.step(...)` steps: the summary of `x`,
@@ -134,6 +139,8 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
     reads_training = False
     modes = _Modes()
     for node in _own_nodes(func.body):
+        if node.__class__ not in _FUNCTION_FACT_NODES:
+            continue  # most nodes: names, constants, operators
         if isinstance(node, ast.Call):
             modes.add(node)
         if isinstance(node, ast.Assign):
