@@ -33,7 +33,7 @@ from typing import Any
 
 from modellint.static import kinds as K
 from modellint.static.kinds import Kind
-from modellint.static.outline import Outline, ast_children, ast_walk, parse
+from modellint.static.outline import Outline, ast_code_children, ast_walk, parse
 from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
@@ -231,7 +231,7 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         if isinstance(node, _NESTED_CODE):
             continue
         yield node
-        stack.extend(ast_children(node))
+        stack.extend(ast_code_children(node))
 
 
 def _mode_facts(body: list[ast.stmt]) -> dict:
@@ -304,7 +304,7 @@ def _imports(tree: ast.Module) -> dict[str, str]:
     queue: collections.deque[ast.AST] = collections.deque([tree])
     while queue:
         node = queue.popleft()
-        queue.extend(child for child in ast_children(node)
+        queue.extend(child for child in ast_code_children(node)
                      if isinstance(child, _STATEMENT_HOLDERS))
         if isinstance(node, ast.Import):
             for alias in node.names:

@@ -55,12 +55,37 @@ def ast_children(node: ast.AST) -> list[ast.AST]:
     return found
 
 
+# fields that hold only leaves no analysis reads: `Load`/`Store`, operators
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
+_CODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def ast_code_children(node: ast.AST) -> list[ast.AST]:
+    """`ast_children` without the `Load`/`Store` contexts and the operators: leaves, so the
+    other nodes keep their order, and a third fewer nodes to walk."""
+    cls = node.__class__
+    fields = _CODE_FIELDS.get(cls)
+    if fields is None:
+        fields = _CODE_FIELDS[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+    found: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            found.append(value)
+        elif value.__class__ is list:
+            for item in value:
+                if isinstance(item, ast.AST):
+                    found.append(item)
+    return found
+
+
 def ast_walk(node: ast.AST) -> Iterator[ast.AST]:
-    """`ast.walk(node)`: the same nodes in the same (breadth-first) order, cheaper."""
+    """`ast.walk(node)` without contexts and operators (`ast_code_children`): the other nodes
+    in the same (breadth-first) order, cheaper."""
     queue = collections.deque([node])
     while queue:
         node = queue.popleft()
-        queue.extend(ast_children(node))
+        queue.extend(ast_code_children(node))
         yield node
 
 
