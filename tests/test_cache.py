@@ -58,8 +58,9 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     env = cache_env(tmp_path)
     first = cli("net.py", "--format", "json", env=env)
     assert len(entries(tmp_path)) == 1
-    # beside: the file's project facts, their summary and the digests of the run's files
-    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 3
+    # beside: the file's project facts, their summary, the digests of the run's files and
+    # the summaries of the project's files as one entry
+    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 4
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()

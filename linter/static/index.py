@@ -1225,14 +1225,24 @@ def _summary_key(content: str) -> str:
     return hashlib.sha256(b"project-summary\0" + bytes.fromhex(content)).hexdigest()
 
 
+def _summaries_key(files: list[tuple[str, Any]]) -> str:
+    """The cache key of the summaries of a project's files (by their display paths)."""
+    digest = hashlib.sha256(f"project-summaries={FACTS_VERSION}".encode())
+    for display, _ in files:
+        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
+    return digest.hexdigest()
+
+
 # (display path, path on disk, the cache or None, whether the file is linted (its outline is
 # kept, see `ProjectIndex.outline`), the sha256 of its bytes when the run has read them)
 Task = tuple[str, Any, Any, bool, "str | None"]
 
 
-def _cached_facts(task: Task) -> Any:
+def _cached_facts(task: Task, known: dict) -> Any:
     """(display, summary, loader of the facts) of one file from the cache, None when it
-    cannot be read, `_MISSING` when it is not in the cache (`_read_facts` extracts it)."""
+    cannot be read, `_MISSING` when it is not in the cache (`_read_facts` extracts it).
+    `known`: display -> [sha256 of the bytes, summary] of the project's files at its last
+    run (`_summaries_key`), read as one entry."""
     from modellint.static.discover import read_file_bytes
 
     display, path, cache, _, content = task
@@ -1243,7 +1253,10 @@ def _cached_facts(task: Task) -> Any:
             content = hashlib.sha256(read_file_bytes(path, _limit(path))).hexdigest()
         except OSError:
             return None
-    summary = cache.get_facts(_summary_key(content), required=_SUMMARY_KEYS)
+    last = known.get(display)
+    summary = last[1] if isinstance(last, list) and len(last) == 2 and last[0] == content and (
+        isinstance(last[1], dict) and set(_SUMMARY_KEYS) <= last[1].keys()) else (
+        cache.get_facts(_summary_key(content), required=_SUMMARY_KEYS))
     if summary is None or summary["v"] != FACTS_VERSION or not all(
             isinstance(summary[k], str) for k in ("digest", "text")) or not isinstance(
             summary["imports"], dict):
@@ -1394,7 +1407,12 @@ def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: i
                          for display, path in files]
     # the cache first, in this process; only the files it misses are parsed (by `jobs`
     # processes when there are many)
-    found = [_cached_facts(task) for task in tasks]
+    known: dict = {}
+    if cache is not None:
+        stored = cache.get_facts(_summaries_key(files), required=("files",))
+        if stored is not None and isinstance(stored["files"], dict):
+            known = stored["files"]
+    found = [_cached_facts(task, known) for task in tasks]
     missing = [number for number, item in enumerate(found) if item is _MISSING]
     extracted: list = []
     if jobs > 1 and len(missing) >= _PARALLEL_FROM and os.name == "posix":
@@ -1409,18 +1427,29 @@ def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: i
         extracted = [_read_facts(tasks[n]) for n in missing]
     for number, item in zip(missing, extracted, strict=True):
         found[number] = item
+    summaries = {}
     for item in found:
         if item is None:
             continue
         if callable(item[2]):
             index.add_summary(*item)
+            summaries[item[0]] = item[1]
         else:
             display, facts, digest, known_digest, outline = item
             index.add(display, facts, digest)
             if known_digest is not None:
                 index._fact_digests[display] = known_digest
+                summaries[display] = {"v": FACTS_VERSION, "imports": facts["imports"],
+                                      "notebook": bool(facts.get("notebook")),
+                                      "digest": known_digest, "text": digest}
             if outline is not None:
                 index.outlines[display] = outline
+    if cache is not None and (missing or not known):
+        # the next run (one file edited, as pre-commit makes) reads this one entry instead of
+        # one per file
+        cache.put_facts(_summaries_key(files), {"files": {
+            display: [index.contents[display], summary] for display, summary in summaries.items()
+            if display in index.contents}})
     for path in sorted(linted):
         if path in index.files:
             index.digest(path)  # once here, not in each worker
