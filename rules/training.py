@@ -69,6 +69,18 @@ def train(model, loader, epochs):
 """
 
 
+# a trainer class holding its model, optimizer and an epoch scheduler; and `_TRAIN_STEP`, its
+# training step: the examples put the method they are about between the two
+_TRAINER = (HEADER + "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.model = model\n"
+            "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n")
+_TRAIN_STEP = ("    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
+               "        F.cross_entropy(self.model(x), y).backward()\n"
+               "        self.optimizer.step()\n")
+
+
 def _train(setup="", epoch_top="", batch_end="", epoch_end=""):
     """`_TRAIN` with lines added at the four places (blank places are dropped)."""
 
@@ -513,33 +525,14 @@ class SchedulerBeforeOptimizer(ScopeRule):
         "def fit(model, scheduler, epochs):\n    for epoch in range(epochs):\n"
         "        scheduler.step()\n        train_one_epoch(model)\n",
         # stepped at the end of each epoch, after the training steps
-        HEADER + "class Trainer:\n"
-        "    def __init__(self, model):\n"
-        "        self.model = model\n"
-        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
-        "    def on_epoch_end(self):\n        self.scheduler.step()\n\n"
-        "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
-        "        F.cross_entropy(self.model(x), y).backward()\n"
-        "        self.optimizer.step()\n",
+        _TRAINER + "    def on_epoch_end(self):\n        self.scheduler.step()\n\n"
+        + _TRAIN_STEP,
         # an epoch-start callback that skips the first epoch
-        HEADER + "class Trainer:\n"
-        "    def __init__(self, model):\n"
-        "        self.model = model\n"
-        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
-        "    def on_train_epoch_start(self, epoch):\n"
+        _TRAINER + "    def on_train_epoch_start(self, epoch):\n"
         "        if epoch > 0:\n            self.scheduler.step()\n\n"
-        "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
-        "        F.cross_entropy(self.model(x), y).backward()\n"
-        "        self.optimizer.step()\n",
+        + _TRAIN_STEP,
         # the class calls its epoch-start method after the epoch's training steps
-        HEADER + "class Trainer:\n"
-        "    def __init__(self, model):\n"
-        "        self.model = model\n"
-        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
-        "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
+        _TRAINER + "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
         "    def fit(self, loader, epochs):\n"
         "        for epoch in range(epochs):\n"
         "            for x, y in loader:\n"
@@ -598,15 +591,8 @@ class SchedulerBeforeOptimizer(ScopeRule):
         ),
         # an epoch-start callback of a trainer whose training step steps the optimizer
         invalid_at(
-            HEADER + "class Trainer:\n"
-            "    def __init__(self, model):\n"
-            "        self.model = model\n"
-            "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-            "        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 30)\n\n"
-            "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
-            "    def train_step(self, x, y):\n        self.optimizer.zero_grad()\n"
-            "        F.cross_entropy(self.model(x), y).backward()\n"
-            "        self.optimizer.step()\n",
+            _TRAINER + "    def on_epoch_start(self):\n        self.scheduler.step()\n\n"
+            + _TRAIN_STEP,
             "self.scheduler.step()",
         ),
         # a function run once per epoch that steps the scheduler before its batch loop

@@ -1254,9 +1254,11 @@ def _cached_facts(task: Task, known: dict) -> Any:
         except OSError:
             return None
     last = known.get(display)
-    summary = last[1] if isinstance(last, list) and len(last) == 2 and last[0] == content and (
-        isinstance(last[1], dict) and set(_SUMMARY_KEYS) <= last[1].keys()) else (
-        cache.get_facts(_summary_key(content), required=_SUMMARY_KEYS))
+    if (isinstance(last, list) and len(last) == 2 and last[0] == content
+            and isinstance(last[1], dict) and set(_SUMMARY_KEYS) <= last[1].keys()):
+        summary = last[1]
+    else:
+        summary = cache.get_facts(_summary_key(content), required=_SUMMARY_KEYS)
     if summary is None or summary["v"] != FACTS_VERSION or not all(
             isinstance(summary[k], str) for k in ("digest", "text")) or not isinstance(
             summary["imports"], dict):

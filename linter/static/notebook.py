@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from modellint.static.outline import parse
+
 SUFFIX = ".ipynb"
 # a notebook's outputs (plots, tables) make it far larger than any source file: its own limit
 MAX_BYTES = 100 * 1024 * 1024
@@ -513,23 +515,14 @@ def _join(notebook: Notebook) -> None:
     # one parse of all the cells together: when it succeeds and no statement runs across a
     # separator (an unclosed bracket or string in one cell), every cell parses on its own
     _assemble(notebook)
-    tree = _parse(notebook.source)
+    tree = parse(notebook.source)
     if tree is not None and _cells_whole(tree, notebook.line_map):
         notebook.tree = tree
         return
     for cell in notebook.cells:
         cell.error = _syntax_error(cell.masked)
     _assemble(notebook)
-    notebook.tree = _parse(notebook.source)
-
-
-def _parse(text: str) -> ast.Module | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
+    notebook.tree = parse(notebook.source)
 
 
 def _cells_whole(tree: ast.Module, line_map: list[tuple[int, int]]) -> bool:

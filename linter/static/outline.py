@@ -43,16 +43,7 @@ class Outline:
 def ast_children(node: ast.AST) -> list[ast.AST]:
     """`ast.iter_child_nodes(node)` as a list, in the same order, at a third less cost (the
     index walks every function of every file)."""
-    found: list[ast.AST] = []
-    for name in node._fields:
-        value = getattr(node, name, None)
-        if isinstance(value, ast.AST):
-            found.append(value)
-        elif value.__class__ is list:
-            for item in value:
-                if isinstance(item, ast.AST):
-                    found.append(item)
-    return found
+    return _children(node, node._fields)
 
 
 # fields that hold only leaves no analysis reads: `Load`/`Store`, operators
@@ -67,6 +58,10 @@ def ast_code_children(node: ast.AST) -> list[ast.AST]:
     fields = _CODE_FIELDS.get(cls)
     if fields is None:
         fields = _CODE_FIELDS[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+    return _children(node, fields)
+
+
+def _children(node: ast.AST, fields: tuple[str, ...]) -> list[ast.AST]:
     found: list[ast.AST] = []
     for name in fields:
         value = getattr(node, name, None)
