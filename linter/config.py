@@ -6,6 +6,7 @@ import fnmatch
 import math
 import os
 import re
+import reprlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,17 @@ class Config:
         return str(self.source) if self.source else "the command line"
 
 
+def _shown(value: Any) -> str:
+    """A configuration value in an error message: a value the repository made huge or deeply
+    nested is shortened, not printed whole."""
+    return _SHORT_REPR.repr(value)
+
+
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 60
+
+
 def _resolve(path: Path) -> Path:
     # Path.resolve() raises RuntimeError on a symlink loop; realpath stops at the loop
     return Path(os.path.realpath(path))
@@ -106,6 +118,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is not valid TOML: a value is nested too deeply") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text") from None
 
@@ -113,7 +127,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _tool_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
-        raise ConfigError(f"{path}: `tool` must be a table, got {tool!r}")
+        raise ConfigError(f"{path}: `tool` must be a table, got {_shown(tool)}")
     return tool
 
 
@@ -129,13 +143,13 @@ def load_config(path: Path | None) -> Config:
             # a standalone modellint.toml may hold the settings at top level
             table = data
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: `tool.modellint` must be a table, got {table!r}")
+        raise ConfigError(f"{path}: `tool.modellint` must be a table, got {_shown(table)}")
     return parse_table(table, path)
 
 
 def _string_list(value: Any, key: str, path: Path | None) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{path}: `{key}` must be a list of strings, got {value!r}")
+        raise ConfigError(f"{path}: `{key}` must be a list of strings, got {_shown(value)}")
     return list(value)
 
 
@@ -154,7 +168,7 @@ def check_timeout(value: Any, where: str) -> float:
         or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT
     ):
         raise ConfigError(
-            f"{where} must be a number of seconds above 0 and at most {MAX_TIMEOUT}, got {value!r}"
+            f"{where} must be a number of seconds above 0 and at most {MAX_TIMEOUT}, got {_shown(value)}"
         )
     return float(value)
 
@@ -174,7 +188,7 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     config.plugins = _string_list(table.get("plugins", []), "plugins", path)
     config.notebooks = table.get("notebooks", True)
     if not isinstance(config.notebooks, bool):
-        raise ConfigError(f"{path}: `notebooks` must be true or false, got {config.notebooks!r}")
+        raise ConfigError(f"{path}: `notebooks` must be true or false, got {_shown(config.notebooks)}")
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
@@ -186,14 +200,14 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
         if not isinstance(value, str) or not _VERSION.match(value):
             raise ConfigError(
                 f"{path}: `target-torch-version` must be a version string such as \"2.4\", "
-                f"got {value!r}"
+                f"got {_shown(value)}"
             )
         config.target_torch_version = tuple(int(p) for p in value.split("."))
     if "target-gpu-memory" in table:
         value = table["target-gpu-memory"]
         if not isinstance(value, str) or not re.match(r"^\d+(\.\d+)?\s*[KMGT]i?B$", value):
             raise ConfigError(
-                f"{path}: `target-gpu-memory` must be a size such as \"80GB\", got {value!r}"
+                f"{path}: `target-gpu-memory` must be a size such as \"80GB\", got {_shown(value)}"
             )
         config.target_gpu_memory = value
     runtime = table.get("runtime", {})

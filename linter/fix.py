@@ -86,12 +86,28 @@ def check_parses(source: str) -> str | None:
 
 
 def unified_diff(path: str, old: str, new: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            _lines(old), _lines(new),
-            fromfile=_diff_name("a/", path), tofile=_diff_name("b/", path),
-        )
+    """The diff of `old` and `new` for a terminal: each line of the source as the text format
+    shows it (a control character as its escape, so that the repository's text cannot act on
+    the terminal or start a line of its own; tabs stay), and a last line without an end marked
+    as git marks it."""
+    lines = difflib.unified_diff(
+        _lines(old), _lines(new),
+        fromfile=_diff_name("a/", path), tofile=_diff_name("b/", path),
     )
+    shown = []
+    for number, line in enumerate(lines):
+        if number < 2 or line.startswith("@@"):  # the headers modellint wrote
+            shown.append(line)
+            continue
+        body = line.rstrip("\r\n")
+        shown.append(_printable_in_diff(body) + "\n")
+        if body == line:
+            shown.append("\\ No newline at end of file\n")
+    return "".join(shown)
+
+
+def _printable_in_diff(text: str) -> str:
+    return "\t".join(printable(part) for part in text.split("\t"))
 
 
 # a line as Python ends it (\n, \r\n or \r), kept with its end; str.splitlines would also

@@ -585,12 +585,16 @@ class ModellintServer(LanguageServer):
 
     def noqa_action(self, uri: str, linted: Linted, finding: Finding, cell: int | None,
                     diagnostic: types.Diagnostic) -> types.CodeAction:
-        lines = noqa.python_lines(linted.source(cell))
+        source = linted.source(cell)
+        lines = noqa.python_lines(source)
         number = finding.line - 1
         line = lines[number] if 0 <= number < len(lines) else ""
-        existing = noqa.codes_end(line)
+        # a noqa inside a string on the line is text, not a comment to extend
+        column, comment = noqa.comments(source).get(number + 1, (0, "")) if "noqa" in line \
+            else (0, "")
+        existing = noqa.codes_end(comment)
         if existing is not None:
-            start = end = existing
+            start = end = column + existing
             insert = f", {finding.code}"
         else:
             start, end = len(line.rstrip()), len(line)

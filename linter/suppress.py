@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 
 from modellint.finding import Finding
-from modellint.static.noqa import file_exemption, line_suppresses, python_lines
+from modellint.static.noqa import comments, file_exemption, line_suppresses, python_lines
 
 # what the engine reports about a file it could not lint (syntax error, internal error):
 # shown whatever `select` says, hidden only by `ignore`, per-file-ignores and file noqa
@@ -66,8 +66,16 @@ class FileSuppressions:
         return self.whole or code in self.codes or (self.shown is not None
                                                    and code not in self.shown)
 
-    def _line(self, number: int) -> str:
-        return self.lines[number - 1] if 0 < number <= len(self.lines) else ""
+    @cached_property
+    def comments(self) -> dict[int, tuple[int, str]]:
+        """The file's real comments by line (tokenized once, when a line mentions noqa)."""
+        return comments(self.text)
+
+    def _suppresses(self, number: int, code: str) -> bool:
+        """Whether the comment ending line `number` has a noqa covering `code`."""
+        if not 0 < number <= len(self.lines) or "noqa" not in self.lines[number - 1].lower():
+            return False
+        return line_suppresses(self.comments.get(number, (0, ""))[1], code)
 
     def hides(self, finding: Finding) -> bool:
         if self.hides_code(finding.code):
@@ -76,11 +84,11 @@ class FileSuppressions:
         # error) is not hidden by a noqa on whatever line it names
         if not finding.statement_line:
             return False
-        line_text = self._line(finding.line) if self.lines else finding.source_line
-        if line_suppresses(line_text, finding.code):
-            return True
-        return (finding.statement_line != finding.line
-                and line_suppresses(self._line(finding.statement_line), finding.code))
+        if not self.lines:  # the file's text is not known: its line as the finding quotes it
+            return line_suppresses(finding.source_line, finding.code)
+        return self._suppresses(finding.line, finding.code) or (
+            finding.statement_line != finding.line
+            and self._suppresses(finding.statement_line, finding.code))
 
     def visible(self, findings: Iterable[Finding]) -> list[Finding]:
         return [finding for finding in findings if not self.hides(finding)]

@@ -239,6 +239,16 @@ def test_noqa_code_action_silences_the_finding(session, project):
         "    y = checkpoint(block, x)  # noqa: ML903, ML907")
 
 
+def test_noqa_code_action_never_edits_a_noqa_inside_a_string(session, project):
+    path = project / "noqa_string.py"
+    text = MISTAKES.replace("checkpoint(block, x)", "checkpoint(block, x, '# noqa: ML903')")
+    assert codes(session.open(path, text)) == ["ML903", "ML903", "ML907"]
+    noqa = [a for a in session.actions(path.as_uri(), 6) if "noqa" in a.title]
+    new = apply(text, noqa[0].edit, path.as_uri())
+    assert new.splitlines()[6] == "    y = checkpoint(block, x, '# noqa: ML903')  # noqa: ML907"
+    assert codes(session.replace(path, new, 2)) == ["ML903", "ML903"]
+
+
 def test_fix_all_safe_is_a_source_action_resolved_on_demand(session, project):
     path = project / "fixall.py"
     session.open(path, MISTAKES)

@@ -1,8 +1,14 @@
-"""`# noqa` comments: per line, and `# modellint: noqa` for the whole file."""
+"""`# noqa` comments: per line, and `# modellint: noqa` for the whole file.
+
+Only real comments suppress: a `# noqa` inside a string or a docstring is text (the tokenizer
+decides which `#` starts a comment). The regular expressions only pick the candidate lines, so
+that a file without any is never tokenized."""
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 
 _LINE = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:[\s,]+[A-Za-z]+\d+)*))?", re.I)
 _FILE = re.compile(
@@ -24,15 +30,37 @@ def _codes(text: str | None) -> frozenset[str] | None:
     return frozenset(code.upper() for code in _SPLIT.split(text.strip()) if code)
 
 
+def comments(source: str) -> dict[int, tuple[int, str]]:
+    """line number -> (column, text) of the comment that ends that line, for each line of
+    `source` (numbered as Python numbers them) that ends in one. In a file that stops
+    tokenizing (a syntax error), the comments before that point."""
+    found: dict[int, tuple[int, str]] = {}
+    # newline=None: lines end at \n, \r\n and \r, as Python's own line numbers count them
+    readline = io.StringIO(source, newline=None).readline
+    try:
+        for token in tokenize.generate_tokens(readline):
+            if token.type == tokenize.COMMENT:
+                found[token.start[0]] = (token.start[1], token.string)
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return found
+
+
 def file_exemption(source: str) -> tuple[bool, frozenset[str]]:
     """(whole file exempt, codes exempt in the whole file)."""
     whole = False
     codes: set[str] = set()
     if "modellint" not in source:
         return False, frozenset()
-    for line in python_lines(source):
-        match = _FILE.fullmatch(line)
-        if match is None:
+    candidates = [
+        (number, line, match) for number, line in enumerate(python_lines(source), 1)
+        if (match := _FILE.fullmatch(line)) is not None
+    ]
+    real = comments(source) if candidates else {}
+    for number, line, match in candidates:
+        # the comment alone on its line, not a line of a docstring or other string
+        indent = len(line) - len(line.lstrip(" \t\f"))
+        if real.get(number, (-1, ""))[0] != indent:
             continue
         found = _codes(match.group("codes"))
         if found is ALL:
@@ -43,7 +71,8 @@ def file_exemption(source: str) -> tuple[bool, frozenset[str]]:
 
 
 def line_suppresses(line: str, code: str) -> bool:
-    """True when `line` carries a noqa that covers `code`."""
+    """True when `line` (a comment, or a line whose comments are not known) carries a noqa
+    that covers `code`."""
     if "noqa" not in line.lower():
         return False
     for match in _LINE.finditer(line):
@@ -59,8 +88,8 @@ def python_lines(text: str) -> list[str]:
 
 
 def codes_end(line: str) -> int | None:
-    """Where the code list of the first `# noqa: CODE, ...` comment on `line` ends (to add a
-    code to it), or None when the line has none."""
+    """Where the code list of the first `# noqa: CODE, ...` in `line` (a comment) ends (to
+    add a code to it), or None when it has none."""
     for match in _LINE.finditer(line):
         if match.group("codes"):
             return match.end("codes")
