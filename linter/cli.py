@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--runtime", action="store_true", help="also build and trace the models")
     check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
     check.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="seconds per model (runtime pass)")
+    check.add_argument("--fail-on-unchecked", action="store_true",
+                       help="exit 1 when the runtime pass could not check a model (ML002)")
 
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
@@ -655,14 +657,16 @@ def _cmd_check(args) -> int:
     if opts.cache is not None:
         opts.cache.prune()
     findings = [f for outcome in outcomes for f in outcome.findings]
+    checked = None
     if args.runtime:
         from modellint.runtime.pass_ import LintedFile, run_runtime_pass
 
         # the files discovered once, with the model classes the static pass indexed in them
         files = [LintedFile(display, os.path.realpath(path), outcome.classes)
                  for (display, path, _), outcome in zip(tasks, outcomes, strict=True)]
-        findings = run_runtime_pass(findings, files, config, registry,
-                                    shown_codes(config, enabled), args)
+        checked = run_runtime_pass(findings, files, config, registry,
+                                   shown_codes(config, enabled), args)
+        findings = checked.findings
     findings.sort(key=lambda f: f.sort_key())
     for outcome in outcomes:
         for message in outcome.messages:
@@ -694,6 +698,8 @@ def _cmd_check(args) -> int:
                 color=_use_color(args.color, stream),
                 fix_mode=args.fix,
                 unsafe_fixes=args.unsafe_fixes,
+                models=checked.models if checked else 0,
+                models_unchecked=checked.unchecked if checked else 0,
             )
             registry.reporters[args.format](stream).report(findings, summary)
     finally:
@@ -704,4 +710,7 @@ def _cmd_check(args) -> int:
     if args.exit_zero:
         return EXIT_CLEAN
     counted = [f for f in findings if f.severity.value != "info"]
+    fail_on_unchecked = args.fail_on_unchecked or (config.runtime or {}).get("fail-on-unchecked")
+    if checked and checked.unchecked and fail_on_unchecked:
+        return EXIT_FINDINGS
     return EXIT_FINDINGS if counted else EXIT_CLEAN

@@ -23,7 +23,7 @@ KNOWN_KEYS = frozenset(
         "target-torch-version", "target-gpu-memory", "runtime", "notebooks",
     }
 )
-RUNTIME_KEYS = frozenset({"device", "timeout", "models"})
+RUNTIME_KEYS = frozenset({"device", "timeout", "models", "fail-on-unchecked"})
 MODEL_KEYS = frozenset({"target", "kwargs", "inputs"})
 DEFAULT_TORCH_VERSION = (2, 6)
 # seconds per model: a day is more than any model needs, and far below the values that overflow
@@ -219,6 +219,9 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
                               f"{did_you_mean(key, RUNTIME_KEYS)}")
     if "timeout" in runtime:
         check_timeout(runtime["timeout"], f"{path}: `runtime.timeout`")
+    if not isinstance(runtime.get("fail-on-unchecked", False), bool):
+        raise ConfigError(f"{path}: `runtime.fail-on-unchecked` must be true or false, "
+                          f"got {_shown(runtime['fail-on-unchecked'])}")
     if "device" in runtime and not isinstance(runtime["device"], str):
         raise ConfigError(f"{path}: `runtime.device` must be a string such as \"cpu\"")
     models = runtime.get("models", [])

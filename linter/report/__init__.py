@@ -47,6 +47,9 @@ class Summary:
     color: bool = False
     fix_mode: bool = False
     unsafe_fixes: bool = False
+    # the runtime pass: models it tried, and how many of them it could not check
+    models: int = 0
+    models_unchecked: int = 0
 
 
 def files_phrase(count: int, notebooks: int) -> str:

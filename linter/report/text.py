@@ -97,6 +97,14 @@ class ConciseReporter(Reporter):
         return "\n".join(lines) + ("\n" if lines else "")
 
     def closing(self, findings: list[Finding], summary: Summary) -> str:
+        parts = self._closing_parts(findings, summary)
+        if summary.models_unchecked:
+            # last, so that a run which checked less than it was asked to never reads as clean
+            parts.append(f"{summary.models_unchecked} of {_plural(summary.models, 'model')} "
+                         "not checked by the runtime pass: see ML002.")
+        return "\n".join(parts) + "\n"
+
+    def _closing_parts(self, findings: list[Finding], summary: Summary) -> list[str]:
         parts = []
         if summary.fixed:
             parts.append(f"Fixed {_plural(summary.fixed, 'finding')}.")
@@ -104,7 +112,7 @@ class ConciseReporter(Reporter):
             if not summary.fixed:
                 parts.append(f"All checks passed "
                              f"({files_phrase(summary.files_checked, summary.notebooks_checked)}).")
-            return "\n".join(parts) + "\n"
+            return parts
         files = len({f.path for f in findings})
         notebooks = len({f.path for f in findings
                          if f.cell is not None or f.path.endswith(".ipynb")})
@@ -125,7 +133,7 @@ class ConciseReporter(Reporter):
                          f"{infos} info findings of these do not change the exit code.")
         if hidden:
             parts.append(f"{hidden} more fixable with --unsafe-fixes.")
-        return "\n".join(parts) + "\n"
+        return parts
 
 
 class TextReporter(ConciseReporter):

@@ -110,19 +110,49 @@ def definitions_only(source: str | bytes, filename: str) -> ast.Module:
     return ast.fix_missing_locations(tree)
 
 
+def package_root(path: str) -> tuple[str, str]:
+    """(the folder to import `path` from, its module's dotted name), as pytest's `prepend`
+    import mode finds them: the file's package is every folder above it that holds an
+    `__init__.py`, and the first folder above those is the root (`src/pkg/sub/model.py` with
+    `pkg/__init__.py` and `pkg/sub/__init__.py` is `pkg.sub.model`, imported from `src/`). A
+    file outside any package is its own module, imported from its folder."""
+    directory, filename = os.path.split(os.path.abspath(path))
+    parts = [os.path.splitext(filename)[0]]
+    if parts[0] == "__init__":
+        parts = []
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        directory, package = os.path.split(directory)
+        if not package.isidentifier():
+            break
+        parts.insert(0, package)
+    return directory, ".".join(parts)
+
+
 def import_file(path: str):
     """Import a file's definitions as a module (`definitions_only`): a training script's
-    top-level code does not run. The modules it imports are imported as usual."""
+    top-level code does not run. The modules it imports are imported as usual; a file in a
+    package is imported under its package's name (`package_root`), so that its relative
+    imports work and its package's `__init__.py` runs as on any import."""
     path = os.path.abspath(path)
     if path in _LOADED:
         return _LOADED[path]
-    directory = os.path.dirname(path)
+    directory, dotted = package_root(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    name = stem if stem.isidentifier() and stem not in sys.modules else (
-        f"_modellint_{abs(hash(path)):x}_{stem}".replace("-", "_")
-    )
+    package = dotted.rpartition(".")[0] if "." in dotted else ""
+    if package:
+        importlib.import_module(package)
+        name = dotted
+        existing = sys.modules.get(name)
+        if existing is not None and os.path.abspath(getattr(existing, "__file__", "")) == path:
+            # the package's `__init__.py` imported it already, top-level code and all
+            _LOADED[path] = existing
+            return existing
+    else:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        name = stem if stem.isidentifier() and stem not in sys.modules else (
+            f"_modellint_{abs(hash(path)):x}_{stem}".replace("-", "_")
+        )
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
@@ -135,6 +165,8 @@ def import_file(path: str):
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    if package:
+        setattr(sys.modules[package], name.rpartition(".")[2], module)
     _LOADED[path] = module
     return module
 
@@ -143,7 +175,10 @@ def resolve(job: dict[str, Any]):
     """The class or factory a job names, and the folders whose code counts as the user's."""
     if job.get("file"):
         module = import_file(job["file"])
-        allowed = [os.path.dirname(os.path.abspath(job["file"]))]
+        directory, dotted = package_root(job["file"])
+        # a package's files are all the user's: the folder of its top package
+        allowed = [os.path.join(directory, dotted.split(".")[0]) if "." in dotted
+                   else os.path.dirname(os.path.abspath(job["file"]))]
     else:
         module = importlib.import_module(job["module"])
         top = importlib.import_module(job["module"].split(".")[0])

@@ -108,6 +108,13 @@ def _options(args) -> dict:
             target = parse_size(args.target_gpu_memory)
         except ValueError as exc:
             raise SpecError(f"--target-gpu-memory: {exc}") from None
+    from modellint.config import ConfigError
+    from modellint.runtime.pass_ import check_device
+
+    try:
+        check_device(args.device)
+    except ConfigError as exc:
+        raise SpecError(str(exc)) from None
     if args.feature_maps is not None and args.device == "meta":
         raise SpecError("--feature-maps needs real tensors; use --device cpu or cuda")
     return {"memory": args.memory, "optimizer": args.optimizer, "dtype": args.dtype,

@@ -80,10 +80,23 @@ class LintedFile:
     classes: tuple[tuple[str, int], ...] = ()
 
 
+@dataclass(frozen=True)
+class RuntimeOutcome:
+    """What the runtime pass adds to a check: the findings (the static pass's and its own),
+    and how many models it tried and could not check (an import, a build or an input that
+    failed: each an ML002, or an ML001 of the pass itself)."""
+
+    findings: list[Finding]
+    models: int = 0
+    unchecked: int = 0
+
+
 def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, registry,
-                     shown: frozenset[str], args) -> list[Finding]:
+                     shown: frozenset[str], args) -> RuntimeOutcome:
     """`findings` (the static pass's) and the runtime findings of the models of `files` (or
     the configured ones) that no suppression hides. `shown`: the codes this run reports."""
+    from modellint.runtime.phases import INTERNAL, NOT_CHECKED
+
     runtime = config.runtime or {}
     device = getattr(args, "device", None) or runtime.get("device") or "cpu"
     timeout = float(getattr(args, "timeout", None) or runtime.get("timeout") or DEFAULT_TIMEOUT)
@@ -91,7 +104,7 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
         from modellint.config import ConfigError
 
         raise ConfigError("--timeout must be a positive number of seconds")
-    _check_device(device)
+    check_device(device)
     displays = {file.real: file.display for file in files}
     jobs = _jobs(files, config)
     runtime_codes = sorted(code for code in shown if "runtime" in registry.rules[code].passes)
@@ -102,30 +115,58 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
         from modellint.runtime.memory import parse_size
 
         memory_target = parse_size(config.target_gpu_memory)
-    results = run_jobs(jobs, device, timeout, runtime_codes, checks,
+    # the workers always say when a model was not checked (hidden below if not shown), so
+    # that the count of unchecked models does not depend on what is selected
+    results = run_jobs(jobs, device, timeout, sorted({*runtime_codes, NOT_CHECKED, INTERNAL}),
+                       checks,
                        progress=sys.stderr.isatty() and not getattr(args, "quiet", False),
                        memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
     suppressions = Suppressions(config, shown)
+    models = unchecked = 0
     for job, result in results:
         notes.update(result.get("notes", []))
-        for raw in result_findings(job, result, registry):
+        raws = result_findings(job, result, registry)
+        if not result.get("skip"):  # a discovered name that is not a module class
+            models += 1
+            unchecked += any(raw["code"] in (NOT_CHECKED, INTERNAL) for raw in raws)
+        for raw in raws:
             finding = to_finding(raw, job, registry, displays, suppressions)
             if finding is not None:
                 new.append(finding)
     for note in sorted(notes):
         print(f"modellint: {printable(note)}", file=sys.stderr)
-    return merge(findings, new)
+    return RuntimeOutcome(merge(findings, new), models, unchecked)
 
 
-def _check_device(device: str) -> None:
+def check_device(device: str) -> None:
     import re
 
     from modellint.config import ConfigError
 
     if not re.match(r"^(cpu|meta|mps|cuda(:\d+)?)$", device):
         raise ConfigError(f"unknown device {device!r} (choose cpu, cuda, cuda:N, mps or meta)")
+    available = available_devices()
+    if device not in available and not (device == "cuda" and "cuda:0" in available):
+        # every model would be one "not checked" note: a run that checked nothing must not
+        # pass as a clean one
+        raise ConfigError(f"device {device!r} is not available on this machine "
+                          f"(available: {', '.join(available)})")
+
+
+def available_devices() -> list[str]:
+    """The devices this machine can build models on: cpu and meta, each CUDA device (counted
+    through NVML where torch can, which leaves CUDA uninitialised for the forked workers),
+    and mps."""
+    import torch
+
+    devices = ["cpu", "meta"]
+    devices += [f"cuda:{index}" for index in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return devices
 
 
 def run_jobs(jobs: list[ModelJob], device: str, timeout: float, codes: list[str],
