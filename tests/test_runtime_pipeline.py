@@ -119,6 +119,32 @@ def test_definitions_only_keeps_definitions_and_line_numbers():
                     ("Try", 7), ("ClassDef", 13), ("FunctionDef", 24)]
 
 
+# the names an `if` reads, and an assignment's value, come from a line that calls something
+NEEDS_A_SKIPPED_NAME = TRAINING_SCRIPT.replace("HIDDEN = 8\n", """\
+use_accel = torch.cuda.is_available()
+if use_accel:
+    HIDDEN = 16
+else:
+    HIDDEN = 8
+WIDTH = HIDDEN if use_accel else 8
+TWICE = use_accel * 2
+""")
+
+
+def test_a_kept_line_that_needs_a_skipped_name_is_skipped_too(modellint, tmp_path):
+    from modellint.runtime.build import definitions_only
+
+    tree = definitions_only(NEEDS_A_SKIPPED_NAME, "train.py")
+    assert [type(node).__name__ for node in tree.body] == [
+        "Import", "Import", "Import", "Assign", "Try", "ClassDef", "FunctionDef"]
+    # the import goes through (the `if use_accel:` stopped it with a NameError) and the model
+    # is checked
+    write(tmp_path, "train.py", NEEDS_A_SKIPPED_NAME.replace("nn.Linear(HIDDEN, HIDDEN)",
+                                                             "nn.Linear(8, 8)"))
+    result = modellint("check", "train.py", *RUNTIME_ONLY)
+    assert result.codes() == [("ML703", 24)], result
+
+
 def test_runtime_without_torch_is_one_message_naming_the_extra(modellint, tmp_path):
     write(tmp_path, "net.py", UNUSED)
     # a folder first on the path where `import torch` finds nothing

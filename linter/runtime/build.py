@@ -4,6 +4,7 @@ was created (the user's source line)."""
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import importlib
 import importlib.util
@@ -73,30 +74,72 @@ def _main_guard(test: ast.expr) -> bool:
     return any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(test))
 
 
-def _definitions(body: list[ast.stmt]) -> list[ast.stmt]:
+# names a module has before its first line runs
+_MODULE_NAMES = frozenset({*dir(builtins), "__name__", "__file__", "__doc__", "__spec__",
+                           "__loader__", "__package__", "__builtins__", "__cached__"})
+
+
+class _Bound:
+    """The names the statements kept so far bind (a `from m import *` may bind any)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set(_MODULE_NAMES)
+        self.any = False
+
+    def has_all(self, node: ast.AST) -> bool:
+        """Whether every name `node` reads is bound: a kept statement that reads a name whose
+        binding was left out (`use_accel = torch.cuda.is_available()`) would stop the import
+        with a NameError, so it is left out too."""
+        return self.any or all(n.id in self.names for n in ast.walk(node)
+                               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+
+    def bind(self, node: ast.stmt) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    self.any = True
+                self.names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.names.add(node.name)
+        else:
+            targets = node.targets if isinstance(node, ast.Assign) else [
+                getattr(node, "target", None)]
+            for target in targets:
+                for name in ast.walk(target) if target is not None else ():
+                    if isinstance(name, ast.Name):
+                        self.names.add(name.id)
+
+
+def _definitions(body: list[ast.stmt], bound: _Bound) -> list[ast.stmt]:
     kept: list[ast.stmt] = []
     for node in body:
         if isinstance(node, _DEFINITIONS):
             kept.append(node)
+            bound.bind(node)
         elif isinstance(node, ast.Assign) and all(_names(t) for t in node.targets) and (
-                _constant(node.value)):
+                _constant(node.value)) and bound.has_all(node.value):
             kept.append(node)
-        elif isinstance(node, ast.AnnAssign) and _names(node.target) and _constant(node.value):
+            bound.bind(node)
+        elif isinstance(node, ast.AnnAssign) and _names(node.target) and _constant(node.value) \
+                and (node.value is None or bound.has_all(node.value)):
             kept.append(node)
+            if node.value is not None:
+                bound.bind(node)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             kept.append(node)  # the docstring
-        elif isinstance(node, ast.If) and not _main_guard(node.test) and _constant(node.test):
+        elif isinstance(node, ast.If) and not _main_guard(node.test) and _constant(node.test) \
+                and bound.has_all(node.test):
             # `if TYPE_CHECKING:`, `if sys.version_info >= (3, 11):`
-            node.body = _definitions(node.body) or [ast.Pass()]
-            node.orelse = _definitions(node.orelse)
+            node.body = _definitions(node.body, bound) or [ast.Pass()]
+            node.orelse = _definitions(node.orelse, bound)
             kept.append(node)
         elif isinstance(node, ast.Try):
             # `try: import apex` / `except ImportError: apex = None`
-            node.body = _definitions(node.body) or [ast.Pass()]
+            node.body = _definitions(node.body, bound) or [ast.Pass()]
             for handler in node.handlers:
-                handler.body = _definitions(handler.body) or [ast.Pass()]
-            node.orelse = _definitions(node.orelse)
-            node.finalbody = _definitions(node.finalbody)
+                handler.body = _definitions(handler.body, bound) or [ast.Pass()]
+            node.orelse = _definitions(node.orelse, bound)
+            node.finalbody = _definitions(node.finalbody, bound)
             kept.append(node)
     return kept
 
@@ -104,9 +147,10 @@ def _definitions(body: list[ast.stmt]) -> list[ast.stmt]:
 def definitions_only(source: str | bytes, filename: str) -> ast.Module:
     """A file's definitions without its script body: imports, classes, functions and
     assignments that call nothing (and `if`/`try` blocks of those) are kept; every other
-    statement, `if __name__ == "__main__":` included, is left out. Line numbers stay."""
+    statement, `if __name__ == "__main__":` included, is left out, and so is a kept kind of
+    statement that reads a name only a left-out one binds. Line numbers stay."""
     tree = ast.parse(source, filename)
-    tree.body = _definitions(tree.body)
+    tree.body = _definitions(tree.body, _Bound())
     return ast.fix_missing_locations(tree)
 
 
