@@ -995,11 +995,12 @@ class ModuleCreatedInForward(StaticRule):
         if self._kept_on_self(node, method):
             return  # built once and registered (a lazily created or replaced layer)
         name = dotted_name(node.func) or "module"
-        self.report(
-            node,
-            f"`{name}(...)` is built on every call of `forward`: its weights are re-initialised, "
-            "never registered nor trained; create it once in `__init__`",
-        )
+        if qualified is not None and "Dropout" in qualified.rsplit(".", 1)[-1]:
+            what = "it is always in training mode (`model.eval()` never reaches it)"
+        else:
+            what = "its weights are re-initialised, never registered nor trained"
+        self.report(node, f"`{name}(...)` is built on every call of `forward`: {what}; create it "
+                    "once in `__init__`")
 
 
     def _kept_on_self(self, call: cst.Call, method: cst.FunctionDef) -> bool:

@@ -189,6 +189,17 @@ class ModuleBuiltInForwardAtRuntime(RuntimeCheck):
                 "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
                 "    def forward(self, x):\n        make = nn.Linear\n"
                 "        return make(4, 4)(self.fc(x))\n", line=12),
+        Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+                "    def forward(self, x):\n        make = nn.Dropout\n"
+                "        return make(0.5)(self.fc(x))\n", line=12),
+    ]
+    valid = [
+        # a module without weights nor a train/eval difference behaves the same built anew
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+        "    def forward(self, x):\n        act = nn.ReLU\n"
+        "        return act()(self.fc(x))\n",
     ]
 
     def check(self, run) -> None:
@@ -197,12 +208,25 @@ class ModuleBuiltInForwardAtRuntime(RuntimeCheck):
         for key in run.rebuilt_in_forward():
             module, parent, site = run.first.unregistered[key]
             name = type(module).__name__
+            holds_state = any(True for _ in module.parameters()) or any(
+                True for _ in module.buffers())
+            if not holds_state and not _follows_mode(module):
+                continue  # an activation, a pad, a loss: built anew, it behaves the same
             loc = (site[0], site[1]) if site else run.location_of(parent)
             if site:
                 loc = _construction_line(site[0], site[1], name) or loc
+            what = ("its weights are re-initialised each forward and never trained"
+                    if holds_state else
+                    "it is always in training mode (`model.eval()` never reaches it)")
             run.report(self.code, f"a new `{name}` is built on every call inside "
-                       f"`{parent or run.name}`: its weights are re-initialised each "
-                       f"forward and never trained; build it in `__init__`", loc)
+                       f"`{parent or run.name}`: {what}; build it in `__init__`", loc)
+
+
+def _follows_mode(module) -> bool:
+    """Whether `module` without weights still behaves differently in train and eval mode."""
+    from torch import nn
+
+    return isinstance(module, nn.modules.dropout._DropoutNd)
 
 
 def _construction_line(path: str, line: int, type_name: str) -> tuple[str, int] | None:
