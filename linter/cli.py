@@ -387,7 +387,7 @@ def _cache(config: Config, rules, sources=None):
     if directory is None:
         return None
     cache = Cache(directory, settings_key(modellint.__version__, rules, config.rule_options(),
-                                          sources))
+                                          sources), tree=(Path.cwd(), config.root))
     if cache.prepare():
         return cache
     if cache.problem:

@@ -204,6 +204,31 @@ def test_a_cache_folder_linked_out_of_the_repository_is_refused(tmp_path):
     assert "not using the cache folder" in proc.stderr and "link" in proc.stderr
 
 
+@pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
+def test_a_cache_dir_reached_through_a_linked_parent_is_refused(tmp_path, absolute):
+    """`MODELLINT_CACHE_DIR=.cache/modellint` (as a workflow sets it) with a committed
+    `.cache -> ../outside`: every name on the way is checked, not only the last."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "models").mkdir(parents=True)
+    (repo / "models" / "bad.py").write_text(BAD)
+    outside.mkdir()
+    (repo / ".cache").symlink_to("../outside")
+    cache_dir = str(repo / ".cache" / "modellint") if absolute else ".cache/modellint"
+    for _ in range(2):  # the second run would read what the first left
+        proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home",
+                         MODELLINT_CACHE_DIR=cache_dir)
+        assert findings(proc) == [("ML105", "models/bad.py", 5)]
+        assert "not using the cache folder" in proc.stderr and ".cache is a link" in proc.stderr
+    assert list(outside.iterdir()) == []
+
+    # a real folder on the way is used as before
+    (repo / ".cache").unlink()
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home",
+                     MODELLINT_CACHE_DIR=cache_dir)
+    assert findings(proc) == [("ML105", "models/bad.py", 5)] and proc.stderr == ""
+    assert (repo / ".cache" / "modellint" / "CACHEDIR.TAG").is_file()
+
+
 def test_a_shared_cache_dir_that_is_not_modellints_loses_nothing(tmp_path):
     shared = tmp_path / "shared"
     for name in ("othertool", "fedcba9876543210fedcba9876543210"):
