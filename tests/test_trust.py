@@ -307,6 +307,43 @@ def test_a_planted_fifo_entry_does_not_hang_the_run(tmp_path):
     assert findings(proc) == [("ML105", "net.py", 5)]
 
 
+# a pyproject.toml linked out of the tree (issue 23 item 16)
+
+def test_a_pyproject_linked_out_of_its_folder_is_not_read(tmp_path):
+    """Neither read (no TOML error quoting the file it leads to) nor applied; named with
+    --config by the person running modellint, it is."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "models").mkdir(parents=True)
+    (repo / "models" / "bad.py").write_text(BAD)
+    outside.mkdir()
+    (outside / "credentials").write_text("GITHUB_TOKEN = ghp_secret0123456789\n")
+    (repo / "pyproject.toml").symlink_to("../outside/credentials")
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home")
+    assert findings(proc) == [("ML105", "models/bad.py", 5)]
+    assert "not valid TOML" not in proc.stderr and "ghp_secret" not in proc.stderr
+    assert "line 1" not in proc.stderr
+    assert "not reading" in proc.stderr and "link to a file outside its folder" in proc.stderr
+
+    # a valid config outside is not applied either
+    (outside / "credentials").write_text('[tool.modellint]\nignore = ["ML"]\n')
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home")
+    assert findings(proc) == [("ML105", "models/bad.py", 5)]
+    named = modellint("check", ".", "--format", "json", "--config", "pyproject.toml", cwd=repo,
+                      home=tmp_path / "home")
+    assert findings(named) == [] and named.returncode == 0, named.stderr
+
+
+def test_a_pyproject_linked_within_its_folder_is_read(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "models" / "bad.py").write_text(BAD)
+    (repo / "config").mkdir()
+    (repo / "config" / "modellint.toml").write_text('[tool.modellint]\nignore = ["ML105"]\n')
+    (repo / "pyproject.toml").symlink_to("config/modellint.toml")
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home")
+    assert findings(proc) == [] and proc.stderr == ""
+
+
 # 3. planted cache entries
 
 def findings_entry(folder: Path) -> Path:
