@@ -8,8 +8,10 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import IO
 
 import modellint
 from modellint.config import (
@@ -37,6 +39,7 @@ from modellint.plugins import (
     save_manifest,
 )
 from modellint.report import printable
+from modellint.safe_write import UnsafePath, check_target, replacing
 from modellint.suppress import hidden_codes, shown_codes
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace", "server", "run")
@@ -386,7 +389,7 @@ def _cache(config: Config, rules, sources=None):
     if directory is None:
         return None
     cache = Cache(directory, settings_key(modellint.__version__, rules, config.rule_options(),
-                                          sources))
+                                          sources), tree=(Path.cwd(), config.root))
     if cache.prepare():
         return cache
     if cache.problem:
@@ -443,6 +446,43 @@ def _settings_text(config: Config, args, enabled: set[str], static_rules) -> str
     ]
     return "\n".join(f"{key} = {printable(text)}  # {printable(source)}"
                      for key, text, source in rows)
+
+
+def linted_tree(config: Config, args, paths: Sequence[str]) -> tuple[Path, ...]:
+    """The folders a run lints, beyond which a link in them is not the run's to write through:
+    each folder named (a named file's own folder) and the project whose config file was found
+    for them. Never the current folder as such: run from a parent folder, it holds more than
+    what was named (a --config kept elsewhere says nothing of where the project is either)."""
+    named = tuple(Path(p) if os.path.isdir(p) else Path(p).parent for p in paths)
+    explicit = getattr(args, "config", None)
+    return named if config.source is None or explicit else (config.root, *named)
+
+
+def _output_tree(linted: Sequence[Path]) -> tuple[Path, ...]:
+    """Where a link on the way to an output file is refused: the current folder (the checkout,
+    in CI) and the folders linted, all the repository's to plant links in."""
+    return (Path.cwd(), *linted)
+
+
+def check_output_file(path: str, tree: Sequence[Path]) -> None:
+    """Refuse, before the work starts, an output file that would be refused at the end."""
+    try:
+        check_target(path, tree)
+    except UnsafePath as exc:
+        raise UsageError(f"--output-file: {exc}") from None
+
+
+@contextmanager
+def output_file(path: str, tree: Sequence[Path]) -> Iterator[IO[str]]:
+    """The report's file, written as `modellint.safe_write.replacing` writes; a refusal or a
+    failed write is a usage error naming the option."""
+    try:
+        with replacing(path, tree) as handle:
+            yield handle
+    except UnsafePath as exc:
+        raise UsageError(f"--output-file: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--output-file: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _check_named_file(path: str) -> None:
@@ -604,6 +644,9 @@ def _cmd_check(args) -> int:
         return EXIT_CLEAN
     for path in paths if stdin_name is None else []:
         _check_named_file(path)
+    tree = linted_tree(config, args, [] if stdin_name is not None else paths)
+    if args.output_file:
+        check_output_file(args.output_file, _output_tree(tree))
     from modellint.static.discover import NOTEBOOK_SUFFIXES, SUFFIXES
 
     walked = (*SUFFIXES, *NOTEBOOK_SUFFIXES) if config.notebooks else SUFFIXES
@@ -638,9 +681,8 @@ def _cmd_check(args) -> int:
         jobs=args.jobs,
         cache=None if args.no_cache or args.fix or args.diff else _cache(
             config, static_rules, manifest.sources if manifest is not None else None),
-        # the project and each folder named (a named file's own folder): what links lead to
-        # beyond them is not the linted tree's to change
-        tree=(config.root, *(Path(p) if os.path.isdir(p) else Path(p).parent for p in paths)),
+        # what links lead to beyond them is not the linted tree's to change
+        tree=tree,
     )
     if args.runtime:
         from modellint.runtime.pass_ import torch_missing
@@ -680,9 +722,9 @@ def _cmd_check(args) -> int:
         # like ruff: the fixed source is the output; the findings go beside it
         sys.stdout.buffer.write(outcomes[0].fixed_source or stdin_source)
         sys.stdout.flush()
-    stream = (open(args.output_file, "w", encoding="utf-8") if args.output_file
-              else sys.stderr if stdin_name is not None and args.fix else sys.stdout)
-    try:
+    with (output_file(args.output_file, _output_tree(tree)) if args.output_file
+          else nullcontext(sys.stderr if stdin_name is not None and args.fix else sys.stdout)
+          ) as stream:
         if args.diff:
             stream.write(diff_text)
             if not args.quiet:
@@ -702,9 +744,6 @@ def _cmd_check(args) -> int:
                 models_unchecked=checked.unchecked if checked else 0,
             )
             registry.reporters[args.format](stream).report(findings, summary)
-    finally:
-        if args.output_file:
-            stream.close()
     if args.diff:
         return EXIT_FINDINGS if diff_text else EXIT_CLEAN
     if args.exit_zero:

@@ -8,6 +8,7 @@ import os
 import re
 import reprlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,18 +96,34 @@ def _resolve(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def find_pyproject(start: Path) -> Path | None:
+def _warn_stderr(message: str) -> None:
+    from modellint.report import printable
+
+    print(f"modellint: warning: {printable(message)}", file=sys.stderr)
+
+
+def find_pyproject(start: Path, warn: Callable[[str], None] = _warn_stderr) -> Path | None:
     """The nearest pyproject.toml at or above `start` that has a [tool.modellint] table.
 
     One that cannot be read as TOML is an error, not skipped: it may hold the settings (an
-    `ignore` silently dropped would change the results)."""
+    `ignore` silently dropped would change the results). One that is a link to a file outside
+    its own folder is neither read nor used (`warn` says so): the repository may have planted
+    it to have modellint read, and quote, a file elsewhere."""
     start = _resolve(start)
     directory = start if os.path.isdir(start) else start.parent
     for candidate in (directory, *directory.parents):
         path = candidate / "pyproject.toml"
+        if os.path.islink(path) and not _inside(_resolve(path), candidate):
+            warn(f"not reading {path}: it is a link to a file outside its folder (name it "
+                 "with --config to use it)")
+            continue
         if os.path.isfile(path) and "modellint" in _tool_table(_read_toml(path), path):
             return path
     return None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return os.path.commonpath([path, folder]) == str(folder)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -81,6 +81,27 @@ def test_a_link_out_of_the_linted_tree_is_not_written_through(modellint, tmp_pat
     assert (outside / "target.py").read_text() == NET
 
 
+def test_run_from_a_parent_folder_the_linted_tree_is_the_folder_named(modellint, tmp_path):
+    """No [tool.modellint] anywhere: the current folder (a parent of the checkout, holding
+    other projects) is no part of the linted tree, so a link out of `repo` is not followed."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    (outside / "target.py").write_text(NET)
+    (repo / "escape.py").symlink_to("../outside/target.py")
+    (repo / "net.py").write_text(NET)
+    result = modellint("repo", "--fix", "--format", "concise", cwd=tmp_path)
+    assert "escape.py leads to" in result.err and "outside the folders being linted" in result.err
+    assert (outside / "target.py").read_text() == NET
+    assert (repo / "net.py").read_text() == FIXED  # the file of the tree is fixed
+    assert "repo/escape.py:11:9: ML105" in result.out
+
+    # a file named in the checkout: its folder is the tree, not the current folder
+    named = modellint("repo/escape.py", "--fix", cwd=tmp_path)
+    assert "outside the folders being linted" in named.err
+    assert (outside / "target.py").read_text() == NET
+
+
 def test_a_link_within_the_tree_is_fixed_and_stays_a_link(modellint, tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "net.py").write_text(NET)

@@ -204,6 +204,31 @@ def test_a_cache_folder_linked_out_of_the_repository_is_refused(tmp_path):
     assert "not using the cache folder" in proc.stderr and "link" in proc.stderr
 
 
+@pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
+def test_a_cache_dir_reached_through_a_linked_parent_is_refused(tmp_path, absolute):
+    """`MODELLINT_CACHE_DIR=.cache/modellint` (as a workflow sets it) with a committed
+    `.cache -> ../outside`: every name on the way is checked, not only the last."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "models").mkdir(parents=True)
+    (repo / "models" / "bad.py").write_text(BAD)
+    outside.mkdir()
+    (repo / ".cache").symlink_to("../outside")
+    cache_dir = str(repo / ".cache" / "modellint") if absolute else ".cache/modellint"
+    for _ in range(2):  # the second run would read what the first left
+        proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home",
+                         MODELLINT_CACHE_DIR=cache_dir)
+        assert findings(proc) == [("ML105", "models/bad.py", 5)]
+        assert "not using the cache folder" in proc.stderr and ".cache is a link" in proc.stderr
+    assert list(outside.iterdir()) == []
+
+    # a real folder on the way is used as before
+    (repo / ".cache").unlink()
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home",
+                     MODELLINT_CACHE_DIR=cache_dir)
+    assert findings(proc) == [("ML105", "models/bad.py", 5)] and proc.stderr == ""
+    assert (repo / ".cache" / "modellint" / "CACHEDIR.TAG").is_file()
+
+
 def test_a_shared_cache_dir_that_is_not_modellints_loses_nothing(tmp_path):
     shared = tmp_path / "shared"
     for name in ("othertool", "fedcba9876543210fedcba9876543210"):
@@ -280,6 +305,43 @@ def test_a_planted_fifo_entry_does_not_hang_the_run(tmp_path):
         os.mkfifo(entry)
     proc = modellint("check", "net.py", "--format", "json", cwd=tmp_path, home=home)
     assert findings(proc) == [("ML105", "net.py", 5)]
+
+
+# a pyproject.toml linked out of the tree (issue 23 item 16)
+
+def test_a_pyproject_linked_out_of_its_folder_is_not_read(tmp_path):
+    """Neither read (no TOML error quoting the file it leads to) nor applied; named with
+    --config by the person running modellint, it is."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "models").mkdir(parents=True)
+    (repo / "models" / "bad.py").write_text(BAD)
+    outside.mkdir()
+    (outside / "credentials").write_text("GITHUB_TOKEN = ghp_secret0123456789\n")
+    (repo / "pyproject.toml").symlink_to("../outside/credentials")
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home")
+    assert findings(proc) == [("ML105", "models/bad.py", 5)]
+    assert "not valid TOML" not in proc.stderr and "ghp_secret" not in proc.stderr
+    assert "line 1" not in proc.stderr
+    assert "not reading" in proc.stderr and "link to a file outside its folder" in proc.stderr
+
+    # a valid config outside is not applied either
+    (outside / "credentials").write_text('[tool.modellint]\nignore = ["ML"]\n')
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home")
+    assert findings(proc) == [("ML105", "models/bad.py", 5)]
+    named = modellint("check", ".", "--format", "json", "--config", "pyproject.toml", cwd=repo,
+                      home=tmp_path / "home")
+    assert findings(named) == [] and named.returncode == 0, named.stderr
+
+
+def test_a_pyproject_linked_within_its_folder_is_read(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "models" / "bad.py").write_text(BAD)
+    (repo / "config").mkdir()
+    (repo / "config" / "modellint.toml").write_text('[tool.modellint]\nignore = ["ML105"]\n')
+    (repo / "pyproject.toml").symlink_to("config/modellint.toml")
+    proc = modellint("check", ".", "--format", "json", cwd=repo, home=tmp_path / "home")
+    assert findings(proc) == [] and proc.stderr == ""
 
 
 # 3. planted cache entries

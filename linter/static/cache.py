@@ -9,10 +9,12 @@ temporary file then renamed, so two concurrent runs never see half an entry.
 The linted repository may hold a cache folder of its own making, so nothing in one is trusted:
 each entry carries an HMAC with a per-user key kept outside the repository (created 0600 in
 `$XDG_CACHE_HOME/modellint` or `~/.cache/modellint`), so a planted entry is never believed; a
-cache folder that is a link, or an existing folder without modellint's CACHEDIR.TAG, is refused;
-pruning removes only files named like modellint's entries, inside folders named like its
-settings keys, never through a link; and in CI (`CI` or `GITHUB_ACTIONS` set) the cache inside
-the checkout is not used at all unless MODELLINT_CACHE_DIR names one.
+cache folder that is a link, one reached through a link inside the current folder or the
+project (each name on the way is checked, each folder modellint makes too), or an existing
+folder without modellint's CACHEDIR.TAG, is refused; pruning removes only files named like
+modellint's entries, inside folders named like its settings keys, never through a link; and in
+CI (`CI` or `GITHUB_ACTIONS` set) the cache inside the checkout is not used at all unless
+MODELLINT_CACHE_DIR names one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from modellint.finding import Finding, Fix, Severity
+from modellint.safe_write import UnsafePath, enter_folder
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
@@ -170,8 +173,12 @@ def manifest_store(environ: Mapping[str, str] = os.environ) -> Cache | None:
 
 
 class Cache:
-    def __init__(self, directory: Path, settings: str, key_directory: Path | None = None) -> None:
+    def __init__(self, directory: Path, settings: str, key_directory: Path | None = None,
+                 tree: tuple[Path, ...] = ()) -> None:
         self.root = directory
+        # the folders (the current one, the project) in which no name on the way to the cache
+        # may be a link: the repository holds them (`modellint.safe_write.enter_folder`)
+        self.tree = tree
         self.settings = settings
         self.directory = directory / settings
         self.key_directory = key_directory
@@ -193,7 +200,7 @@ class Cache:
         except (OSError, RuntimeError):  # RuntimeError: no home folder to keep the key in
             return False
         try:
-            self.problem = _claim(self.root)
+            self.problem = _claim(self.root, self.tree)
             if self.problem is None:
                 self.directory.mkdir(exist_ok=True)
                 if not _is_real_dir(self.directory):
@@ -385,11 +392,16 @@ def _decode(stored: dict) -> Outcome | None:
         return None
 
 
-def _claim(root: Path) -> str | None:
+def _claim(root: Path, tree: tuple[Path, ...]) -> str | None:
     """None when `root` is modellint's cache folder (made so if it is new or empty), else why
-    it is not used: a link, not a folder, or a folder of someone else's."""
+    it is not used: a link, reached through a link in `tree`, not a folder, or a folder of
+    someone else's."""
+    try:
+        enter_folder(root.parent, tree, create=True)
+    except UnsafePath as exc:
+        return f"not using the cache folder {root}: {exc}"
     if not os.path.lexists(root):
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(exist_ok=True)
     if not _is_real_dir(root):
         return f"not using the cache folder {root}: it is a link or not a folder"
     tag = root / "CACHEDIR.TAG"

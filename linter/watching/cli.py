@@ -5,6 +5,7 @@ a bounded budget, and report what it saw through the reporters `check` uses."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -127,6 +128,12 @@ def run_main(argv: list[str]) -> int:
                                                      "`modellint run` runs your script"))
     args.paths = [os.path.dirname(os.path.abspath(script)) if script else "."]
     config = cli._config_for(args)
+    # refused now rather than after the script's run
+    tree = cli._output_tree(cli.linted_tree(config, args, args.paths))
+    if args.output_file:
+        cli.check_output_file(args.output_file, tree)
+    if args.plots:
+        check_plots_folder(args.plots, tree)
     registry = cli._registry(config, args)
     validate_codes(config, set(registry.rules), {"select": args.select or [],
                                                  "extend-select": args.extend_select,
@@ -168,23 +175,32 @@ def run_main(argv: list[str]) -> int:
     if args.plots and summary_data:
         from modellint.watching.plots import write_plots
 
-        message = write_plots(summary_data, args.plots)
+        message = write_plots(summary_data, args.plots, tree)
         print(f"modellint: {printable(message)}", file=sys.stderr)
-    stream = open(args.output_file, "w", encoding="utf-8") if args.output_file else sys.stdout
-    try:
+    with (cli.output_file(args.output_file, tree) if args.output_file
+          else contextlib.nullcontext(sys.stdout)) as stream:
         summary = Summary(files_checked=1, rules=dict(registry.rules),
                           statistics=args.statistics, quiet=args.quiet,
                           color=cli._use_color(args.color, stream))
         registry.reporters[args.format](stream).report(findings, summary)
         if args.format in ("text", "concise") and not args.quiet and summary_data:
             stream.write(run_summary(summary_data) + "\n")
-    finally:
-        if args.output_file:
-            stream.close()
     if args.exit_zero:
         return cli.EXIT_CLEAN
     counted = [f for f in findings if f.severity.value != "info"]
     return cli.EXIT_FINDINGS if counted else cli.EXIT_CLEAN
+
+
+def check_plots_folder(folder: str, tree) -> None:
+    """--plots: refused before the run when the folder, or a name on the way to it, is a link
+    in the tree (`modellint.safe_write.enter_folder`)."""
+    from modellint import cli
+    from modellint.safe_write import UnsafePath, enter_folder
+
+    try:
+        enter_folder(folder, tree, create=False)
+    except UnsafePath as exc:
+        raise cli.UsageError(f"--plots: {exc}") from None
 
 
 def run_summary(data: dict) -> str:

@@ -7,7 +7,10 @@ import math
 import os
 
 
-def write_plots(summary: dict, folder: str) -> str:
+def write_plots(summary: dict, folder: str, tree) -> str:
+    """Each plot as `folder`/NAME.png, the folder and the files made as
+    `modellint.safe_write` makes them (no link in `tree` followed); what was written, or why
+    nothing was."""
     try:
         import matplotlib
 
@@ -15,8 +18,14 @@ def write_plots(summary: dict, folder: str) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "--plots needs matplotlib (pip install matplotlib); no plots were written"
-    os.makedirs(folder, exist_ok=True)
+    from modellint.safe_write import UnsafePath, enter_folder, replacing
+
+    try:
+        enter_folder(folder, tree, create=True)
+    except (UnsafePath, OSError) as exc:
+        return f"--plots: {_reason(exc)}; no plots were written"
     written = []
+    refused: list[str] = []
 
     def save(name: str, title: str, series: list[tuple[str, list[float]]], log: bool) -> None:
         series = [(label, values) for label, values in series if values]
@@ -34,9 +43,16 @@ def write_plots(summary: dict, folder: str) -> str:
             ax.legend(fontsize="small")
         fig.tight_layout()
         path = os.path.join(folder, name)
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        try:
+            with replacing(path, tree, binary=True) as handle:
+                fig.savefig(handle, format="png", dpi=100)
+            written.append(path)
+        except UnsafePath as exc:
+            refused.append(str(exc))
+        except OSError as exc:
+            refused.append(f"{path}: {_reason(exc)}")
+        finally:
+            plt.close(fig)
 
     save("loss.png", "loss (per backward)", [("loss", summary.get("losses") or [])], False)
     lrs = []
@@ -49,4 +65,9 @@ def write_plots(summary: dict, folder: str) -> str:
     save("grad_norm.png", "gradient norm (before each step)",
          [(f"optimizer {i}", norms) for i, norms in enumerate(summary.get("grad_norms") or [])],
          True)
-    return f"{len(written)} plot(s) written to {folder}"
+    not_written = f"; not written: {'; '.join(refused)}" if refused else ""
+    return f"{len(written)} plot(s) written to {folder}{not_written}"
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if not isinstance(exc, OSError) else exc.strerror or str(exc)
