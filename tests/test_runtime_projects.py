@@ -152,3 +152,55 @@ def test_fail_on_unchecked_must_be_a_boolean(tmp_path):
     result = _check("--runtime", "--", ".", cwd=tmp_path)
     assert result.returncode == 2
     assert "`runtime.fail-on-unchecked` must be true or false" in result.stderr
+
+
+VISION = """\
+import torch.nn as nn
+from timm.models.vision_transformer import VisionTransformer
+from torchvision.models import resnet18
+from torchvision.models.vision_transformer import VisionTransformer as TorchvisionViT
+
+
+class TimmViT(VisionTransformer):
+    def __init__(self):
+        super().__init__(img_size=224, patch_size=16, embed_dim=64, depth=1, num_heads=2)
+
+
+class TorchvisionTinyViT(TorchvisionViT):
+    def __init__(self):
+        super().__init__(image_size=224, patch_size=16, num_layers=1, num_heads=2,
+                         hidden_dim=64, mlp_dim=128)
+
+
+def zero_init_resnet():
+    return resnet18(num_classes=10, zero_init_residual=True)
+
+
+class AssertsItsSize(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        assert x.shape[-1] == 1000, f"expected width 1000, got {x.shape[-1]}"
+        return self.conv(x)
+"""
+
+
+def test_vision_models_get_the_input_size_they_declare_and_deliberate_zero_inits_are_quiet(
+        tmp_path):
+    write(tmp_path, "vision.py", VISION)
+    targets = ("TimmViT", "TorchvisionTinyViT", "zero_init_resnet", "AssertsItsSize")
+    write(tmp_path, "pyproject.toml", "[tool.modellint.runtime]\n" + "".join(
+        f'[[tool.modellint.runtime.models]]\ntarget = "vision.py:{name}"\n' for name in targets))
+    result = _check("--runtime", "--format", "json", "--select", "ML0,ML7", "--", "vision.py",
+                    cwd=tmp_path)
+    found = [(f["code"], f["message"]) for f in json.loads(result.stdout)]
+    # a ViT built for 224x224 is fed 224x224 (it said so), not a 32x32 guess that fails
+    assert not [f for f in found if f[0] == "ML701"], found
+    # zero_init_residual / a zero-initialised head learn from the first step: no ML706
+    assert not [f for f in found if f[0] == "ML706"], found
+    # a model that checks its own input size and fits none of the sizes tried: not checked,
+    # never reported as a mistake of the model
+    assert [code for code, message in found] == ["ML002"], found
+    assert "AssertsItsSize" in found[0][1] and "no input size fits" in found[0][1]

@@ -102,6 +102,9 @@ def infer(model: nn.Module) -> Inference | None:
                           nn.ConvTranspose2d, nn.ConvTranspose3d)):
         dims = len(layer.kernel_size)
         sizes = {1: SIZES_1D, 2: SIZES_2D, 3: SIZES_3D}[dims]
+        declared = declared_image_size(model) if dims == 2 else None
+        if declared is not None:  # the size the model says it was built for, first
+            sizes = (declared, *(size for size in sizes if size != declared))
         channels = layer.in_channels
         candidates = [[_spec((BATCH, channels, *([s] * dims)))] for s in sizes]
         return Inference(candidates, f"{where} ({type(layer).__name__}, in_channels={channels})",
@@ -132,6 +135,23 @@ def infer(model: nn.Module) -> Inference | None:
         specs = [_spec(shape) for _ in range(max(1, count))]
         return Inference([specs], f"{where} ({type(layer).__name__}, d_model={d_model}, "
                          f"batch_first={batch_first})", False)
+    return None
+
+
+# where vision models keep the input size they were built for (timm's PatchEmbed and
+# VisionTransformer, torchvision's VisionTransformer, Hugging Face configs' `image_size`)
+_IMAGE_SIZE_ATTRIBUTES = ("img_size", "image_size", "input_size", "input_resolution")
+
+
+def declared_image_size(model: nn.Module) -> int | None:
+    """The square image size the model or one of its modules declares, if any."""
+    for module in model.modules():
+        for attribute in _IMAGE_SIZE_ATTRIBUTES:
+            value = getattr(module, attribute, None)
+            if isinstance(value, (tuple, list)):
+                value = value[-1] if len(value) in (2, 3) and len(set(value[-2:])) == 1 else None
+            if isinstance(value, int) and not isinstance(value, bool) and 4 <= value <= 4096:
+                return value
     return None
 
 

@@ -616,6 +616,12 @@ class Runner:
         """Whether trying another input size may help: the failure moves or changes with the
         size (a Flatten→Linear width), rather than staying put (a channel mismatch)."""
         exc = failures[-1][0]
+        if isinstance(exc, (AssertionError, ValueError)):
+            # the model's own check of the input's size names the size it got: a message that
+            # changes with the size says another size may pass (never a mistake of the model)
+            if len(failures) < 2:
+                return total > 1
+            return len({str(e) for e, _ in failures}) > 1
         if not isinstance(exc, RuntimeError) or OOM.search(str(exc)):
             return False
         if len(failures) < 2:

@@ -144,16 +144,19 @@ class GradientAtInit(RuntimeRule):
     above the median over modules. Information only: it does not change the exit code.
 
     ## Why is this bad?
-    A zero gradient at the start (a zero-initialised layer in the path, a dead activation)
-    means those layers cannot learn; an exploding one means training will diverge unless the
-    initialisation or scale is fixed.
+    A zero gradient at the start (a dead activation, layers zeroed so that nothing flows
+    back) means those layers cannot learn; an exploding one means training will diverge
+    unless the initialisation or scale is fixed. A layer zero-initialised on purpose that
+    learns from the first step (timm's `zero_init_last`, a zero-initialised head or "zero
+    convolution") stalls the layers before it for one step only: that is not reported.
 
     ## Example
-        self.gate = nn.Linear(6, 6)
-        nn.init.zeros_(self.gate.weight)  # nothing flows back through it
+        def forward(self, x):
+            return self.c(torch.relu(self.a(x) - 1e3))  # every unit dead
 
     ## Use instead
-        self.gate = nn.Linear(6, 6)  # default initialisation
+        def forward(self, x):
+            return self.c(torch.relu(self.a(x)))
     """
 
     code = "ML706"
@@ -166,14 +169,20 @@ class GradientAtInit(RuntimeRule):
         "        self.a = nn.Linear(6, 6)\n        self.b = nn.Linear(6, 6)\n"
         "        self.c = nn.Linear(6, 2)\n\n"
         "    def forward(self, x):\n        return self.c(torch.tanh(self.b(torch.tanh(self.a(x)))))\n",
+        # a zero-initialised layer that learns at once (its own gradient is not zero)
+        HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.a = nn.Linear(6, 6)\n"
+        "        self.gate = nn.Linear(6, 6)\n        nn.init.zeros_(self.gate.weight)\n"
+        "        nn.init.zeros_(self.gate.bias)\n        self.c = nn.Linear(6, 2)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.c(self.gate(self.a(x)))\n",
     ]
     invalid = [
         Invalid(HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.a = nn.Linear(6, 6)\n"
-                "        self.gate = nn.Linear(6, 6)\n        nn.init.zeros_(self.gate.weight)\n"
-                "        nn.init.zeros_(self.gate.bias)\n        self.c = nn.Linear(6, 2)\n\n"
+                "        self.c = nn.Linear(6, 2)\n\n"
                 "    def forward(self, x):\n"
-                "        return self.c(self.gate(self.a(x)))\n", line=8),
+                "        return self.c(torch.relu(self.a(x) - 1e3))\n", line=8),
     ]
 
     def check(self, run) -> None:
@@ -191,6 +200,9 @@ class GradientAtInit(RuntimeRule):
         if len(norms) < 2:
             return
         zero = [p for p, n in norms if n == 0.0]
+        if zero and any(_zeroed_and_learning(module) for path, module in model.named_modules()
+                        if path in called):
+            zero = []  # a deliberate zero-init: the layers before it stall for one step only
         finite = sorted(n for _, n in norms if n > 0 and math.isfinite(n))
         if zero and len(zero) < len(norms):
             path = zero[0]
@@ -218,3 +230,12 @@ class GradientAtInit(RuntimeRule):
                            f"{worst:.3g} at initialisation, {worst / reference:.0f}× the "
                            f"norm near the output ({reference:.3g}): it explodes; check its "
                            f"initialisation and scale{note}", loc)
+
+
+def _zeroed_and_learning(module) -> bool:
+    """Whether `module` has a weight that is exactly zero and a gradient that is not: a layer
+    zero-initialised on purpose, which moves off zero at the first step."""
+    weight = getattr(module, "weight", None)
+    if weight is None or not getattr(weight, "requires_grad", False) or weight.grad is None:
+        return False
+    return bool(weight.count_nonzero() == 0) and bool(weight.grad.count_nonzero() > 0)
