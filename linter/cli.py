@@ -74,33 +74,18 @@ def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     return ""
 
 
-class _BeforeThePaths(argparse.Action):
-    """A switch that runs the linted repository's code (`--allow-config-plugins`, `--runtime`,
-    `-p`): taken only before the first path. pre-commit and the Action append the repository's
-    file names to the command line, and a file named `--runtime` after the paths must not turn
-    it on. A flag (nargs=0) is set; otherwise each value is appended, as `action="append"`."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        paths = getattr(namespace, "paths", None)
-        if paths:
-            raise UsageError(
-                f"{option_string} after the path {paths[0]}: a switch that runs the "
-                "repository's code is taken only before the paths, never from where file "
-                "names go; give it first")
-        if self.nargs == 0:
-            setattr(namespace, self.dest, True)
-        else:
-            setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), values])
-
-
 def _refuse_file_names_as_options(argv: list[str]) -> None:
     """Without `--`, a `check` command line may hold file names where options go (a pre-commit
-    hook whose `args` do not end with `--`): an option spelled like a file that exists here
-    is refused rather than obeyed, so that a committed file named `--exit-zero` cannot pass
-    the hook."""
-    if "--" in argv:
+    hook whose `args` do not end with `--` puts a committed `--allow-config-plugins` first,
+    as file names starting with `-` sort first): an option spelled like a file that exists
+    here is refused rather than obeyed, wherever it stands, so that no file name can turn
+    on a switch that runs the repository's code (`--allow-config-plugins`, `--runtime`, `-p`,
+    or any abbreviation) or pass the run (`--exit-zero`). A `--` ends the options, unless a
+    file named `--` is here: then it too may be a file name."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if end < len(argv) and not os.path.lexists("--"):
         return
-    for word in argv:
+    for word in argv[:end]:
         if word.startswith("-") and word != "-" and os.path.lexists(word):
             raise UsageError(
                 f"{word} is an option and the name of a file here, which may come from a list "
@@ -137,10 +122,9 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--config", metavar="FILE", help="a pyproject.toml or modellint.toml to use")
-    parser.add_argument("-p", dest="plugins", action=_BeforeThePaths, default=[],
-                        metavar="MODULE", help="load a plugin module (repeatable)")
-    parser.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action=_BeforeThePaths, nargs=0,
-                        default=False,
+    parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
+                        help="load a plugin module (repeatable)")
+    parser.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
                         help="load the plugins the config names (runs the repository's code)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -174,8 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--stdin-filename", metavar="PATH",
                        help="lint standard input as the file PATH (its config, per-file-ignores "
                        "and name in messages); with --fix, print the fixed source")
-    check.add_argument("--runtime", action=_BeforeThePaths, nargs=0, default=False,
-                       help="also build and trace the models")
+    check.add_argument("--runtime", action="store_true", help="also build and trace the models")
     check.add_argument("--device", help="cpu, cuda, cuda:N, mps or meta (runtime pass)")
     check.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="seconds per model (runtime pass)")
 
