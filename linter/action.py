@@ -9,9 +9,10 @@ Two steps, both driven by the action's inputs (`INPUT_ARGS`, `INPUT_SRC`, `INPUT
 `install` makes a virtual environment under `$RUNNER_TEMP` (with the job's site-packages
 visible, so that `runtime: true` can import the project's own dependencies) and installs
 modellint there: from the action's checkout, or `modellint==VERSION` from the registry.
-`run` checks `src` with `args`, reports with `--format github`, writes SARIF to `sarif-file`
-when asked (the annotations are then read back from it, so the checks run once), and exits
-with modellint's exit code. The checked repository is untrusted: the action adds no opt-in of
+`run` checks `src` (after `--`, so that no file name is an option) with `args`, reports with
+`--format github`, writes SARIF to `sarif-file` when asked (what was at that path is removed
+first, and the annotations are read back from the file only when modellint wrote it, so the
+checks run once), and exits with modellint's exit code. The checked repository is untrusted: the action adds no opt-in of
 its own (no `--allow-config-plugins`; `--runtime` only for `runtime: true`), and in CI
 modellint does not use a cache inside the checkout.
 """
@@ -24,7 +25,7 @@ import shlex
 import subprocess
 import sys
 import venv
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 TRUE = ("true", "1", "yes", "on")
@@ -84,9 +85,15 @@ def install(environ: Mapping[str, str]) -> int:
     return code
 
 
-def check_command(environ: Mapping[str, str], python: str = sys.executable) -> list[str]:
-    """The modellint command line for the inputs (without the output options)."""
+def check_command(environ: Mapping[str, str], python: str = sys.executable,
+                  output: Sequence[str] = ()) -> list[str]:
+    """The modellint command line for the inputs, with the `output` options. `src` comes last,
+    after `--`: it may list the pull request's own file names, and one named `--exit-zero` is
+    a file to check."""
     args = shlex.split(get_input("args", environ, "check") or "check")
+    if "--" in args:
+        raise SystemExit("modellint action: input `args` takes options only, without `--`: "
+                         "the files to check go in `src`")
     if flag("runtime", environ, False) and "--runtime" not in args:
         args.append("--runtime")
     src = shlex.split(get_input("src", environ, ".") or ".")
@@ -94,23 +101,58 @@ def check_command(environ: Mapping[str, str], python: str = sys.executable) -> l
     # sys.path, where a file named like one of modellint's imports (pluggy.py) would shadow it
     script = Path(python).with_name("modellint")
     prefix = [str(script)] if script.is_file() else [python, "-m", "modellint"]
-    return [*prefix, *args, *src]
+    return [*prefix, *args, *output, "--", *src]
+
+
+def remove_stale_output(path: str, workspace: str) -> str | None:
+    """Remove what is at `path` before modellint writes its own there (a SARIF file committed
+    by the pull request would otherwise be annotated and uploaded as this run's); the reason
+    when it cannot be, and nothing was removed. A path inside the workspace must stay inside
+    it: a committed link among its folders would make the removal, and the write, land
+    elsewhere."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    workspace = os.path.abspath(workspace)
+    if os.path.commonpath([folder, workspace]) == workspace:
+        real = os.path.realpath(workspace)
+        if os.path.commonpath([os.path.realpath(folder), real]) != real:
+            return f"the folder of {path} is a link that leads out of the workspace"
+    if os.path.isdir(target) and not os.path.islink(target):
+        return f"{path} is a folder"
+    try:
+        if os.path.lexists(target):
+            os.unlink(target)  # a link itself, never what it points to
+    except OSError as exc:
+        return f"cannot remove {path}: {exc.strerror}"
+    return None
 
 
 def run(environ: Mapping[str, str]) -> int:
     sarif_file = get_input("sarif-file", environ)
-    command = check_command(environ)
     env = dict(environ)
     if not flag("summary", environ, True):
         env.pop("GITHUB_STEP_SUMMARY", None)
     if not sarif_file:
-        return subprocess.call([*command, "--format", "github"], env=env)
-    code = subprocess.call([*command, "--format", "sarif", "--output-file", sarif_file], env=env)
+        return subprocess.call(check_command(environ, output=("--format", "github")), env=env)
+    problem = remove_stale_output(sarif_file, environ.get("GITHUB_WORKSPACE") or os.getcwd())
+    if problem:
+        print(f"modellint action: input `sarif-file`: {problem}; nothing was checked",
+              file=sys.stderr)
+        return 2
+    code = subprocess.call(
+        check_command(environ, output=("--format", "sarif", "--output-file", sarif_file)),
+        env=env)
+    if code not in (0, 1):
+        # modellint stopped before its report (its message is on stderr): whatever is at the
+        # path now is not this run's, and is neither annotated nor left for the upload
+        remove_stale_output(sarif_file, environ.get("GITHUB_WORKSPACE") or os.getcwd())
+        return code
     try:
         with open(sarif_file, encoding="utf-8") as handle:
             document = json.load(handle)
-    except (OSError, ValueError):
-        return code  # modellint failed before writing (its message is on stderr)
+    except (OSError, ValueError) as exc:
+        print(f"modellint action: cannot read back {sarif_file}: {exc}", file=sys.stderr)
+        return 2
     annotate(document, env)
     return code
 

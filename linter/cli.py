@@ -77,6 +77,25 @@ def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     return ""
 
 
+def _refuse_file_names_as_options(argv: list[str]) -> None:
+    """Without `--`, a `check` command line may hold file names where options go (a pre-commit
+    hook whose `args` do not end with `--` puts a committed `--allow-config-plugins` first,
+    as file names starting with `-` sort first): an option spelled like a file that exists
+    here is refused rather than obeyed, wherever it stands, so that no file name can turn
+    on a switch that runs the repository's code (`--allow-config-plugins`, `--runtime`, `-p`,
+    or any abbreviation) or pass the run (`--exit-zero`). A `--` ends the options, unless a
+    file named `--` is here: then it too may be a file name."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if end < len(argv) and not os.path.lexists("--"):
+        return
+    for word in argv[:end]:
+        if word.startswith("-") and word != "-" and os.path.lexists(word):
+            raise UsageError(
+                f"{word} is an option and the name of a file here, which may come from a list "
+                "of file names: put `--` before the file names (`modellint check [OPTIONS] -- "
+                "PATH...`; in a pre-commit hook, end `args` with `--`)")
+
+
 def _codes(value: str) -> list[str]:
     return [part.strip().upper() for part in value.split(",") if part.strip()]
 
@@ -223,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             from modellint.watching.cli import run_main
 
             return run_main(argv[1:])
+        if argv[0] == "check":
+            _refuse_file_names_as_options(argv[1:])
         args = build_parser().parse_args(argv)
         if args.command == "rules":
             return _cmd_rules(args)

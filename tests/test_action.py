@@ -107,7 +107,7 @@ def test_annotations_summary_and_exit_code(workspace):
                                                 ("error", "models/net.py")]
     summary = (workspace.parent / "step_summary.md").read_text()
     assert "Found 2 findings in 2 files (2 errors)." in summary
-    assert "| `ML105` | method-missing-self | 2 |" in summary
+    assert "| ` ML105 ` | ` method-missing-self ` | 2 |" in summary
     assert "https://github.com/octo/models/blob/0123abc/models/net.py#L5" in summary
 
 
@@ -146,7 +146,12 @@ def test_inputs_map_to_the_command_line(tmp_path):
     env = {"INPUT_ARGS": "check --select 'ML1,ML2'", "INPUT_SRC": "src tests",
            "INPUT_RUNTIME": "true", "GITHUB_ACTION_PATH": str(tmp_path)}
     assert check_command(env, "py") == [
-        "py", "-m", "modellint", "check", "--select", "ML1,ML2", "--runtime", "src", "tests"]
+        "py", "-m", "modellint", "check", "--select", "ML1,ML2", "--runtime", "--", "src",
+        "tests"]
+    assert check_command(env, "py", output=("--format", "github"))[-6:] == [
+        "--runtime", "--format", "github", "--", "src", "tests"]
+    with pytest.raises(SystemExit, match="without `--`"):
+        check_command({**env, "INPUT_ARGS": "check --"}, "py")
     bin_dir = tmp_path / "venv" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "modellint").write_text("#!/bin/sh\n")
@@ -181,3 +186,72 @@ def test_install_then_run_as_the_action_does(workspace, tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert sorted(annotations(proc.stdout)) == [("error", f"models/{HOSTILE}"),
                                                 ("error", "models/net.py")]
+
+
+# a pull request's own files as the action's inputs (issue 23 items 1 and 6)
+
+EVIL_PLUGIN = "import pathlib\n\npathlib.Path({marker!r}).write_text('evil.py ran')\n"
+
+
+def test_src_names_that_look_like_options_are_checked_as_files(workspace, tmp_path):
+    """`src` may list the pull request's changed files: one named `--allow-config-plugins`
+    must not load the repository's plugin, nor `--exit-zero` pass the check."""
+    marker = tmp_path / "MARKER"
+    (workspace / "evil.py").write_text(EVIL_PLUGIN.format(marker=str(marker)))
+    (workspace / "pyproject.toml").write_text('[tool.modellint]\nplugins = ["evil"]\n')
+    for name in ("--allow-config-plugins", "--exit-zero", "--runtime"):
+        (workspace / name).write_text(BAD)
+    for sarif in ("", "results.sarif"):
+        proc = run_action(workspace, src="--allow-config-plugins --exit-zero --runtime "
+                          "models/net.py", sarif_file=sarif)
+        assert proc.returncode == 1, proc.stderr
+        assert not marker.exists()
+        assert sorted(annotations(proc.stdout)) == [
+            ("error", "--allow-config-plugins"), ("error", "--exit-zero"), ("error", "--runtime"),
+            ("error", "models/net.py")]
+        assert "not loading plugin 'evil'" in proc.stderr
+
+
+def forged_sarif(workspace: Path) -> str:
+    """A SARIF file as a pull request would commit it: modellint's own format, made to say
+    what the pull request likes (one finding, in a file that has none)."""
+    made = run_action(workspace, src="models/net.py", sarif_file="made.sarif", summary="false")
+    assert made.returncode == 1, made.stderr
+    text = (workspace / "made.sarif").read_text().replace("models/net.py", "models/clean.py")
+    (workspace / "made.sarif").unlink()
+    return text.replace("has no `self`", "FORGED")
+
+
+def test_a_committed_sarif_file_is_neither_annotated_nor_left_for_upload(workspace):
+    (workspace / "results.sarif").write_text(forged_sarif(workspace))
+    # modellint stops before writing its own (exit 2)
+    proc = run_action(workspace, args="check --select NOPE1", src="models",
+                      sarif_file="results.sarif")
+    assert proc.returncode == 2
+    assert "modellint: error:" in proc.stderr
+    assert proc.stdout == ""
+    assert not (workspace.parent / "step_summary.md").exists()
+    assert not (workspace / "results.sarif").exists()
+    # a run that writes its own replaces it
+    (workspace / "results.sarif").write_text(forged_sarif(workspace))
+    proc = run_action(workspace, src="models", sarif_file="results.sarif")
+    assert proc.returncode == 1, proc.stderr
+    assert "FORGED" not in proc.stdout + (workspace / "results.sarif").read_text()
+    assert "models/clean.py" not in proc.stdout
+
+
+def test_a_committed_link_at_the_sarif_path_writes_nothing_outside(workspace, tmp_path):
+    outside = tmp_path / "outside.sarif"
+    outside.write_text("not modellint's")
+    (workspace / "results.sarif").symlink_to(outside)
+    proc = run_action(workspace, src="models", sarif_file="results.sarif")
+    assert proc.returncode == 1, proc.stderr
+    assert outside.read_text() == "not modellint's"
+    assert not (workspace / "results.sarif").is_symlink()
+    assert json.loads((workspace / "results.sarif").read_text())["runs"][0]["results"]
+    # a folder of the path that leads out of the workspace: refused, nothing checked
+    (workspace / "reports").symlink_to(tmp_path)
+    proc = run_action(workspace, src="models", sarif_file="reports/outside.sarif")
+    assert proc.returncode == 2
+    assert "leads out of the workspace" in proc.stderr and "Traceback" not in proc.stderr
+    assert outside.read_text() == "not modellint's"

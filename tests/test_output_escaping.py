@@ -125,7 +125,7 @@ def test_github_format_passes_no_escape_or_line_break(hostile_tree):
     assert any("::evil\\x1b[2J\\x1b[1;1H.py:5:9: ML105 " in line for line in lines)
     # the job summary is read by people too
     assert "\x1b" not in summary.read_text(encoding="utf-8")
-    assert "evil\\\\x1b\\[2J\\\\x1b\\[1;1H.py:5" in summary.read_text(encoding="utf-8")
+    assert "| ` evil\\x1b[2J\\x1b[1;1H.py:5 ` |" in summary.read_text(encoding="utf-8")
 
 
 def test_github_annotation_of_a_message_quoting_source():

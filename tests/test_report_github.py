@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,9 +165,9 @@ def test_step_summary_counts_rules_and_links_findings(tmp_path):
     text = summary_file.read_text()
     assert text.startswith("earlier step\n## modellint")
     assert "Found 3 findings in 3 files (2 errors, 1 warning)." in text
-    assert "| `ML105` | method-missing-self | 2 |" in text
+    assert "| ` ML105 ` | ` method-missing-self ` | 2 |" in text
     assert "https://github.com/octo/models/blob/abc123/a%20b.py#L2" in text
-    assert "`forward` has \\| no self" in text
+    assert "`` `forward` has \\| no self ``" in text
     # errors before warnings in the table
     assert text.index("net.py:5") < text.index("c.py:3")
 
@@ -206,3 +207,45 @@ def test_hostile_file_names_through_the_cli(tmp_path):
         assert props["line"] == "5" and data.startswith(f"{printable(name)}:5:")
     assert by_file["sub/broken.py"][1]["title"] == "modellint (ML000)"
     assert "method-missing-self" in Path(tmp_path / "summary.md").read_text()
+
+
+def summary_cells(text: str) -> list[list[str]]:
+    """The cells of the findings table (Location, Rule, Severity, Message), split where GitHub's
+    Markdown splits a table row: at each `|` without a backslash before it."""
+    rows = text.split("| Location | Rule | Severity | Message |\n| --- | --- | --- | --- |\n")[1]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]]
+            for row in rows.strip().splitlines() if row.startswith("|")]
+
+
+def code_span_text(cell: str) -> str:
+    """What a cell that is exactly one code span shows (CommonMark: the span closes only at a
+    run of backticks as long as the one that opened it; one space is dropped each side), or
+    fail: anything outside the span would be read as Markdown or HTML."""
+    match = re.fullmatch(r"(`+) (.*) \1", cell, re.S)
+    assert match, cell
+    fence, inner = match.groups()
+    assert len(fence) not in {len(run) for run in re.findall("`+", inner)}, cell
+    return inner.replace("\\|", "|")
+
+
+def test_step_summary_shows_repository_text_as_plain_text(tmp_path):
+    """The job summary is rendered as Markdown with HTML: what a message quotes from the code,
+    and a file name, show as their text, whatever backticks, tags and links they hold."""
+    summary_file = tmp_path / "summary.md"
+    environ = {"GITHUB_STEP_SUMMARY": str(summary_file), "GITHUB_WORKSPACE": str(tmp_path),
+               "GITHUB_REPOSITORY": "octo/models", "GITHUB_SHA": "abc123"}
+    messages = [
+        "`torch.load(\"<img src=x onerror=alert(1)>\")` loads [a](https://evil.example) **all**",
+        "``` `` ` closes | every <b>span</b> @octocat #1 $x$ &lt;",
+        "`` trailing `",
+    ]
+    path = tmp_path / "a`b<i>c</i>[d](e).py"
+    render([finding(path=str(path), line=i + 1, message=m) for i, m in enumerate(messages)],
+           environ, Summary(files_checked=1))
+    rows = summary_cells(summary_file.read_text())
+    assert [code_span_text(message) for *_, message in rows] == messages
+    for i, (location, rule, severity, _) in enumerate(rows):
+        label, url = re.fullmatch(r"\[(.*)\]\((\S+)\)", location).groups()
+        assert code_span_text(label) == f"a`b<i>c</i>[d](e).py:{i + 1}"
+        assert url.startswith("https://github.com/octo/models/blob/abc123/a%60b%3Ci%3E")
+        assert code_span_text(rule) == "ML105" and severity == "error"

@@ -9,6 +9,7 @@ the most severe findings are annotated first and one closing notice counts the r
 from __future__ import annotations
 
 import os
+import re
 import urllib.parse
 from collections import Counter
 from collections.abc import Mapping
@@ -155,22 +156,21 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _cell(text: str) -> str:
-    """Text kept inside one Markdown table cell: one line, `|` escaped (also within code)."""
-    return printable(text).replace("|", "\\|")
-
-
-def _plain(text: str) -> str:
-    """A file name shown as plain Markdown text: no character of it formats or links."""
+def _code(text: str) -> str:
+    """Text from the linted repository (a file name, a message quoting its code) as one
+    Markdown table cell's plain text: a code span, inside which nothing is HTML, Markdown, a
+    link, a mention or an emoji. Its fence is longer than any run of backticks in `text`, so
+    the text cannot close it; `|` is escaped, which the table reads even inside a span."""
     text = printable(text)
-    for char in "\\`*_[]<>|#!~":
-        text = text.replace(char, "\\" + char)
-    return text
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    cell = text.replace("|", "\\|")
+    # one space each side: the span drops it, and keeps a leading or trailing backtick inside
+    return f"{fence} {cell} {fence}"
 
 
 def _link(path: str, line: int, environ: Mapping[str, str], cell: int | None = None,
           file_line: int = 0) -> str:
-    label = _plain(f"{path}:cell {cell}:{line}" if cell is not None else f"{path}:{line}")
+    label = _code(f"{path}:cell {cell}:{line}" if cell is not None else f"{path}:{line}")
     if cell is not None:
         line = file_line or 1  # the notebook file's own line, which the blob view shows
     repository, sha = environ.get("GITHUB_REPOSITORY"), environ.get("GITHUB_SHA")
@@ -200,15 +200,15 @@ def step_summary(findings: list[Finding], summary: Summary, environ: Mapping[str
               "", "| Rule | Name | Count |", "| --- | --- | ---: |"]
     per_rule = Counter((f.code, f.name) for f in findings)
     for (code, name), count in sorted(per_rule.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"| `{code}` | {_cell(name)} | {count} |")
+        lines.append(f"| {_code(code)} | {_code(name)} | {count} |")
     ordered = sorted(findings, key=annotation_order)
     shown = ordered[:SUMMARY_ROWS]
     lines += ["", "| Location | Rule | Severity | Message |", "| --- | --- | --- | --- |"]
     for f in shown:
         path = display_path(f.path, environ)
         lines.append(
-            f"| {_link(path, f.line, environ, f.cell, f.notebook_line)} | `{f.code}` | {f.severity.value} "
-            f"| {_cell(f.message)} |"
+            f"| {_link(path, f.line, environ, f.cell, f.notebook_line)} | {_code(f.code)} "
+            f"| {f.severity.value} | {_code(f.message)} |"
         )
     if len(ordered) > len(shown):
         lines += ["", f"… and {len(ordered) - len(shown)} more."]
