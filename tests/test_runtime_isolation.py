@@ -268,3 +268,74 @@ def test_forward_returning_none_using_everything_is_clean(tmp_path):
                 self.result = self.head(self.fc(x).relu())
         """, "StoresAll")
     assert outcome.findings == []
+
+
+
+# a model whose forward fails on a shape mismatch: exactly one ML701, at `self.b` (line 8)
+BROKEN = textwrap.dedent("""\
+    import torch.nn as nn
+
+
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 8)
+            self.b = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    """)
+
+
+def forger(tried: Path) -> str:
+    """What code run by `--runtime` can do to modellint's own descriptors, done in a model's
+    construction: two result frames forged into the fork server's result pipe (its number read
+    from the server's command line) and a workflow command written to modellint's standard
+    output and error, all through /proc/<pid>/fd/N, and printed on its own output too; each
+    attempt is recorded in `tried`."""
+    return f"""\
+        import json, os
+        server = os.getppid()
+        with open(f"/proc/{{server}}/status") as handle:
+            modellint = int(next(l for l in handle if l.startswith("PPid:")).split()[1])
+        with open(f"/proc/{{server}}/cmdline", "rb") as handle:
+            result_fd = int(handle.read().split(b"\\0")[-3])
+        forged = json.dumps({{"findings": []}}) + "\\n"
+        command = "::error file=b_broken.py,line=1::forged by the model\\n"
+        for pid, fd, text in [(server, result_fd, forged * 2), (modellint, 1, command),
+                              (modellint, 2, command)]:
+            try:
+                out = os.open(f"/proc/{{pid}}/fd/{{fd}}", os.O_WRONLY | os.O_NONBLOCK)
+                os.write(out, text.encode())
+                os.close(out)
+                outcome = "written"
+            except OSError as exc:
+                outcome = type(exc).__name__
+            with open({str(tried)!r}, "a") as handle:
+                handle.write(f"{{pid}}/fd/{{fd}}: {{outcome}}\\n")
+        print(command, end="", flush=True)
+        os.write(2, command.encode())
+        """
+
+
+def _modellint(*args: str, cwd: Path):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "modellint", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the attack goes through /proc")
+def test_a_model_cannot_forge_the_next_models_result_nor_write_into_the_report(tmp_path):
+    tried = tmp_path / "tried.txt"
+    write(tmp_path, "a_forger.py", poison(forger(tried), "Forger"))
+    write(tmp_path, "b_broken.py", BROKEN)
+    result = _modellint("check", "--runtime", "--format", "github", "--no-cache", ".",
+                        cwd=tmp_path)
+    assert len(tried.read_text().splitlines()) == 3  # the attack ran
+    assert "forged by the model" not in result.stdout + result.stderr
+    reported = [line for line in result.stdout.splitlines() if line.startswith("::")]
+    assert len(reported) == 1, result.stdout
+    assert "file=b_broken.py,line=8," in reported[0] and "ML701" in reported[0], reported
+    assert result.returncode == 1, result.stderr
