@@ -255,3 +255,29 @@ def test_command_usage_errors(argv, message, capsys):
 
     assert main(["run", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the attack goes through /proc")
+def test_command_script_cannot_write_into_the_report(tmp_path):
+    # the script runs by design and may print anything on its own output; modellint's
+    # standard output, where the report goes, is out of its reach through /proc
+    script = tmp_path / "train.py"
+    tried = tmp_path / "tried.txt"
+    script.write_text(f"""\
+import os
+command = b"::error file=train.py,line=1::forged by the script\\n"
+try:
+    out = os.open(f"/proc/{{os.getppid()}}/fd/1", os.O_WRONLY | os.O_NONBLOCK)
+    os.write(out, command)
+    os.close(out)
+    outcome = "written"
+except OSError as exc:
+    outcome = type(exc).__name__
+with open({str(tried)!r}, "w") as handle:
+    handle.write(outcome)
+""" + (FIXTURES / "ml303_bad.py").read_text())
+    out = _run("--steps", "4", "--format", "github", "--", "python", str(script), cwd=tmp_path)
+    assert tried.read_text()  # the attack ran
+    assert "forged by the script" not in out.stdout, out.stdout
+    assert [line for line in out.stdout.splitlines() if line.startswith("::")], out.stdout
+    assert all("ML303" in line for line in out.stdout.splitlines() if line.startswith("::"))

@@ -268,3 +268,136 @@ def test_forward_returning_none_using_everything_is_clean(tmp_path):
                 self.result = self.head(self.fc(x).relu())
         """, "StoresAll")
     assert outcome.findings == []
+
+
+
+# a model whose forward fails on a shape mismatch: exactly one ML701, at `self.b` (line 8)
+BROKEN = textwrap.dedent("""\
+    import torch.nn as nn
+
+
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 8)
+            self.b = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    """)
+
+
+def forger(tried: Path) -> str:
+    """What code run by `--runtime` can do to modellint's own descriptors, done in a model's
+    construction: two result frames forged into the fork server's result pipe (its number read
+    from the server's command line) and a workflow command written to modellint's standard
+    output and error, all through /proc/<pid>/fd/N, and printed on its own output too; each
+    attempt is recorded in `tried`."""
+    return f"""\
+        import json, os
+        server = os.getppid()
+        with open(f"/proc/{{server}}/status") as handle:
+            modellint = int(next(l for l in handle if l.startswith("PPid:")).split()[1])
+        with open(f"/proc/{{server}}/cmdline", "rb") as handle:
+            result_fd = int(handle.read().split(b"\\0")[-3])
+        forged = json.dumps({{"findings": []}}) + "\\n"
+        command = "::error file=b_broken.py,line=1::forged by the model\\n"
+        for pid, fd, text in [(server, result_fd, forged * 2), (modellint, 1, command),
+                              (modellint, 2, command)]:
+            try:
+                out = os.open(f"/proc/{{pid}}/fd/{{fd}}", os.O_WRONLY | os.O_NONBLOCK)
+                os.write(out, text.encode())
+                os.close(out)
+                outcome = "written"
+            except OSError as exc:
+                outcome = type(exc).__name__
+            with open({str(tried)!r}, "a") as handle:
+                handle.write(f"{{pid}}/fd/{{fd}}: {{outcome}}\\n")
+        print(command, end="", flush=True)
+        os.write(2, command.encode())
+        """
+
+
+def _modellint(*args: str, cwd: Path):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "modellint", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the attack goes through /proc")
+def test_a_model_cannot_forge_the_next_models_result_nor_write_into_the_report(tmp_path):
+    tried = tmp_path / "tried.txt"
+    write(tmp_path, "a_forger.py", poison(forger(tried), "Forger"))
+    write(tmp_path, "b_broken.py", BROKEN)
+    result = _modellint("check", "--runtime", "--format", "github", "--no-cache", ".",
+                        cwd=tmp_path)
+    assert len(tried.read_text().splitlines()) == 3  # the attack ran
+    assert "forged by the model" not in result.stdout + result.stderr
+    reported = [line for line in result.stdout.splitlines() if line.startswith("::")]
+    assert len(reported) == 1, result.stdout
+    assert "file=b_broken.py,line=8," in reported[0] and "ML701" in reported[0], reported
+    assert result.returncode == 1, result.stderr
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="writes through /proc/self")
+def test_frames_that_reach_the_result_pipe_count_for_no_other_model(tmp_path, monkeypatch):
+    # the second line of defence, for a process that got to the pipe anyway (one with
+    # CAP_SYS_PTRACE): the first model leaks the nonce of its own request from the stack,
+    # and once it is done, frames forged with that nonce, with none, and garbage are
+    # written into the result pipe before the next model is checked
+    import json
+
+    from modellint.runtime.isolate import Worker
+
+    leaked = tmp_path / "nonce.txt"
+    first = write(tmp_path, "leaker.py", poison(f"""\
+        import sys
+        frame = sys._getframe()
+        while frame is not None and "request" not in frame.f_locals:
+            frame = frame.f_back
+        with open({str(leaked)!r}, "w") as handle:
+            handle.write(str(frame.f_locals["request"].get("nonce")))
+        """, "Leaker"))
+    second = write(tmp_path, "victim.py", VICTIM)
+    run = Worker.run
+
+    def run_then_forge(self, request, timeout):
+        result = run(self, request, timeout)
+        if request["name"] == "Leaker":
+            nonce = leaked.read_text()
+            frames = [b"not a frame\n", b'{"findings": []}\n',
+                      json.dumps({"nonce": nonce, "result": {"findings": []}}).encode() + b"\n",
+                      json.dumps({"nonce": nonce, "findings": []}).encode() + b"\n"]
+            pipe = os.open(f"/proc/self/fd/{self._result_r}", os.O_WRONLY)
+            os.write(pipe, b"".join(frames))
+            os.close(pipe)
+        return result
+
+    monkeypatch.setattr(Worker, "run", run_then_forge)
+    found = check([(first, "Leaker"), (second, "Victim")])
+    assert found["leaker.py:Leaker"] == []
+    assert_victim_reported_correctly(found["victim.py:Victim"])
+
+
+def test_a_model_that_writes_its_own_response_gets_a_finding_not_a_crash(tmp_path):
+    # the model's code can lie about its own model through its own result pipe; what it
+    # writes there that modellint cannot read is a failure of that model, reported
+    write(tmp_path, "a_liar.py", poison("""\
+        import os, stat
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            try:
+                if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    os.write(fd, b'{"oops": 1}\\n{"findings": [{}]}\\n')
+            except OSError:
+                pass
+        os._exit(0)
+        """, "Liar"))
+    write(tmp_path, "b_broken.py", BROKEN)
+    result = _modellint("check", "--runtime", "--format", "concise", "--no-cache", ".",
+                        cwd=tmp_path)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert "a_liar.py" in result.stdout and "exit status 0" in result.stdout, result.stdout
+    assert "b_broken.py:8:9: ML701" in result.stdout, result.stdout

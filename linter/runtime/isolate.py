@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import select
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import tempfile
 import time
 from typing import Any
 
-from modellint.runtime.worker import KILL_GRACE, WHERE_SIZE
+from modellint.runtime.worker import KILL_GRACE, WHERE_SIZE, keep_out_of_reach
 
 START_TIMEOUT = 120.0
 # seconds the server may take beyond a model's own timeout (forking, ending leftovers) before
@@ -44,6 +45,9 @@ class Worker:
         request_r, self._request_w = os.pipe()
         self._result_r, result_w = os.pipe()
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
+        # for the rest of this process's life: a process a model left behind must not reach
+        # modellint's output, even after the runtime pass (see worker.py's docstring)
+        keep_out_of_reach()
         env = dict(os.environ)
         env.setdefault("PYTHONFAULTHANDLER", "1")
         # the working directory goes on sys.path in each model's child, not here: the
@@ -60,29 +64,34 @@ class Worker:
         os.close(request_r)
         os.close(result_w)
         self._buffer = b""
-        ready = self._read(START_TIMEOUT)
+        ready = self._read(time.monotonic() + START_TIMEOUT)
         if not isinstance(ready, dict) or not ready.get("ready"):
             tail = self._stderr_tail()
             self.stop()
             raise RuntimeError(f"the runtime worker did not start: {tail or ready}")
 
-    def _read(self, timeout: float) -> dict[str, Any] | str:
-        """One JSON line, or "timeout"/"eof"."""
-        deadline = time.monotonic() + timeout
+    def _read(self, deadline: float) -> dict[str, Any] | str:
+        """The next line that is a JSON object, or "timeout"/"eof"; other lines are skipped."""
         assert self._result_r is not None, "read after start()"
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "timeout"
-            ready, _, _ = select.select([self._result_r], [], [], min(left, 1.0))
-            if not ready:
+        while True:
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "timeout"
+                ready, _, _ = select.select([self._result_r], [], [], min(left, 1.0))
+                if not ready:
+                    continue
+                chunk = os.read(self._result_r, 1 << 16)
+                if not chunk:
+                    return "eof"
+                self._buffer += chunk
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            try:
+                frame = json.loads(line)
+            except ValueError:
                 continue
-            chunk = os.read(self._result_r, 1 << 16)
-            if not chunk:
-                return "eof"
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+            if isinstance(frame, dict):
+                return frame
 
     def _send(self, data: bytes) -> None:
         assert self._request_w is not None, "send after start()"
@@ -92,7 +101,10 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None
-        payload = json.dumps({**request, "timeout": timeout}) + "\n"
+        # chosen now, after the previous model's processes have ended: only a frame with it
+        # is this model's (see worker.py's docstring)
+        nonce = secrets.token_hex(16)
+        payload = json.dumps({**request, "timeout": timeout, "nonce": nonce}) + "\n"
         try:
             self._send(payload.encode())
         except BrokenPipeError:
@@ -100,20 +112,25 @@ class Worker:
             self.start()
             self._send(payload.encode())
         self._child = None
+        deadline = time.monotonic() + timeout + KILL_GRACE + SERVER_MARGIN
         while True:
-            result = self._read(timeout + KILL_GRACE + SERVER_MARGIN)
-            if not (isinstance(result, dict) and "child" in result):
+            frame = self._read(deadline)
+            if not isinstance(frame, dict):
                 break
-            self._child = result["child"]
-        if isinstance(result, dict):
-            self._child = None
-            if "failure" in result:
-                result["site"] = _site(result.pop("trace", ""))
-            return result
+            if frame.get("nonce") != nonce:
+                continue
+            if isinstance(frame.get("child"), int):
+                self._child = frame["child"]
+            elif isinstance(frame.get("result"), dict):
+                self._child = None
+                result = frame["result"]
+                if "failure" in result:
+                    result["site"] = _site(result.pop("trace", ""))
+                return result
         # the server itself stopped answering or ended: not the model's doing
         tail = self._stderr_tail()[-500:]
         self.stop()
-        what = "stopped answering" if result == "timeout" else "ended"
+        what = "stopped answering" if frame == "timeout" else "ended"
         return {"internal": f"the runtime worker {what}" + (f": {tail}" if tail else "")}
 
     def _stderr_tail(self) -> str:

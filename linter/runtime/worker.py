@@ -1,5 +1,16 @@
 """The worker: a server process that imports torch once, then forks a fresh child for each
-model request (one JSON line each, from a pipe) and writes one JSON line back.
+model request (one JSON line each, from a pipe) and writes back JSON lines tagged with the
+request's nonce: `{"nonce", "child": pid}` once the child runs, `{"nonce", "result": {...}}`
+when it is done and every process it started has ended.
+
+The model's code runs in the child by design and may lie about its own model; it must not
+reach this server's pipes or modellint's own output, which would let it forge another model's
+result or write into the report. The child holds no descriptor of theirs (only its own result,
+output and trace pipes), and on Linux both processes are made non-dumpable and the child gives
+up CAP_SYS_PTRACE, so it cannot open them through /proc/<pid>/fd/N, read their memory, or
+ptrace them (see `keep_out_of_reach`). modellint chooses each request's nonce after the
+previous model's processes have ended, and takes a model's result only from a frame with its
+nonce, so no frame sent or forged while one model was checked can count for another.
 
 Each child starts from the server's clean state, in a session (process group) of its own, so
 nothing one model does to its interpreter (grad mode, default dtype, `sys.modules`, the
@@ -130,7 +141,13 @@ OUTPUT_KEEP = 64 * 1024
 # bytes of the child's response read at most (a process it forked could write there too)
 RESULT_LIMIT = 64 << 20
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_LOWER = 3
+_CAP_SYS_PTRACE = 19
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 class Capture:
@@ -178,6 +195,46 @@ def _prctl(option: int, value: int) -> None:
         pass
 
 
+def keep_out_of_reach() -> None:
+    """Close this process's descriptors and memory to the other processes of its user, which
+    is what model code run by modellint is (Linux: not dumpable, so /proc/<pid>/fd/N,
+    /proc/<pid>/mem, pidfd_getfd and ptrace need CAP_SYS_PTRACE). A forked child inherits it;
+    an exec ends it."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def give_up_ptrace() -> None:
+    """Drop CAP_SYS_PTRACE, which reaches into non-dumpable processes, from this process and
+    what it starts, where it has it (modellint run as root): from the bounding set first (an
+    exec as root would grant it again), then from the permitted, effective, inheritable and
+    ambient sets. Best effort, Linux only."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_PTRACE, 0, 0, 0)
+        libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_LOWER, _CAP_SYS_PTRACE, 0, 0)
+        header, data = Header(_LINUX_CAPABILITY_VERSION_3, 0), (Data * 2)()
+        if libc.capget(ctypes.byref(header), data) == 0:
+            keep = ~(1 << _CAP_SYS_PTRACE) & 0xFFFFFFFF
+            data[0].effective &= keep
+            data[0].permitted &= keep
+            data[0].inheritable &= keep
+            libc.capset(ctypes.byref(header), data)
+    except (OSError, AttributeError):
+        pass
+
+
 def _child_main(request: dict, where: Where, result_w: int, trace_w: int) -> None:
     """In the forked child: check the model, write the response to `result_w`."""
     trace = os.fdopen(trace_w, "w", encoding="utf-8")
@@ -213,6 +270,10 @@ def _fork_child(request: dict, where: Where, server_fds: tuple[int, ...]):
         try:
             os.setsid()  # its own session and process group: ended as one when done
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # and with the server
+            # the model's code runs here: the server's and modellint's descriptors and
+            # memory stay out of its reach (it inherits the server's non-dumpable state)
+            give_up_ptrace()
+            keep_out_of_reach()
             for fd in (*server_fds, *(r for r, _ in pipes)):
                 os.close(fd)
             (_, result_w), (_, output_w), (_, trace_w) = pipes
@@ -308,6 +369,32 @@ def _read_ready(ready: list[int], sinks: dict) -> None:
             os.close(fd)
 
 
+def _well_formed(response: Any) -> bool:
+    """Whether a child's response has the shape modellint reads: the model's code runs in
+    the child and could have written anything on its result pipe."""
+
+    def optional(value: Any, kind: type) -> bool:
+        return value is None or isinstance(value, kind)
+
+    if not isinstance(response, dict):
+        return False
+    notes = response.get("notes", [])
+    if not (isinstance(notes, list) and all(isinstance(note, str) for note in notes)):
+        return False
+    if "findings" in response:
+        findings = response["findings"]
+        return isinstance(findings, list) and all(
+            isinstance(raw, dict) and isinstance(raw.get("code"), str)
+            and isinstance(raw.get("message"), str) and optional(raw.get("file"), str)
+            and optional(raw.get("line"), int) for raw in findings)
+    if "error" in response:
+        site = response.get("site")
+        return isinstance(response["error"], str) and (site is None or (
+            isinstance(site, list) and len(site) == 2 and isinstance(site[0], str)
+            and isinstance(site[1], int)))
+    return response.get("skip") is True or isinstance(response.get("internal"), str)
+
+
 def serve(request: dict, where: Where, server_fds: tuple[int, ...], announce=None) -> dict:
     """Check one model in a fresh child; its response, or what happened to it. `announce`
     is told the child's process id (its process group) as soon as it runs."""
@@ -368,6 +455,8 @@ def serve(request: dict, where: Where, server_fds: tuple[int, ...], announce=Non
             response = json.loads(bytes(result).splitlines()[-1])
         except ValueError:
             response = None
+        if not _well_formed(response):  # the model's code may have written it
+            response = None
     if response is None:
         phase, module = read_where(where.path)
         response = {"failure": "timeout" if timed_out else "died", "phase": phase,
@@ -387,6 +476,8 @@ def serve(request: dict, where: Where, server_fds: tuple[int, ...], announce=Non
 
 
 def main(request_fd: int, result_fd: int, where_path: str) -> None:
+    # before any model's code runs: see the module's docstring
+    keep_out_of_reach()
     # nothing this process prints may reach the protocol: stdout goes to stderr
     os.dup2(2, 1)
     faulthandler.enable(file=sys.stderr, all_threads=False)
@@ -414,8 +505,10 @@ def main(request_fd: int, result_fd: int, where_path: str) -> None:
     send({"ready": True})
     for line in requests:
         request = json.loads(line)
-        send(serve(request, where, (request_fd, result_fd),
-                   announce=lambda pid: send({"child": pid})))
+        nonce = request.get("nonce")
+        result = serve(request, where, (request_fd, result_fd),
+                       announce=lambda pid, nonce=nonce: send({"nonce": nonce, "child": pid}))
+        send({"nonce": nonce, "result": result})
 
 
 if __name__ == "__main__":

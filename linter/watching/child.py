@@ -79,6 +79,10 @@ def main(argv: list[str]) -> int:
     if os.environ.get("RANK") not in (None, "", "0"):  # under torchrun: one result per rank
         result_path = f"{result_path}.rank{os.environ['RANK']}"
     assert separator == "--"
+    # before the script runs: run as root, it could otherwise open modellint's descriptors
+    from modellint.runtime.worker import give_up_ptrace
+
+    give_up_ptrace()
     options = json.loads(options_text)
     finish = _Finish(result_path, options)
     from modellint.watching.record import BudgetSpent, Recorder, crash_record

@@ -237,6 +237,11 @@ def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
                 stdout = sys.stderr.fileno()
             except (AttributeError, OSError, ValueError):  # a captured stream
                 stdout = None
+        # the script may print anything on its own output, but it must not reach the report:
+        # modellint's descriptors are closed to it (see modellint.runtime.worker)
+        from modellint.runtime.worker import keep_out_of_reach
+
+        keep_out_of_reach()
         try:
             process = subprocess.Popen(child, stdout=stdout)
         except OSError as exc:
