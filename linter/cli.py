@@ -623,7 +623,8 @@ def _cmd_check(args) -> int:
         # a --config kept elsewhere (a home folder) says nothing of where the project is
         root = project_root(None if args.config else config.source, paths)
         if root is not None:
-            project = project_files(root, paths, lambda p: is_excluded(config, p), walked)
+            project = project_files(root, paths, lambda p: is_excluded(config, p), walked,
+                                    warn)
     opts = StaticOptions(
         project=project,
         rules=[] if light else static_rules,
