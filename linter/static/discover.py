@@ -635,7 +635,7 @@ def project_files(root: Path, paths: list[str], excluded: Callable[[Path], bool]
             named.add(same_file_key(os.path.normpath(given)))
     display = os.path.relpath(real_root)
     inside = tuple(folders)
-    found = []
+    found: list[tuple[str, Path]] = []
     size = 0
     for shown, path in _walk(display, Path(display), excluded, None, suffixes):
         key = str(path)
