@@ -606,13 +606,17 @@ def _cmd_check(args) -> int:
 
     walked = (*SUFFIXES, *NOTEBOOK_SUFFIXES) if config.notebooks else SUFFIXES
     tasks = []
+    # what .gitignore files kept out of the walk (a named file is always linted, as in ruff)
+    ignored: list[str] = []
     found = ([(stdin_name, Path(stdin_name))] if stdin_name is not None
-             else discover(paths, lambda p: is_excluded(config, p), warn, walked))
+             else discover(paths, lambda p: is_excluded(config, p), warn, walked, ignored))
     for display, path in found:
         tasks.append((display, path, disabled_for(config, enabled, path, registry.rules)))
     if args.show_files:
         for display, _, _ in tasks:
             print(printable(display))
+        for display in ignored:
+            print(f"modellint: ignored by .gitignore: {printable(display)}", file=sys.stderr)
         return EXIT_CLEAN
     project: list = []
     if static_rules:
@@ -687,6 +691,7 @@ def _cmd_check(args) -> int:
         else:
             summary = Summary(
                 files_checked=len(tasks),
+                files_ignored=sum(not display.endswith("/") for display in ignored),
                 notebooks_checked=sum(outcome.notebook for outcome in outcomes),
                 fixed=sum(outcome.fixed for outcome in outcomes),
                 rules=dict(registry.rules),

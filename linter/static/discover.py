@@ -445,23 +445,24 @@ def _is_virtualenv(directory: Path) -> bool:
 
 def discover(
     paths: list[str], excluded: Callable[[Path], bool], warn: Warn | None = None,
-    suffixes: tuple[str, ...] = SUFFIXES,
+    suffixes: tuple[str, ...] = SUFFIXES, ignored: list[str] | None = None,
 ) -> Iterator[tuple[str, Path]]:
     """(display path, path) for every file to lint, in a stable order. A file named explicitly
     is always linted; folders are walked for regular files named with one of `suffixes` (*.py
     and *.pyi; `check` adds *.ipynb). `warn` is told of each folder that cannot be searched
-    (the walk goes on without it)."""
+    (the walk goes on without it); `ignored` gets the display path of each file and folder
+    (ending in `/`) that a .gitignore kept out of the walk."""
     for given in paths:
         root = Path(given)
         # os.path.isdir, not Path.is_dir: that raises inside a folder that cannot be searched
         if not os.path.isdir(root):
             yield given, root
             continue
-        yield from _walk(given, root, excluded, warn, suffixes)
+        yield from _walk(given, root, excluded, warn, suffixes, ignored)
 
 
 def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn: Warn | None,
-          suffixes: tuple[str, ...] = SUFFIXES):
+          suffixes: tuple[str, ...] = SUFFIXES, ignored: list[str] | None = None):
     ignores: list[GitIgnore] = []
     resolved = Path(os.path.realpath(root))
     for parent in reversed(resolved.parents):
@@ -473,7 +474,7 @@ def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn:
             ignores = [found] if found is not None else []
     if os.path.lexists(resolved / ".git"):
         ignores = []
-    walk = _Walk(str(resolved), excluded, warn, suffixes)
+    walk = _Walk(str(resolved), excluded, warn, suffixes, ignored)
     # the links are followed after the rest: a folder or file reached both directly and
     # through a link is walked once, under its own name
     yield from walk.folder(display_root, resolved, str(resolved), ignores)
@@ -498,8 +499,9 @@ class _Walk:
     otherwise be linted and quoted in the report."""
 
     def __init__(self, root: str, excluded: Callable[[Path], bool], warn: Warn | None,
-                 suffixes: tuple[str, ...]) -> None:
+                 suffixes: tuple[str, ...], ignored: list[str] | None) -> None:
         self.root, self.excluded, self.warn, self.suffixes = root, excluded, warn, suffixes
+        self.ignored = ignored
         self.folders: set[str] = set()  # real paths of the folders walked
         self.files: set[str] = set()  # real paths of the files yielded
         # (display, path in the tree, real path, whether a folder, the .gitignores in force)
@@ -545,7 +547,8 @@ class _Walk:
             if is_dir:
                 if entry.name in SKIPPED_DIRS or entry.name.endswith(".egg-info"):
                     continue
-                if _is_virtualenv(child) or _ignored(ignores, child, True) or self.excluded(child):
+                if _is_virtualenv(child) or self._ignored(ignores, child, child_display + "/",
+                                                          True) or self.excluded(child):
                     continue
                 if not entry.is_symlink():
                     yield from self.folder(child_display, child, os.path.join(real, entry.name),
@@ -557,7 +560,7 @@ class _Walk:
             elif entry.name.endswith(self.suffixes):
                 if not _regular_or_unreadable(entry):
                     continue  # a FIFO or device named *.py is not source code
-                if _ignored(ignores, child, False) or self.excluded(child):
+                if self._ignored(ignores, child, child_display, False) or self.excluded(child):
                     continue
                 if not entry.is_symlink():
                     self.files.add(os.path.join(real, entry.name))
@@ -567,14 +570,15 @@ class _Walk:
                 if target is not None:
                     self.links.append((child_display, child, target, False, ignores))
 
-
-def _ignored(ignores: list[GitIgnore], path: Path, is_dir: bool) -> bool:
-    decision = False
-    for gitignore in ignores:
-        verdict = gitignore.ignored(path, is_dir)
-        if verdict is not None:
-            decision = verdict
-    return decision
+    def _ignored(self, ignores: list[GitIgnore], path: Path, display: str, is_dir: bool) -> bool:
+        decision = False
+        for gitignore in ignores:
+            verdict = gitignore.ignored(path, is_dir)
+            if verdict is not None:
+                decision = verdict
+        if decision and self.ignored is not None:
+            self.ignored.append(display)
+        return decision
 
 
 def _regular_or_unreadable(entry: os.DirEntry) -> bool:
