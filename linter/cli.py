@@ -607,18 +607,33 @@ class _FileSettings:
     def of(self, path: Path) -> _Settings:
         if self.args.config:
             return self.first
-        folder = str(path) if os.path.isdir(path) else os.path.dirname(str(path)) or "."
-        key = os.path.realpath(folder)
-        found = self.by_folder.get(key)
+        folder = os.path.realpath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+        found = self.by_folder.get(folder)
         if found is None:
-            source = find_pyproject(Path(folder))
-            found = self.by_source.get(source)
-            if found is None:
-                found = self.by_source[source] = self._load(source, Path(key))
-            self.by_folder[key] = found
+            # the folders up to one already looked up, or to one with a pyproject.toml, share
+            # its answer: each pyproject.toml of the tree is read once, not once per folder
+            chain: list[str] = []
+            for candidate in (folder, *map(str, Path(folder).parents)):
+                found = self.by_folder.get(candidate)
+                if found is not None:
+                    break
+                chain.append(candidate)
+                if os.path.isfile(os.path.join(candidate, "pyproject.toml")):
+                    found = self._for(find_pyproject(Path(candidate)))
+                    break
+            else:
+                found = self._for(None)
+            for candidate in chain:
+                self.by_folder[candidate] = found
         return found
 
-    def _load(self, source: Path | None, folder: Path) -> _Settings:
+    def _for(self, source: Path | None) -> _Settings:
+        found = self.by_source.get(source)
+        if found is None:
+            found = self.by_source[source] = self._load(source)
+        return found
+
+    def _load(self, source: Path | None) -> _Settings:
         config = load_config(source)
         first = self.first
         if config.plugins or first.config.plugins:
