@@ -618,10 +618,110 @@ def _rule_classes(config: Config, args, rules) -> list:
     return [registry.rules[rule.code] for rule in rules]
 
 
+class _Settings:
+    """One configuration of a run and what it selects: the registry of its plugins, the codes
+    it enables and the enabled rules with a static check."""
+
+    def __init__(self, config: Config, registry: Registry | LightRegistry, enabled: set[str],
+                 static_rules: list, sources) -> None:
+        self.config, self.registry, self.enabled = config, registry, enabled
+        self.static_rules = static_rules
+        # the plugins' sources when `registry` came from the manifest (the rules are imported
+        # for the first file that misses the cache), else None
+        self.sources = sources
+
+    def options(self, args, project: list, paths: list[str]):
+        from modellint.static.runner import StaticOptions
+
+        light = self.sources is not None
+        return StaticOptions(
+            project=project,
+            rules=[] if light else self.static_rules,
+            load_rules=(lambda: _rule_classes(self.config, args, self.static_rules))
+            if light else None,
+            options=self.config.rule_options(),
+            fix=args.fix,
+            unsafe_fixes=args.unsafe_fixes,
+            diff=args.diff,
+            jobs=args.jobs,
+            cache=None if args.no_cache or args.fix or args.diff else _cache(
+                self.config, self.static_rules, self.sources),
+            # what links lead to beyond them is not the linted tree's to change
+            tree=linted_tree(self.config, args, paths),
+        )
+
+
+class _FileSettings:
+    """The settings of each file of a run: those of the nearest `pyproject.toml` with a
+    `[tool.modellint]` at or above its folder (ruff's rule, and what a run on that file alone,
+    `--stdin-filename` and the language server give it), or the `--config` given, for all.
+    A nested `aaa/pyproject.toml` thus governs the files under `aaa/` in a full run as in a
+    pre-commit run, and no other file whichever file comes first."""
+
+    def __init__(self, args, config: Config, registry: Registry | LightRegistry,
+                 enabled: set[str], static_rules: list, sources) -> None:
+        self.args = args
+        self.first = _Settings(config, registry, enabled, static_rules, sources)
+        self.by_source: dict[Path | None, _Settings] = {config.source: self.first}
+        self.by_folder: dict[str, _Settings] = {}
+
+    def of(self, path: Path) -> _Settings:
+        if self.args.config:
+            return self.first
+        folder = os.path.realpath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+        found = self.by_folder.get(folder)
+        if found is None:
+            # the folders up to one already looked up, or to one with a pyproject.toml, share
+            # its answer: each pyproject.toml of the tree is read once, not once per folder
+            chain: list[str] = []
+            for candidate in (folder, *map(str, Path(folder).parents)):
+                found = self.by_folder.get(candidate)
+                if found is not None:
+                    break
+                chain.append(candidate)
+                if os.path.isfile(os.path.join(candidate, "pyproject.toml")):
+                    found = self._for(find_pyproject(Path(candidate)))
+                    break
+            else:
+                found = self._for(None)
+            for candidate in chain:
+                self.by_folder[candidate] = found
+        return found
+
+    def _for(self, source: Path | None) -> _Settings:
+        found = self.by_source.get(source)
+        if found is None:
+            found = self.by_source[source] = self._load(source)
+        return found
+
+    def _load(self, source: Path | None) -> _Settings:
+        config = load_config(source)
+        first = self.first
+        if config.plugins or first.config.plugins:
+            # its own plugins (or none where the first configuration loaded some)
+            registry: Registry | LightRegistry = _registry(config, self.args)
+            sources = None
+        else:
+            registry, sources = first.registry, first.sources
+        enabled, static_rules = static_setup(config, registry, self.args.select,
+                                             self.args.extend_select, self.args.ignore)
+        return _Settings(config, registry, enabled, static_rules, sources)
+
+    def excluded(self, path: Path) -> bool:
+        return is_excluded(self.of(path).config, path)
+
+    def groups(self) -> list[_Settings]:
+        return list(self.by_source.values())
+
+    def rules(self) -> dict:
+        return {code: rule for settings in self.groups()
+                for code, rule in settings.registry.rules.items()}
+
+
 def _cmd_check(args) -> int:
     from modellint.report import Summary
     from modellint.static.discover import discover
-    from modellint.static.runner import StaticOptions, index_with_source, lint_file, run
+    from modellint.static.runner import index_with_source, lint_file, run
 
     stdin_name = args.stdin_filename
     if stdin_name is not None:
@@ -640,7 +740,6 @@ def _cmd_check(args) -> int:
     # a run that can be served from the cache reads the plugins' manifest, not the plugins
     store = _manifest_store(args, config, stdin_name)
     manifest = light_registry(store) if store is not None else None
-    light = manifest is not None
     registry: Registry | LightRegistry
     if manifest is None:
         registry = _registry(config, args)
@@ -670,18 +769,31 @@ def _cmd_check(args) -> int:
         check_output_file(args.output_file, _output_tree(tree))
     from modellint.static.discover import NOTEBOOK_SUFFIXES, SUFFIXES
 
-    walked = (*SUFFIXES, *NOTEBOOK_SUFFIXES) if config.notebooks else SUFFIXES
-    tasks = []
+    settings = _FileSettings(args, config, registry, enabled, static_rules,
+                             manifest.sources if manifest is not None else None)
+    walked = (*SUFFIXES, *NOTEBOOK_SUFFIXES)
+    tasks: list[tuple[str, Path, frozenset[str]]] = []
+    # what .gitignore files kept out of the walk (a named file is always linted, as in ruff)
+    ignored: list[str] = []
     found = ([(stdin_name, Path(stdin_name))] if stdin_name is not None
-             else discover(paths, lambda p: is_excluded(config, p), warn, walked))
+             else discover(paths, settings.excluded, warn, walked, ignored))
+    groups: dict[int, list[int]] = {}  # id of a file's settings -> the numbers of its tasks
     for display, path in found:
-        tasks.append((display, path, disabled_for(config, enabled, path, registry.rules)))
+        group = settings.of(path)
+        if (display.endswith(NOTEBOOK_SUFFIXES) and not group.config.notebooks
+                and display not in paths):
+            continue  # `notebooks = false`: a walk takes no notebook, a named one is linted
+        groups.setdefault(id(group), []).append(len(tasks))
+        tasks.append((display, path, disabled_for(group.config, group.enabled, path,
+                                                  group.registry.rules)))
     if args.show_files:
         for display, _, _ in tasks:
             print(printable(display))
+        for display in ignored:
+            print(f"modellint: ignored by .gitignore: {printable(display)}", file=sys.stderr)
         return EXIT_CLEAN
     project: list = []
-    if static_rules:
+    if any(group.static_rules for group in settings.groups()):
         # a run on a few files (pre-commit), or on an editor's buffer, still sees the whole
         # project's definitions
         from modellint.static.discover import project_files, project_root
@@ -689,47 +801,60 @@ def _cmd_check(args) -> int:
         # a --config kept elsewhere (a home folder) says nothing of where the project is
         root = project_root(None if args.config else config.source, paths)
         if root is not None:
-            project = project_files(root, paths, lambda p: is_excluded(config, p), walked)
-    opts = StaticOptions(
-        project=project,
-        rules=[] if light else static_rules,
-        # the rules themselves are imported for the first file that misses the cache
-        load_rules=(lambda: _rule_classes(config, args, static_rules)) if light else None,
-        options=config.rule_options(),
-        fix=args.fix,
-        unsafe_fixes=args.unsafe_fixes,
-        diff=args.diff,
-        jobs=args.jobs,
-        cache=None if args.no_cache or args.fix or args.diff else _cache(
-            config, static_rules, manifest.sources if manifest is not None else None),
-        # what links lead to beyond them is not the linted tree's to change
-        tree=tree,
-    )
+            project = project_files(root, paths, settings.excluded,
+                                    walked if config.notebooks else SUFFIXES, warn)
     if args.runtime:
         from modellint.runtime.pass_ import torch_missing
 
         if torch_missing():
             raise UsageError(torch_missing())
-    if stdin_name is not None:
-        stdin_source = sys.stdin.buffer.read()
-        if static_rules:
-            opts.index = index_with_source(tasks[0][0], stdin_source, opts)
-        outcomes = [lint_file(*tasks[0], opts, stdin=stdin_source)]
-    else:
-        outcomes = run(tasks, opts)
-    if opts.cache is not None:
-        opts.cache.prune()
-    findings = [f for outcome in outcomes for f in outcome.findings]
-    checked = None
-    if args.runtime:
-        from modellint.runtime.pass_ import LintedFile, run_runtime_pass
+    outcomes: list = [None] * len(tasks)
+    index = None
+    findings = []
+    # the runtime pass: models tried and not checked, over every settings group
+    models = unchecked = 0
+    fail_on_unchecked = args.fail_on_unchecked
+    for group in settings.groups():
+        numbers = groups.get(id(group), [])
+        if not numbers:
+            continue
+        opts = group.options(args, project, [] if stdin_name is not None else paths)
+        if stdin_name is not None:
+            stdin_source = sys.stdin.buffer.read()
+            if group.static_rules:
+                opts.index = index_with_source(tasks[0][0], stdin_source, opts)
+            outcomes = [lint_file(*tasks[0], opts, stdin=stdin_source)]
+            numbers = [0]
+        else:
+            if len(groups) > 1 and group.static_rules:
+                # one index for the whole run, whichever settings each file has
+                from modellint.static.index import index_files
 
-        # the files discovered once, with the model classes the static pass indexed in them
-        files = [LintedFile(display, os.path.realpath(path), outcome.classes)
-                 for (display, path, _), outcome in zip(tasks, outcomes, strict=True)]
-        checked = run_runtime_pass(findings, files, config, registry,
-                                   shown_codes(config, enabled), args)
-        findings = checked.findings
+                if index is None:
+                    index = index_files([(d, p) for d, p, _ in tasks] + list(project),
+                                        opts.cache, args.jobs,
+                                        linted=[display for display, _, _ in tasks])
+                opts.index = index
+            for number, outcome in zip(numbers, run([tasks[n] for n in numbers], opts),
+                                       strict=True):
+                outcomes[number] = outcome
+        if opts.cache is not None:
+            opts.cache.prune()
+        found_here = [f for number in numbers for f in outcomes[number].findings]
+        if args.runtime:
+            from modellint.runtime.pass_ import LintedFile, run_runtime_pass
+
+            # the files discovered once, with the model classes the static pass indexed in them
+            files = [LintedFile(tasks[n][0], os.path.realpath(tasks[n][1]),
+                                outcomes[n].classes) for n in numbers]
+            checked = run_runtime_pass(found_here, files, group.config, group.registry,
+                                       shown_codes(group.config, group.enabled), args)
+            found_here = checked.findings
+            models += checked.models
+            unchecked += checked.unchecked
+            fail_on_unchecked = fail_on_unchecked or bool(
+                (group.config.runtime or {}).get("fail-on-unchecked"))
+        findings.extend(found_here)
     findings.sort(key=lambda f: f.sort_key())
     for outcome in outcomes:
         for message in outcome.messages:
@@ -753,16 +878,17 @@ def _cmd_check(args) -> int:
         else:
             summary = Summary(
                 files_checked=len(tasks),
+                files_ignored=sum(not display.endswith("/") for display in ignored),
                 notebooks_checked=sum(outcome.notebook for outcome in outcomes),
                 fixed=sum(outcome.fixed for outcome in outcomes),
-                rules=dict(registry.rules),
+                rules=settings.rules(),
                 statistics=args.statistics,
                 quiet=args.quiet,
                 color=_use_color(args.color, stream),
                 fix_mode=args.fix,
                 unsafe_fixes=args.unsafe_fixes,
-                models=checked.models if checked else 0,
-                models_unchecked=checked.unchecked if checked else 0,
+                models=models,
+                models_unchecked=unchecked,
             )
             registry.reporters[args.format](stream).report(findings, summary)
     if args.diff:
@@ -770,7 +896,6 @@ def _cmd_check(args) -> int:
     if args.exit_zero:
         return EXIT_CLEAN
     counted = [f for f in findings if f.severity.value != "info"]
-    fail_on_unchecked = args.fail_on_unchecked or (config.runtime or {}).get("fail-on-unchecked")
-    if checked and checked.unchecked and fail_on_unchecked:
+    if unchecked and fail_on_unchecked:
         return EXIT_FINDINGS
     return EXIT_FINDINGS if counted else EXIT_CLEAN

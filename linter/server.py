@@ -291,7 +291,8 @@ class ModellintServer(LanguageServer):
         if project.reading:
             return ProjectIndex()
         files = [(os.path.abspath(found), found) for _, found in project_files(
-            root, [], lambda p: is_excluded(project.config, p), SUFFIXES)]
+            root, [], lambda p: is_excluded(project.config, p), SUFFIXES,
+            lambda message: self.tell(message, warning=True))]
         inside = os.path.join(os.path.abspath(root), "")
         if len(files) <= READ_PROJECT_IN_THREAD_FROM:
             project.index = self._with_open_documents(self._read_index(project, files), inside)

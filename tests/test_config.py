@@ -9,7 +9,7 @@ def _config(root, body: str):
     return write(root, "pyproject.toml", "[tool.modellint]\n" + body)
 
 
-def test_nearest_pyproject_above_the_first_path_wins(cli, tmp_path):
+def test_the_nearest_pyproject_above_each_file_wins(cli, tmp_path):
     # the working directory has its own config; the one beside the linted code is used
     _config(tmp_path, 'select = ["ML101"]\n')
     _config(tmp_path / "project", 'select = ["ML105"]\n')
@@ -18,8 +18,11 @@ def test_nearest_pyproject_above_the_first_path_wins(cli, tmp_path):
     write(tmp_path, "project/src/pyproject.toml", '[project]\nname = "x"\n')
     result = cli("project/src/pkg/net.py", "--format", "json")
     assert result.codes() == [("ML105", 11)]
-    # with no path the working directory's config applies
-    assert cli("--format", "json").codes() == [("ML101", 8)]
+    # with no path, the working directory's config applies to the files it governs
+    write(tmp_path, "net.py", NET)
+    found = cli("--format", "json").json()
+    assert sorted((f["path"], f["code"]) for f in found) == [
+        ("net.py", "ML101"), ("project/src/pkg/net.py", "ML105")]
 
 
 def test_command_line_wins_over_config(cli, tmp_path):
@@ -239,3 +242,39 @@ def test_plugins_key_loads_a_local_module(modellint, tmp_path):
     assert modellint("code.py", "--ignore", "HSE", trust).rc == 0
     _config(tmp_path, 'plugins = ["house_rules"]\nselect = ["HSE001"]\n')
     assert modellint("code.py", "--format", "json", trust).codes() == [("HSE001", 1)]
+
+
+def _findings(result) -> list[tuple[str, str, int]]:
+    return sorted((f["path"], f["code"], f["line"]) for f in result.json())
+
+
+def test_each_file_gets_the_settings_a_full_run_gives_it_whichever_file_comes_first(
+        modellint, tmp_path):
+    """A nested `aaa/pyproject.toml` governs the files under aaa/ and no other: a pre-commit
+    run (which names the changed files, aaa's first) fails where the full run fails, and a
+    run on one file agrees with the full run on that file (issue 23, item 8)."""
+    _config(tmp_path, 'per-file-ignores = { "bbb/skip.py" = ["ML101"] }\n')
+    _config(tmp_path / "aaa", 'ignore = ["ML"]\nexclude = ["gone.py"]\n')
+    write(tmp_path, "aaa/net.py", NET)
+    write(tmp_path, "aaa/gone.py", NET)
+    write(tmp_path, "bbb/net.py", NET)
+    write(tmp_path, "bbb/skip.py", NET)
+    (tmp_path / ".git").mkdir()
+    full = modellint(".", "--format", "json", "--no-cache")
+    assert full.rc == 1, full
+    expected = [(name, code, line) for name in ("bbb/net.py", "bbb/skip.py")
+                for code, line in (("ML101", 8), ("ML103", 9), ("ML105", 11))
+                if (name, code) != ("bbb/skip.py", "ML101")]
+    assert _findings(full) == expected
+    hook = modellint("aaa/net.py", "bbb/net.py", "bbb/skip.py", "--format", "json",
+                     "--no-cache")
+    assert hook.rc == 1 and _findings(hook) == expected, hook
+    for name in ("aaa/net.py", "bbb/net.py", "bbb/skip.py"):
+        alone = modellint(name, "--format", "json", "--no-cache")
+        assert _findings(alone) == [f for f in expected if f[0] == name], (name, alone)
+    # a folder named on the command line: its files keep their own settings too
+    assert _findings(modellint("aaa", "bbb", "--format", "json", "--no-cache")) == expected
+    # a pinned --config is the settings of every file
+    pinned = modellint("aaa/net.py", "bbb/net.py", "--config", "pyproject.toml",
+                       "--format", "json", "--no-cache")
+    assert {path for path, _, _ in _findings(pinned)} == {"aaa/net.py", "bbb/net.py"}

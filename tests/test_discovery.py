@@ -77,3 +77,32 @@ def test_unreadable_bytes_are_one_finding_not_a_crash(modellint, tmp_path):
     latin = [f for f in result.json() if f["path"] == "latin.py"]
     assert [(f["code"], f["line"]) for f in latin] == [("ML000", 1)]
     assert "Traceback" not in result.err
+
+
+def test_a_tracked_file_that_gitignore_ignores_is_counted_listed_and_linted_when_named(
+        modellint, tmp_path):
+    """As in ruff: a walk skips what .gitignore ignores, even a file git tracks and even with
+    a pinned --config, and a file named on the command line is linted; but the summary says
+    how many files were left out, and --show-files names them (issue 23, item 15)."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    write(tmp_path, "model.py", NET)
+    write(tmp_path, "gen/net.py", NET)
+    write(tmp_path, ".gitignore", "model.py\ngen/\n")
+    write(tmp_path, "lint.toml", "[tool.modellint]\n")
+    subprocess.run(["git", "add", "-f", "model.py", "gen/net.py"], cwd=tmp_path, check=True)
+    walked = modellint(".", "--config", "lint.toml", "--no-cache")
+    assert walked.rc == 0, walked
+    assert walked.out.splitlines() == [
+        "All checks passed (0 files).",
+        "1 file ignored by .gitignore (not linted; name a file to lint it, --show-files lists "
+        "them)."]
+    shown = modellint("--show-files", "--config", "lint.toml")
+    assert shown.out == ""
+    assert shown.err.splitlines() == ["modellint: ignored by .gitignore: gen/",
+                                      "modellint: ignored by .gitignore: model.py"]
+    # named on the command line (as pre-commit names the files it passes): linted
+    named = modellint("model.py", "--config", "lint.toml", "--format", "json", "--no-cache")
+    assert named.rc == 1 and _paths(named) == ["model.py"] * len(named.json()), named
+    assert modellint("--show-files", "model.py").out == "model.py\n"

@@ -66,14 +66,13 @@ def test_a_link_out_of_the_linted_tree_is_not_written_through(modellint, tmp_pat
     (outside / "target.py").write_text(NET)
     (outside / "lib" / "model.py").write_text(NET)
     (repo / "escape.py").symlink_to("../outside/target.py")
-    (repo / "vendored").symlink_to(outside / "lib")  # a folder link, walked into
+    (repo / "vendored").symlink_to(outside / "lib")  # a folder link: not even walked into
     result = modellint(".", "--fix", "--format", "concise", cwd=repo)
-    assert result.err.count("outside the folders being linted; not fixed") == 2, result
+    assert "a link out of the folder being linted; not followed" in result.err, result
     assert (outside / "target.py").read_text() == NET
     assert (outside / "lib" / "model.py").read_text() == NET
     assert (repo / "escape.py").is_symlink()
-    assert "escape.py:11:9: ML105" in result.out
-    assert "vendored/model.py:11:9: ML105" in result.out
+    assert "ML105" not in result.out
 
     # named one by one, as the pre-commit hook names files: refused too
     named = modellint("escape.py", "--fix", cwd=repo)

@@ -37,6 +37,8 @@ def printable(text: str) -> str:
 @dataclass
 class Summary:
     files_checked: int = 0
+    # files a .gitignore kept out of the folders walked (not linted)
+    files_ignored: int = 0
     # how many of `files_checked` are Jupyter notebooks
     notebooks_checked: int = 0
     fixed: int = 0

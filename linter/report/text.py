@@ -96,6 +96,14 @@ class ConciseReporter(Reporter):
             lines.append(f"{count:>5}\t{printable(code)}\t{marker}{printable(name)}{fixes}")
         return "\n".join(lines) + ("\n" if lines else "")
 
+    @staticmethod
+    def ignored(summary: Summary) -> list[str]:
+        """The line that says the walk left files out, so that "0 files" is never a mystery."""
+        if not summary.files_ignored:
+            return []
+        return [f"{_plural(summary.files_ignored, 'file')} ignored by .gitignore (not linted; "
+                "name a file to lint it, --show-files lists them)."]
+
     def closing(self, findings: list[Finding], summary: Summary) -> str:
         parts = self._closing_parts(findings, summary)
         if summary.models_unchecked:
@@ -112,6 +120,7 @@ class ConciseReporter(Reporter):
             if not summary.fixed:
                 parts.append(f"All checks passed "
                              f"({files_phrase(summary.files_checked, summary.notebooks_checked)}).")
+            parts.extend(self.ignored(summary))
             return parts
         files = len({f.path for f in findings})
         notebooks = len({f.path for f in findings
@@ -124,6 +133,7 @@ class ConciseReporter(Reporter):
         line = f"Found {noun} in {files_phrase(files, notebooks)}"
         line += f" ({fixable} fixable)." if fixable else "."
         parts.append(line)
+        parts.extend(self.ignored(summary))
         infos = sum(1 for f in findings if f.severity is Severity.INFO)
         if infos == len(findings):  # why a run with findings exits 0
             parts.append(f"Only {_plural(infos, 'info finding')}; exit 0.")

@@ -7,6 +7,7 @@ import os
 import re
 import stat
 import sys
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +23,10 @@ NOTEBOOK_SUFFIXES = (".ipynb",)
 # No source file or .gitignore of a real project comes near this; a larger one (or /dev/zero
 # behind a symlink) is refused instead of read whole into memory.
 MAX_FILE_BYTES = 10 * 1024 * 1024
+# what a run on a few files (pre-commit, an editor's buffer) reads of the rest of the project
+# for the index: about eight times torch's own Python sources (2,400 files, 47 MiB)
+MAX_PROJECT_FILES = 20_000
+MAX_PROJECT_BYTES = 256 * 1024 * 1024
 
 Warn = Callable[[str], None]
 
@@ -440,23 +445,24 @@ def _is_virtualenv(directory: Path) -> bool:
 
 def discover(
     paths: list[str], excluded: Callable[[Path], bool], warn: Warn | None = None,
-    suffixes: tuple[str, ...] = SUFFIXES,
+    suffixes: tuple[str, ...] = SUFFIXES, ignored: list[str] | None = None,
 ) -> Iterator[tuple[str, Path]]:
     """(display path, path) for every file to lint, in a stable order. A file named explicitly
     is always linted; folders are walked for regular files named with one of `suffixes` (*.py
     and *.pyi; `check` adds *.ipynb). `warn` is told of each folder that cannot be searched
-    (the walk goes on without it)."""
+    (the walk goes on without it); `ignored` gets the display path of each file and folder
+    (ending in `/`) that a .gitignore kept out of the walk."""
     for given in paths:
         root = Path(given)
         # os.path.isdir, not Path.is_dir: that raises inside a folder that cannot be searched
         if not os.path.isdir(root):
             yield given, root
             continue
-        yield from _walk(given, root, excluded, warn, suffixes)
+        yield from _walk(given, root, excluded, warn, suffixes, ignored)
 
 
 def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn: Warn | None,
-          suffixes: tuple[str, ...] = SUFFIXES):
+          suffixes: tuple[str, ...] = SUFFIXES, ignored: list[str] | None = None):
     ignores: list[GitIgnore] = []
     resolved = Path(os.path.realpath(root))
     for parent in reversed(resolved.parents):
@@ -468,59 +474,111 @@ def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn:
             ignores = [found] if found is not None else []
     if os.path.lexists(resolved / ".git"):
         ignores = []
-    seen: set[tuple[int, int]] = set()
-    yield from _walk_dir(display_root, root, resolved, ignores, excluded, seen, warn, suffixes)
-
-
-def _ignored(ignores: list[GitIgnore], path: Path, is_dir: bool) -> bool:
-    decision = False
-    for gitignore in ignores:
-        verdict = gitignore.ignored(path, is_dir)
-        if verdict is not None:
-            decision = verdict
-    return decision
-
-
-def _walk_dir(display, directory, resolved, ignores, excluded, seen, warn, suffixes=SUFFIXES):
-    try:
-        info = resolved.stat()
-    except OSError:
-        return
-    key = (info.st_dev, info.st_ino)
-    if key in seen:  # a symlink loop
-        return
-    seen.add(key)
-    try:
-        entries = sorted(os.scandir(resolved), key=lambda e: e.name)
-    except OSError as exc:
-        if warn is not None:
-            warn(f"{display}: folder not searched: {exc.strerror or type(exc).__name__}")
-        return
-    local = GitIgnore.read(resolved, warn)
-    if local is not None:
-        ignores = [*ignores, local]
-    for entry in entries:
-        # `modellint .` and a bare `modellint` show `pkg/model.py`, not `./pkg/model.py`
-        child_display = entry.name if display in (".", "./") else os.path.join(display, entry.name)
-        child = resolved / entry.name
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            # a symlink loop: a *.py one is reported as unreadable rather than skipped silently
-            is_dir = False
+    walk = _Walk(str(resolved), excluded, warn, suffixes, ignored)
+    # the links are followed after the rest: a folder or file reached both directly and
+    # through a link is walked once, under its own name
+    yield from walk.folder(display_root, resolved, str(resolved), ignores)
+    while walk.links:
+        display, location, real, is_dir, ignores = walk.links.popleft()
         if is_dir:
-            if entry.name in SKIPPED_DIRS or entry.name.endswith(".egg-info"):
-                continue
-            if _is_virtualenv(child) or _ignored(ignores, child, True) or excluded(child):
-                continue
-            yield from _walk_dir(child_display, directory / entry.name, child, ignores,
-                                 excluded, seen, warn, suffixes)
-        elif entry.name.endswith(suffixes):
-            if not _regular_or_unreadable(entry):
-                continue  # a FIFO or device named *.py is not source code
-            if _ignored(ignores, child, False) or excluded(child):
-                continue
-            yield child_display, child
+            yield from walk.folder(display, location, real, ignores)
+        elif real not in walk.files:
+            walk.files.add(real)
+            yield display, location
+
+
+def inside_folder(real_path: str, real_folder: str) -> bool:
+    """Whether `real_path` is `real_folder` or lies under it (both resolved)."""
+    return os.path.commonpath([real_path, real_folder]) == real_folder
+
+
+class _Walk:
+    """One folder walk: what it has seen, and the links it has still to follow. A link is
+    followed only when its real path stays inside the folder being walked (git and ruff do not
+    leave the tree either): `lib -> ../outside` or `leak.py -> ~/.netrc` in a repository would
+    otherwise be linted and quoted in the report."""
+
+    def __init__(self, root: str, excluded: Callable[[Path], bool], warn: Warn | None,
+                 suffixes: tuple[str, ...], ignored: list[str] | None) -> None:
+        self.root, self.excluded, self.warn, self.suffixes = root, excluded, warn, suffixes
+        self.ignored = ignored
+        self.folders: set[str] = set()  # real paths of the folders walked
+        self.files: set[str] = set()  # real paths of the files yielded
+        # (display, path in the tree, real path, whether a folder, the .gitignores in force)
+        self.links: deque[tuple[str, Path, str, bool, list[GitIgnore]]] = deque()
+
+    def _target(self, display: str, location: Path) -> str | None:
+        """The real path of the link `location`, or None (with a warning) when it leaves the
+        tree."""
+        real = os.path.realpath(location)
+        if inside_folder(real, self.root):
+            return real
+        if self.warn is not None:
+            self.warn(f"{display}: a link out of the folder being linted; not followed")
+        return None
+
+    def folder(self, display: str, location: Path, real: str, ignores: list[GitIgnore]):
+        if real in self.folders:  # a link loop, or a folder reached twice
+            return
+        self.folders.add(real)
+        try:
+            entries = sorted(os.scandir(location), key=lambda e: e.name)
+        except OSError as exc:
+            if self.warn is not None:
+                self.warn(f"{display}: folder not searched: "
+                          f"{exc.strerror or type(exc).__name__}")
+            return
+        # a .gitignore linked from outside the tree would decide what is linted
+        if not os.path.islink(location / ".gitignore") or self._target(
+                os.path.join(display, ".gitignore"), location / ".gitignore") is not None:
+            local = GitIgnore.read(location, self.warn)
+            if local is not None:
+                ignores = [*ignores, local]
+        for entry in entries:
+            # `modellint .` and a bare `modellint` show `pkg/model.py`, not `./pkg/model.py`
+            child_display = (entry.name if display in (".", "./")
+                             else os.path.join(display, entry.name))
+            child = location / entry.name
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                # a symlink loop: a *.py one is reported as unreadable rather than skipped
+                is_dir = False
+            if is_dir:
+                if entry.name in SKIPPED_DIRS or entry.name.endswith(".egg-info"):
+                    continue
+                if _is_virtualenv(child) or self._ignored(ignores, child, child_display + "/",
+                                                          True) or self.excluded(child):
+                    continue
+                if not entry.is_symlink():
+                    yield from self.folder(child_display, child, os.path.join(real, entry.name),
+                                           ignores)
+                    continue
+                target = self._target(child_display, child)
+                if target is not None:
+                    self.links.append((child_display, child, target, True, ignores))
+            elif entry.name.endswith(self.suffixes):
+                if not _regular_or_unreadable(entry):
+                    continue  # a FIFO or device named *.py is not source code
+                if self._ignored(ignores, child, child_display, False) or self.excluded(child):
+                    continue
+                if not entry.is_symlink():
+                    self.files.add(os.path.join(real, entry.name))
+                    yield child_display, child
+                    continue
+                target = self._target(child_display, child)
+                if target is not None:
+                    self.links.append((child_display, child, target, False, ignores))
+
+    def _ignored(self, ignores: list[GitIgnore], path: Path, display: str, is_dir: bool) -> bool:
+        decision = False
+        for gitignore in ignores:
+            verdict = gitignore.ignored(path, is_dir)
+            if verdict is not None:
+                decision = verdict
+        if decision and self.ignored is not None:
+            self.ignored.append(display)
+        return decision
 
 
 def _regular_or_unreadable(entry: os.DirEntry) -> bool:
@@ -559,12 +617,15 @@ def same_file_key(path: Path | str) -> str:
 
 
 def project_files(root: Path, paths: list[str], excluded: Callable[[Path], bool],
-                  suffixes: tuple[str, ...] = SUFFIXES) -> list[tuple[str, Path]]:
+                  suffixes: tuple[str, ...] = SUFFIXES,
+                  warn: Warn | None = None) -> list[tuple[str, Path]]:
     """(display path, path) of every file of the project at `root` that a run on `root`
     would lint, except those the run on `paths` already covers: what a run on a few files
     (pre-commit passes only the changed ones) reads for the project index. Found with the
-    same walk, .gitignore files and `excluded` as a full run, silently (a folder that cannot
-    be searched is the full run's to report); none when a path named is `root` or above it."""
+    same walk, .gitignore files, links and `excluded` as a full run, silently (a folder that
+    cannot be searched is the full run's to report); none when a path named is `root` or
+    above it. At most MAX_PROJECT_FILES files of MAX_PROJECT_BYTES in all: a run on one file
+    must finish whatever the repository holds (`warn` is told when the index stops there)."""
     real_root = os.path.realpath(root)
     named: set[str] = set()
     folders: list[str] = []
@@ -578,10 +639,23 @@ def project_files(root: Path, paths: list[str], excluded: Callable[[Path], bool]
             named.add(same_file_key(os.path.normpath(given)))
     display = os.path.relpath(real_root)
     inside = tuple(folders)
-    found = []
+    found: list[tuple[str, Path]] = []
+    size = 0
     for shown, path in _walk(display, Path(display), excluded, None, suffixes):
         key = str(path)
         if key in named or (inside and key.startswith(inside)):
             continue
+        try:
+            size += os.stat(path).st_size
+        except OSError:
+            pass  # the index reports it when it reads it
+        if len(found) == MAX_PROJECT_FILES or size > MAX_PROJECT_BYTES:
+            if warn is not None:
+                warn(f"the project index of {display} stops at {len(found)} files: the project "
+                     f"has more than modellint reads for a run on a few files "
+                     f"({MAX_PROJECT_FILES} files, {MAX_PROJECT_BYTES // (1024 * 1024)} MiB); "
+                     "findings that depend on the other files may be missing (lint the whole "
+                     "folder to read them all)")
+            break
         found.append((shown, path))
     return found
