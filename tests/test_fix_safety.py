@@ -90,11 +90,10 @@ def test_run_from_a_parent_folder_the_linted_tree_is_the_folder_named(modellint,
     (repo / "escape.py").symlink_to("../outside/target.py")
     (repo / "net.py").write_text(NET)
     result = modellint("repo", "--fix", "--format", "concise", cwd=tmp_path)
-    assert "escape.py leads to" in result.err and "outside the folders being linted" in result.err
+    # the walk does not follow the link, and the file of the tree is fixed
+    assert "repo/escape.py: a link out of the folder being linted" in result.err, result
     assert (outside / "target.py").read_text() == NET
-    assert (repo / "net.py").read_text() == FIXED  # the file of the tree is fixed
-    assert "repo/escape.py:11:9: ML105" in result.out
-
+    assert (repo / "net.py").read_text() == FIXED
     # a file named in the checkout: its folder is the tree, not the current folder
     named = modellint("repo/escape.py", "--fix", cwd=tmp_path)
     assert "outside the folders being linted" in named.err
