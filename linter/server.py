@@ -418,7 +418,7 @@ class ModellintServer(LanguageServer):
         else:
             project, path, disabled = settings
             display = str(path)
-            book = notebooks.from_cells(list(sources.items()))
+            book = notebooks.from_cells(list(sources.items()), project.config.max_code_bytes)
             try:
                 index = self.project_index(project, path)
                 index.add_notebook(display, book)

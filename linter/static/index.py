@@ -1331,7 +1331,8 @@ def _facts_of_bytes(path: Any, data: bytes) -> tuple[dict, str, ast.Module | Non
 
 
 def _notebook_facts(book: Any) -> dict:
-    facts = extract(book.source, book.tree)
+    # no tree: the cells do not parse, or hold more code than `max-code-bytes` (not parsed)
+    facts = extract(book.source if book.tree is not None else "", book.tree)
     facts["notebook"] = True
     return facts
 
