@@ -127,3 +127,33 @@ def test_a_bad_limit_on_the_command_line_is_a_usage_error(modellint, tmp_path, v
     result = modellint("net.py", "--max-code-bytes", value)
     assert result.rc == 2, result.out
     assert "--max-code-bytes" in result.err and "Traceback" not in result.err
+
+
+PEAK_MEMORY = """\
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps([peak, done.returncode, done.stdout]))
+"""
+
+
+@pytest.mark.parametrize("name", ["calls.py", "calls.ipynb"])
+def test_a_file_over_the_budget_is_not_parsed_at_all(tmp_path, name):
+    # 2 MiB of the code that costs most per byte: LibCST took 5 GB for it and CPython's parse
+    # (the project index's, a notebook's cells) 1.5 GB; read and hashed, it takes a few MiB
+    import subprocess
+    import sys
+
+    code = "f()\n" * (512 * 1024)
+    write(tmp_path, name, _notebook([code]) if name.endswith(".ipynb") else code)
+    write(tmp_path, "net.py", GOOD)
+    # (a fresh process measures: RUSAGE_CHILDREN is then the run's own peak)
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_MEMORY, sys.executable, "-m", "modellint", "check", ".",
+         "--format", "json", "--no-cache", "-j", "1"],
+        cwd=tmp_path, capture_output=True, text=True, check=True, timeout=300).stdout
+    peak, rc, report = json.loads(out)
+    assert rc == 1
+    assert sorted((f["path"], f["code"]) for f in json.loads(report)) == [
+        (name, "ML001"), ("net.py", "ML105")]
+    assert peak < 400, f"peak memory {peak:.0f} MiB"

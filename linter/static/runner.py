@@ -442,7 +442,8 @@ def _run_all(
 
         linted = [(display, path) for display, path, _ in tasks]
         opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs,
-                                 linted=[display for display, _ in linted])
+                                 linted=[display for display, _ in linted],
+                                 max_code_bytes=opts.max_code_bytes)
     cached = (_CachedRun(tasks, opts) if opts.cache is not None and not (opts.fix or opts.diff)
               else None)
     outcomes: list[FileOutcome | None] = (
@@ -505,8 +506,9 @@ def index_with_source(display: str, data: bytes, opts: StaticOptions) -> Any:
     disk, and this text in place of the file's."""
     from modellint.static.index import index_files
 
-    index = index_files(opts.project, opts.cache, opts.jobs)
-    index.add_source(display, data)
+    index = index_files(opts.project, opts.cache, opts.jobs,
+                        max_code_bytes=opts.max_code_bytes)
+    index.add_source(display, data, opts.max_code_bytes)
     return index
 
 
