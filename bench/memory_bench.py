@@ -1,19 +1,22 @@
-"""Memory benchmark: peak memory and time of linting one large file of torch code, against
-LibCST's own parse of the same text.
+"""Memory benchmark: peak memory and time of linting one large file, against LibCST's own
+parse of the same text.
 
-    python bench/memory_bench.py [--sizes 0.25,0.5] [--parts]
+    python bench/memory_bench.py [--sizes 0.25,0.5] [--kinds modules,dense,calls]
+                                 [--max-code-bytes N] [--parts] [--diff]
 
-For each size (MiB of code) a file of realistic model code is generated (modules with
-layers and a forward, a training step, a loader with two findings; every block distinct), and each measurement runs in a
-fresh process: `modellint check` (the real command, no cache, every rule), and
-`libcst.parse_module` of the same text alone. Printed: peak RSS (MiB) and seconds, per MiB of
-code, and modellint's ratio to the parse. `--parts` also measures the steps of a lint in one
-process (CPython's parse, the outline, LibCST's parse, the rules' walk), each as peak RSS
-after it, to show where the memory goes. `--max-code-bytes` is passed to the command (a size
-over it is reported, not linted: then only the read and the finding are measured).
+For each kind and size (MiB of code) a file is generated: `modules` (model classes with
+layers and a forward, a training step and a loader with a finding, each block distinct),
+`dense` (a short line with a finding on each: positions for every node), `calls` (`f()` on
+each line: the most LibCST nodes per byte). Each measurement runs in a fresh process:
+`modellint check` (the real command, no cache, every rule) and `libcst.parse_module` of the
+same text alone. Printed: peak RSS (MiB) and seconds, per MiB of code, and modellint's ratio
+to the parse. `--parts` measures the steps of a lint in one process (CPython's parse, the
+outline, LibCST's parse, the rules' walk), each as the peak RSS after it; `--diff` also
+measures `check --diff` (the fixes make a second tree). Sizes past `max-code-bytes` (default
+512 KiB) are one ML001 and not parsed: pass `--max-code-bytes` above them to lint them.
 
-The default budget (`max-code-bytes`, 2 MiB) is chosen from these numbers so that one file
-stays well under 1 GB of a CI runner's 7 GiB.
+The default `max-code-bytes` comes from these numbers: a file at the limit stays under about
+1.5 GB for the worst code and 0.2-0.4 GB for real model code, within a CI runner's 7 GiB.
 """
 
 from __future__ import annotations
@@ -72,14 +75,17 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 
 
 DENSE = "y{i} = torch.log(1 + x[{i}]) * w.a.b(c, d={i})\n"
+CALLS = "f()\n"
+KINDS = {"modules": BLOCK, "dense": DENSE, "calls": CALLS}
 
 
 def torch_code(mib: float, kind: str = "modules") -> str:
-    """At least `mib` MiB of distinct code: model modules (`BLOCK`), or short lines with a
-    finding on each (`DENSE`: the most nodes per byte, and positions for all of them)."""
+    """At least `mib` MiB of code: model modules (`BLOCK`, each distinct), short lines with a
+    finding on each (`DENSE`: positions for every node), or `f()` on each line (`CALLS`: the
+    most LibCST nodes per byte, the worst case)."""
     parts, size, i = [HEADER], len(HEADER), 0
     while size < mib * 1024 * 1024:
-        block = (BLOCK if kind == "modules" else DENSE).format(i=i, c=16 + i % 48)
+        block = KINDS[kind].format(i=i, c=16 + i % 48)
         parts.append(block)
         size += len(block)
         i += 1
@@ -132,9 +138,11 @@ for name, rss, seconds in rows:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="0.25,0.5", help="MiB of code, comma-separated")
-    parser.add_argument("--kinds", default="modules,dense",
+    parser.add_argument("--kinds", default="modules,dense,calls",
                         help="the code generated: modules (model classes, a few findings), "
-                        "dense (a finding on each short line)")
+                        "dense (a finding on each short line), calls (`f()` lines)")
+    parser.add_argument("--diff", action="store_true",
+                        help="also measure `check --diff` (the fixes: a second tree)")
     parser.add_argument("--parts", action="store_true", help="also measure each step")
     parser.add_argument("--max-code-bytes", default=None,
                         help="passed to modellint (set it above the sizes to lint them)")
@@ -154,9 +162,14 @@ def main() -> None:
                 "--select", "ALL", "--format", "concise", *limit, "--output-file",
                 os.devnull, str(path)])
             parse_peak, parse_wall, _ = measured([sys.executable, "-c", PARSE_ONLY, str(path)])
+            if args.diff:
+                diff_peak, diff_wall, _ = measured([
+                    sys.executable, "-m", "modellint", "check", "--diff", "--exit-zero",
+                    "--select", "ALL", *limit, str(path)])
             print(f"{kind:<8} {mib:5.2f} {lint_peak:9.0f} {lint_wall:7.1f} {parse_peak:10.0f}"
                   f" {parse_wall:8.1f} {lint_peak / mib:13.0f} {lint_wall / mib:6.1f}"
-                  f" {lint_peak / parse_peak:12.2f}")
+                  f" {lint_peak / parse_peak:12.2f}"
+                  + (f"   --diff: {diff_peak:.0f} MiB, {diff_wall:.1f} s" if args.diff else ""))
             if args.parts:
                 print(subprocess.run([sys.executable, "-c", PARTS, str(path)],
                                      capture_output=True, text=True, check=True).stdout)

@@ -1236,8 +1236,8 @@ def _summaries_key(files: list[tuple[str, Any]]) -> str:
 
 
 # (display path, path on disk, the cache or None, whether the file is linted (its outline is
-# kept, see `ProjectIndex.outline`), the sha256 of its bytes when the run has read them)
-# (display, path, cache, linted, sha256 of its bytes or None, max-code-bytes)
+# kept, see `ProjectIndex.outline`), the sha256 of its bytes when the run has read them, the
+# run's max-code-bytes)
 Task = tuple[str, Any, Any, bool, "str | None", int]
 
 
@@ -1326,7 +1326,7 @@ def _facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
             book = notebook.read_notebook(data, max_code_bytes)
         except notebook.NotebookError:
             return None
-        if book.tree is None and len(book.source.encode("utf-8")) > max_code_bytes:
+        if book.too_much_code:
             return None
         return _notebook_facts(book), book.source, book.tree
     if len(data) > max_code_bytes:

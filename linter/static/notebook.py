@@ -99,6 +99,8 @@ class Notebook:
     line_map: list[tuple[int, int]] = field(default_factory=list)
     language: str = "python"
     trailing_newline: bool = True
+    # the code cells hold more than max-code-bytes together: not parsed (`tree` is None)
+    too_much_code: bool = False
     # CPython's parse of `source` (None when it does not parse)
     tree: ast.Module | None = None
     _counted: tuple[int, int] = (0, 1)  # (offset, its line): where file_line last counted
@@ -519,7 +521,8 @@ def _join(notebook: Notebook, max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> N
     # one parse of all the cells together: when it succeeds and no statement runs across a
     # separator (an unclosed bracket or string in one cell), every cell parses on its own
     _assemble(notebook)
-    if len(notebook.source.encode("utf-8")) > max_code_bytes:
+    notebook.too_much_code = len(notebook.source.encode("utf-8")) > max_code_bytes
+    if notebook.too_much_code:
         return
     tree = parse(notebook.source)
     if tree is not None and _cells_whole(tree, notebook.line_map):
