@@ -1,5 +1,5 @@
 """A file holding more code than one CI runner can lint (issue 23, item 9): LibCST's tree takes
-0.4-2.5 GB per MiB of code, so a file past `max-code-bytes` (a .py file, or a notebook's code
+0.4-2.7 GB per MiB of code, so a file past `max-code-bytes` (a .py file, or a notebook's code
 cells together) is one ML001 naming the limit, and raising the limit lints it.
 
 Every run is a real `modellint` process; what is tested is the budget's behaviour, not speed.
