@@ -17,6 +17,7 @@ import modellint
 from modellint.config import (
     Config,
     ConfigError,
+    check_max_code_bytes,
     check_timeout,
     did_you_mean,
     enabled_codes,
@@ -108,6 +109,14 @@ def _seconds(value: str) -> float:
                                          f"not a number: {value!r}") from None
 
 
+def _code_bytes(value: str) -> int:
+    try:
+        return check_max_code_bytes(int(value.replace("_", "")), "the value")
+    except (ValueError, ConfigError) as exc:
+        raise argparse.ArgumentTypeError(str(exc) if isinstance(exc, ConfigError) else
+                                         f"not a whole number of bytes: {value!r}") from None
+
+
 def add_report_options(parser: argparse.ArgumentParser) -> None:
     """The options `check` and `run` share: which codes to report, how, and with which
     configuration and plugins."""
@@ -153,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="files linted in parallel (default: the number of CPUs)")
     check.add_argument("--no-cache", action="store_true",
                        help="lint every file again, without reading or writing the results cache")
+    check.add_argument("--max-code-bytes", type=_code_bytes, metavar="N",
+                       help="bytes of code one file may hold to be linted (default 524288, "
+                       "or max-code-bytes in the config); a larger file is one ML001")
     check.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
     check.add_argument("--show-settings", action="store_true",
                        help="print the resolved settings and where each came from; lint nothing")
@@ -455,6 +467,8 @@ def _settings_text(config: Config, args, enabled: set[str], static_rules) -> str
         ("target-torch-version", value(".".join(map(str, config.target_torch_version))),
          origin("target-torch-version")),
         ("target-gpu-memory", value(config.target_gpu_memory), origin("target-gpu-memory")),
+        ("max-code-bytes", value(config.max_code_bytes), origin("max-code-bytes",
+                                                                args.max_code_bytes)),
         ("runtime", value(config.runtime), origin("runtime")),
         ("enabled-rules", value(sorted(enabled)), "select, extend-select and ignore"),
         ("static-rules", value(len(static_rules)), "enabled rules with a static check"),
@@ -737,6 +751,8 @@ def _cmd_check(args) -> int:
             hint = "" if os.sep in path else did_you_mean(path, SUBCOMMANDS)
             raise UsageError(f"path does not exist: {path}{hint}")
     config = _config_for(args)
+    if args.max_code_bytes is not None:
+        config.max_code_bytes = args.max_code_bytes
     # a run that can be served from the cache reads the plugins' manifest, not the plugins
     store = _manifest_store(args, config, stdin_name)
     manifest = light_registry(store) if store is not None else None

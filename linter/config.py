@@ -21,7 +21,7 @@ else:  # pragma: no cover
 KNOWN_KEYS = frozenset(
     {
         "select", "extend-select", "ignore", "exclude", "per-file-ignores", "plugins",
-        "target-torch-version", "target-gpu-memory", "runtime", "notebooks",
+        "target-torch-version", "target-gpu-memory", "runtime", "notebooks", "max-code-bytes",
     }
 )
 RUNTIME_KEYS = frozenset({"device", "timeout", "models", "fail-on-unchecked"})
@@ -31,6 +31,13 @@ DEFAULT_TORCH_VERSION = (2, 6)
 # the workers' timers (1e10 s raises OverflowError in faulthandler)
 MAX_TIMEOUT = 24 * 60 * 60
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
+# bytes of code in one file (a .py file, or a notebook's code cells together) that are linted:
+# LibCST's tree takes 0.4-2.5 GB per MiB of code (bench/memory_bench.py), so a file of this
+# size takes 0.2-0.4 GB (real model code) to 1.5 GB (the densest code), within a CI runner's
+# 7 GiB for everything; a larger one is one ML001 and is not parsed
+DEFAULT_MAX_CODE_BYTES = 512 * 1024
+# no file holds more code than this: a notebook past it is never read (notebook.MAX_BYTES)
+MAX_CODE_BYTES = 100 * 1024 * 1024
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -64,6 +71,7 @@ class Config:
     runtime: dict[str, Any] = field(default_factory=dict)
     # walk folders for *.ipynb too (a notebook named on the command line is always linted)
     notebooks: bool = True
+    max_code_bytes: int = DEFAULT_MAX_CODE_BYTES
     # directory of the pyproject.toml the settings came from (patterns are relative to it)
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
@@ -74,6 +82,8 @@ class Config:
         return {
             "target_torch_version": self.target_torch_version,
             "target_gpu_memory": self.target_gpu_memory,
+            # read by the engine (and part of the cache's settings key, as the rules' options)
+            "max_code_bytes": self.max_code_bytes,
         }
 
     def where(self) -> str:
@@ -190,6 +200,14 @@ def check_timeout(value: Any, where: str) -> float:
     return float(value)
 
 
+def check_max_code_bytes(value: Any, where: str) -> int:
+    """A number of bytes of code: an integer from 1 to MAX_CODE_BYTES; not a bool."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CODE_BYTES:
+        raise ConfigError(
+            f"{where} must be a whole number of bytes from 1 to {MAX_CODE_BYTES}, got {_shown(value)}")
+    return value
+
+
 def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     config = Config(root=path.parent.resolve() if path else Path.cwd(), source=path,
                     keys=frozenset(table))
@@ -206,6 +224,9 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     config.notebooks = table.get("notebooks", True)
     if not isinstance(config.notebooks, bool):
         raise ConfigError(f"{path}: `notebooks` must be true or false, got {_shown(config.notebooks)}")
+    if "max-code-bytes" in table:
+        config.max_code_bytes = check_max_code_bytes(table["max-code-bytes"],
+                                                     f"{path}: `max-code-bytes`")
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")

@@ -260,7 +260,7 @@ class ModellintServer(LanguageServer):
         data = _encode(text)
         try:
             index = self.project_index(project, path)
-            index.add_source(display, data)
+            index.add_source(display, data, project.config.max_code_bytes)
             result = lint_source(display, data, project.rules,
                                  project.config.rule_options(), disabled, index=index)
         except Exception as exc:  # noqa: BLE001 - one document must not stop the server
@@ -323,7 +323,8 @@ class ModellintServer(LanguageServer):
         from modellint.cli import _cache
         from modellint.static.index import index_files
 
-        return index_files(files, _cache(project.config, project.rules))
+        return index_files(files, _cache(project.config, project.rules),
+                           max_code_bytes=project.config.max_code_bytes)
 
     def _with_open_documents(self, index: Any, inside: str) -> Any:
         """`index` with the text of each open Python document under the folder `inside` in
@@ -419,7 +420,7 @@ class ModellintServer(LanguageServer):
         else:
             project, path, disabled = settings
             display = str(path)
-            book = notebooks.from_cells(list(sources.items()))
+            book = notebooks.from_cells(list(sources.items()), project.config.max_code_bytes)
             try:
                 index = self.project_index(project, path)
                 index.add_notebook(display, book)

@@ -191,7 +191,9 @@ def test_a_file_past_the_size_limit_is_one_finding(modellint, tmp_path):
     line = b"x = 1\n"
     (tmp_path / "huge.py").write_bytes(line * (MAX_FILE_BYTES // len(line) + 1))
     (tmp_path / "limit.py").write_bytes(b"#" * (MAX_FILE_BYTES - 1) + b"\n")  # just fits
-    result = modellint(".", "--format", "json", "--no-cache")
+    # (the budget of code raised to the read limit: see test_code_budget.py for the budget)
+    result = modellint(".", "--format", "json", "--no-cache", "--max-code-bytes",
+                       str(MAX_FILE_BYTES))
     assert result.rc == 1, result
     assert [(f["path"], f["code"], f["message"]) for f in result.json()] == [
         ("huge.py", "ML000", "cannot read file: larger than modellint's limit of 10 MiB for one file"),

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, TypeVar, cast
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.finding import Finding, Severity
 from modellint.rule import StaticRule
 from modellint.static import noqa
@@ -254,6 +255,12 @@ def _lint_source(
     result.suppressions = FileSuppressions.of(text, disabled_codes)
     if result.suppressions.whole:
         return result  # nothing in it is reported
+    limit = options.get("max_code_bytes", DEFAULT_MAX_CODE_BYTES)
+    if len(data) > limit:
+        # parsed, it would take gigabytes (LibCST's tree: up to 2.5 GB per MiB of code)
+        result.findings.append(error_finding(INTERNAL_ERROR, path, too_much_code(len(data), limit),
+                                             1, 1))
+        return result
     active = [
         rule for rule in rules
         if not result.suppressions.hides_code(rule.code)
@@ -307,6 +314,13 @@ def _lint_source(
         return result
     result.module = module
     return result
+
+
+def too_much_code(size: int, limit: int) -> str:
+    """The ML001 message of a file holding more code than `max-code-bytes`."""
+    return (f"the file holds {size:,} bytes of code, more than the limit of {limit:,} bytes for "
+            "one file (`max-code-bytes` in [tool.modellint], or --max-code-bytes, raises it); "
+            "it was not linted")
 
 
 def _rule_failed(path: str, rule: type[StaticRule], exc: BaseException,

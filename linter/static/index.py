@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static import kinds as K
 from modellint.static.kinds import Kind
 from modellint.static.outline import Outline, ast_code_children, ast_walk, parse
@@ -463,10 +464,11 @@ class ProjectIndex:
         self._load()
         return _Files(self) if self._pending else self._files
 
-    def add_source(self, path: str, data: bytes) -> None:
+    def add_source(self, path: str, data: bytes,
+                   max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> None:
         """The facts of the file at `path` from `data`, its content as the run has it (read
         from standard input), in place of the file's on disk."""
-        read = _facts_of_bytes(path, data)
+        read = _facts_of_bytes(path, data, max_code_bytes)
         if read is not None:
             self.add(path, read[0], text_hash(read[1]))
 
@@ -1234,8 +1236,9 @@ def _summaries_key(files: list[tuple[str, Any]]) -> str:
 
 
 # (display path, path on disk, the cache or None, whether the file is linted (its outline is
-# kept, see `ProjectIndex.outline`), the sha256 of its bytes when the run has read them)
-Task = tuple[str, Any, Any, bool, "str | None"]
+# kept, see `ProjectIndex.outline`), the sha256 of its bytes when the run has read them, the
+# run's max-code-bytes)
+Task = tuple[str, Any, Any, bool, "str | None", int]
 
 
 def _cached_facts(task: Task, known: dict) -> Any:
@@ -1245,7 +1248,7 @@ def _cached_facts(task: Task, known: dict) -> Any:
     run (`_summaries_key`), read as one entry."""
     from modellint.static.discover import read_file_bytes
 
-    display, path, cache, _, content = task
+    display, path, cache, _, content, _ = task
     if cache is None:
         return _MISSING
     if content is None:
@@ -1286,12 +1289,12 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     bytes it was made of) only for a linted file that parses."""
     from modellint.static.discover import read_file_bytes
 
-    display, path, cache, linted, _ = task
+    display, path, cache, linted, _, max_code_bytes = task
     try:
         data = read_file_bytes(path, _limit(path))
     except OSError:
         return None
-    read = _facts_of_bytes(path, data)
+    read = _facts_of_bytes(path, data, max_code_bytes)
     if read is None:
         return None
     facts, text, tree = read
@@ -1308,9 +1311,11 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     return display, facts, digest, summary["digest"] if summary is not None else None, outline
 
 
-def _facts_of_bytes(path: Any, data: bytes) -> tuple[dict, str, ast.Module | None] | None:
+def _facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
+                    ) -> tuple[dict, str, ast.Module | None] | None:
     """(facts, text, CPython's tree of it or None) of a file's bytes; None when they cannot
-    be decoded (the file's own lint reports why). A notebook's text is that of its code
+    be decoded, or hold more than `max_code_bytes` of code (the file's own lint reports why;
+    a parse of it could take gigabytes). A notebook's text is that of its code
     cells joined (what its lint reads), and its facts are marked `notebook`: it imports the
     project's files, and nothing imports it."""
     from modellint.static import notebook
@@ -1318,10 +1323,14 @@ def _facts_of_bytes(path: Any, data: bytes) -> tuple[dict, str, ast.Module | Non
 
     if is_notebook(path, data):
         try:
-            book = notebook.read_notebook(data)
+            book = notebook.read_notebook(data, max_code_bytes)
         except notebook.NotebookError:
             return None
+        if book.too_much_code:
+            return None
         return _notebook_facts(book), book.source, book.tree
+    if len(data) > max_code_bytes:
+        return None
     try:
         text, _ = decode(data)
     except DecodeError:
@@ -1331,7 +1340,8 @@ def _facts_of_bytes(path: Any, data: bytes) -> tuple[dict, str, ast.Module | Non
 
 
 def _notebook_facts(book: Any) -> dict:
-    facts = extract(book.source, book.tree)
+    # no tree: the cells do not parse, or hold more code than `max-code-bytes` (not parsed)
+    facts = extract(book.source if book.tree is not None else "", book.tree)
     facts["notebook"] = True
     return facts
 
@@ -1348,10 +1358,12 @@ _PARALLEL_FROM = 64
 
 
 def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
-                jobs: int = 1, linted: Collection[str] = ()) -> ProjectIndex:
+                jobs: int = 1, linted: Collection[str] = (),
+                max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> ProjectIndex:
     """The index of the files of a run: (display path, path on disk) pairs, read by `jobs`
     processes (forked, on POSIX) when there are many. For the `linted` ones (display paths)
     that it parses, the index keeps their outline for their lint (`ProjectIndex.outline`).
+    A file holding more than `max_code_bytes` of code is not parsed (nor in the index).
 
     A rerun on unchanged files needs only each file's digest (its cache key): those are kept
     in one cache entry keyed by every file's path and bytes, and the facts are then read only
@@ -1371,11 +1383,11 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
                 index._digests = dict(known)
                 index.contents = contents
                 # read later in a worker process, which may not start processes of its own
-                index._loader = lambda: _fill(index, files, cache, 1, linted)
+                index._loader = lambda: _fill(index, files, cache, 1, linted, max_code_bytes)
                 return index
     index = ProjectIndex()
     index.contents = contents
-    _fill(index, files, cache, jobs, linted)
+    _fill(index, files, cache, jobs, linted, max_code_bytes)
     if snapshot is not None:
         # the digests of the files linted (their cache keys), with those a run on other files
         # of the same bytes found
@@ -1403,10 +1415,10 @@ def _snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
 
 
 def _fill(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int,
-          linted: Collection[str]) -> None:
+          linted: Collection[str], max_code_bytes: int) -> None:
     linted = frozenset(linted)
-    tasks: list[Task] = [(display, path, cache, display in linted, index.contents.get(display))
-                         for display, path in files]
+    tasks: list[Task] = [(display, path, cache, display in linted, index.contents.get(display),
+                          max_code_bytes) for display, path in files]
     # the cache first, in this process; only the files it misses are parsed (by `jobs`
     # processes when there are many)
     known: dict = {}

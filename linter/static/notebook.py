@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static.outline import parse
 
 SUFFIX = ".ipynb"
@@ -98,6 +99,8 @@ class Notebook:
     line_map: list[tuple[int, int]] = field(default_factory=list)
     language: str = "python"
     trailing_newline: bool = True
+    # the code cells hold more than max-code-bytes together: not parsed (`tree` is None)
+    too_much_code: bool = False
     # CPython's parse of `source` (None when it does not parse)
     tree: ast.Module | None = None
     _counted: tuple[int, int] = (0, 1)  # (offset, its line): where file_line last counted
@@ -335,9 +338,10 @@ def _array(text: str, i: int, on_item) -> int:
         raise _fail(text, i, "invalid JSON: expected ',' or ']'")
 
 
-def read_notebook(data: bytes) -> Notebook:
+def read_notebook(data: bytes, max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> Notebook:
     """The notebook in `data`; NotebookError (one message, naming the problem) when it is not
-    UTF-8 JSON in nbformat 4. The JSON is parsed by the standard library's C parser; where
+    UTF-8 JSON in nbformat 4. Code cells holding more than `max_code_bytes` together are
+    joined but not parsed (their lint reports them). The JSON is parsed by the standard library's C parser; where
     each cell's `"source"` lies in the text is found only when needed (`Notebook.spans`)."""
     try:
         text = data.decode("utf-8")
@@ -389,7 +393,7 @@ def read_notebook(data: bytes) -> Notebook:
         if isinstance(info, dict) and isinstance(info.get("name"), str):
             notebook.language = info["name"]
     if notebook.language.lower() == "python":
-        _join(notebook)
+        _join(notebook, max_code_bytes)
     return notebook
 
 
@@ -507,14 +511,19 @@ def _syntax_error(text: str) -> tuple[str, int, int] | None:
     return None
 
 
-def _join(notebook: Notebook) -> None:
+def _join(notebook: Notebook, max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> None:
     """Mask each code cell, set aside the ones that do not parse, and join the rest, a
-    separator comment between two cells, with the map from joined lines to cell lines."""
+    separator comment between two cells, with the map from joined lines to cell lines. Cells
+    holding more than `max_code_bytes` together are joined and not parsed: their lint is
+    one ML001 (`engine.too_much_code`), and a parse could take gigabytes."""
     for position, cell in enumerate(notebook.cells):
         cell.masked, cell.originals = mask(cell.source, first_cell=position == 0)
     # one parse of all the cells together: when it succeeds and no statement runs across a
     # separator (an unclosed bracket or string in one cell), every cell parses on its own
     _assemble(notebook)
+    notebook.too_much_code = len(notebook.source.encode("utf-8")) > max_code_bytes
+    if notebook.too_much_code:
+        return
     tree = parse(notebook.source)
     if tree is not None and _cells_whole(tree, notebook.line_map):
         notebook.tree = tree
@@ -613,12 +622,13 @@ def _line_of(source: str, line: int) -> str:
     return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
-def from_cells(cells: Sequence[tuple[int, str]]) -> Notebook:
+def from_cells(cells: Sequence[tuple[int, str]],
+               max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> Notebook:
     """A notebook known only by its code cells, (number, source) in order: what an editor
     sends a language server. Masked and joined as `read_notebook` does; it has no file text
     (`file_line` is 1, `with_sources` is not for it)."""
     book = Notebook(text="", cells=[
         CodeCell(number=number, source=source, start=0, end=0, is_list=False, item_offsets=[0])
         for number, source in cells])
-    _join(book)
+    _join(book, max_code_bytes)
     return book

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.finding import Finding, Fix
 from modellint.static import notebook
 from modellint.static.cache import Cache
@@ -71,6 +72,10 @@ class StaticOptions:
 
     def has_rules(self) -> bool:
         return self.load_rules is not None or bool(self.rules)
+
+    @property
+    def max_code_bytes(self) -> int:
+        return self.options.get("max_code_bytes", DEFAULT_MAX_CODE_BYTES)
 
 
 @dataclass
@@ -181,6 +186,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             if opts.diff:
                 outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
                 # --diff writes nothing: report what is still there now
+                result.module = None  # one tree at a time (see fix_source)
                 result = lint_source(display, original, opts.rules, opts.options, disabled,
                              index=opts.index)
                 outcome.would_fix, outcome.fixed = outcome.fixed, 0
@@ -192,6 +198,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 except WriteError as exc:
                     outcome.messages.append(str(exc))
                     outcome.fixed = 0
+                    result.module = None  # one tree at a time (see fix_source)
                     result = lint_source(display, original, opts.rules, opts.options, disabled,
                              index=opts.index)
     for finding in result.findings:
@@ -228,6 +235,7 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
             )
             text = result.source
             outcome.fixed = 0
+            result.module = None  # one tree at a time (see below)
             result = lint_source(display, original, rules, options, disabled, index=index)
             break
         if fixed == 0 or new_text == text:
@@ -239,10 +247,13 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
             )
             text = result.source
             outcome.fixed = 0
+            result.module = None  # one tree at a time (see below)
             result = lint_source(display, original, rules, options, disabled, index=index)
             break
         outcome.fixed += fixed
         text = new_text
+        # the old tree goes before the new one is made: a large file's tree takes gigabytes
+        result.module = None
         result = lint_source(
             display, new_text.encode(result.encoding), rules, options, disabled, index=index
         )
@@ -264,7 +275,7 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
     from modellint.static.engine import SYNTAX_ERROR
 
     try:
-        book = notebook.read_notebook(original)
+        book = notebook.read_notebook(original, opts.max_code_bytes)
     except notebook.NotebookError as exc:
         if SYNTAX_ERROR[0] not in disabled:
             outcome.findings.append(_file_finding(SYNTAX_ERROR, display, str(exc)))
@@ -332,7 +343,7 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
     new_bytes = book.with_sources(sources).encode("utf-8")
     try:
         # read back what would be written: it must be a notebook with exactly those sources
-        again = notebook.read_notebook(new_bytes)
+        again = notebook.read_notebook(new_bytes, opts.max_code_bytes)
         if {c.number: c.source for c in again.cells if c.number in sources} != sources:
             raise notebook.NotebookError("the cell sources did not survive writing")
     except notebook.NotebookError as exc:
@@ -431,7 +442,8 @@ def _run_all(
 
         linted = [(display, path) for display, path, _ in tasks]
         opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs,
-                                 linted=[display for display, _ in linted])
+                                 linted=[display for display, _ in linted],
+                                 max_code_bytes=opts.max_code_bytes)
     cached = (_CachedRun(tasks, opts) if opts.cache is not None and not (opts.fix or opts.diff)
               else None)
     outcomes: list[FileOutcome | None] = (
@@ -494,8 +506,9 @@ def index_with_source(display: str, data: bytes, opts: StaticOptions) -> Any:
     disk, and this text in place of the file's."""
     from modellint.static.index import index_files
 
-    index = index_files(opts.project, opts.cache, opts.jobs)
-    index.add_source(display, data)
+    index = index_files(opts.project, opts.cache, opts.jobs,
+                        max_code_bytes=opts.max_code_bytes)
+    index.add_source(display, data, opts.max_code_bytes)
     return index
 
 
