@@ -75,7 +75,8 @@ def enter_folder(folder: str | Path, tree: Sequence[str | Path], create: bool) -
 def check_target(path: str | Path, tree: Sequence[str | Path]) -> str:
     """The real path that writing `path` would replace: its folder entered as `enter_folder`
     does (it must exist), and `path` itself not a link nor anything but a regular file when it
-    exists. UnsafePath otherwise, naming `path`."""
+    exists (or a character device outside the tree: `-o /dev/null`). UnsafePath otherwise,
+    naming `path`."""
     given = os.fspath(path)
     folder, name = os.path.split(given)
     if name in ("", ".", ".."):
@@ -94,9 +95,19 @@ def check_target(path: str | Path, tree: Sequence[str | Path]) -> str:
     if stat.S_ISLNK(info.st_mode):
         raise UnsafePath(f"{given} is a link; modellint replaces the file it writes and never "
                          "writes through a link (remove the link, or name another file)")
+    if stat.S_ISCHR(info.st_mode) and not _below(target, [os.path.realpath(base)
+                                                          for base in tree]):
+        return target  # `/dev/null`, a terminal: the user's own device, written in place
     if not stat.S_ISREG(info.st_mode):
         raise UnsafePath(f"{given} exists and is not a regular file")
     return target
+
+
+def _is_device(path: str) -> bool:
+    try:
+        return stat.S_ISCHR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _new_file_mode(existing: str) -> int:
@@ -116,6 +127,10 @@ def replacing(path: str | Path, tree: Sequence[str | Path], binary: bool = False
     folder, renamed over `path`, with the mode `path` had (a new file's as `open` gives it).
     UnsafePath as `check_target` says; OSError when the folder cannot be written."""
     target = check_target(path, tree)
+    if _is_device(target):  # outside the tree (check_target): nothing to rename over
+        with open(target, "wb") if binary else open(target, "w", encoding="utf-8") as device:
+            yield device
+        return
     mode = _new_file_mode(target)
     fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".modellint",
                                 dir=os.path.dirname(target))

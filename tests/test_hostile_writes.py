@@ -71,6 +71,13 @@ def test_an_output_file_that_is_not_a_regular_file_is_refused(modellint, tmp_pat
         target.lstat().st_mode)
 
 
+def test_dev_null_outside_the_tree_is_written_in_place(modellint, tmp_path):
+    repo, _ = _checkout(tmp_path)
+    result = modellint(".", "--output-file", os.devnull, cwd=repo)
+    assert result.rc == 1 and result.out == "" and "Traceback" not in result.err, result
+    assert stat.S_ISCHR(os.lstat(os.devnull).st_mode)
+
+
 def test_an_output_file_replaces_a_hard_link_and_keeps_its_mode(modellint, tmp_path):
     repo, outside = _checkout(tmp_path)
     os.link(outside / "target", repo / "report.txt")
