@@ -95,7 +95,7 @@ def install(recorder: Recorder) -> list[Any]:
             result = original(params, *args, **kwargs)
             _clipped(recorder, name, params)
             return result
-        clip.__wrapped__ = original  # type: ignore[attr-defined]
+        clip.__wrapped__ = original
         return clip
 
     def loss_wrapper(original, name):
@@ -122,7 +122,7 @@ def install(recorder: Recorder) -> list[Any]:
                               f"size.", stacklevel=2)
                 input, target = torch.broadcast_tensors(input, target)
             return original(input, target, *args, **kwargs)
-        loss.__wrapped__ = original  # type: ignore[attr-defined]
+        loss.__wrapped__ = original
         return loss
 
     for name in CLIPS:
@@ -190,8 +190,8 @@ def _check_classification(input, target) -> tuple[str, dict[str, Any]] | None:
     if kind is None:
         return None
     try:
-        dim = int(node._saved_dim)  # type: ignore[union-attr]
-        shape = tuple(node._saved_result.shape)  # type: ignore[union-attr]
+        dim = int(node._saved_dim)
+        shape = tuple(node._saved_result.shape)
     except (AttributeError, RuntimeError):
         return None
     if dim >= 2 ** 63:  # a negative dim, saved unsigned
