@@ -255,7 +255,9 @@ class SoftmaxOverBatch(RunRule):
     Watching a training run, reports a call of `nll_loss` or `cross_entropy` (or
     `nn.NLLLoss` / `nn.CrossEntropyLoss`) whose input, of shape `(N, C, ...)`, was made by a
     `log_softmax` or `softmax` over dim 0: the batch (or, through a `view`, the time steps),
-    not the classes. Seen from the input's autograd node, so on forwards with autograd on.
+    not the classes. Seen from the input's autograd node, so on forwards with autograd on. A
+    square input (as many classes as samples: a contrastive loss's similarity matrix, where a
+    softmax over dim 0 is the other direction of the loss) is left alone.
 
     ## Why is this bad?
     The loss expects each sample's scores normalized over its classes. Normalized over the
@@ -291,7 +293,17 @@ class SoftmaxOverBatch(RunRule):
                  "    scores = model(x.transpose(0, 1)).log_softmax({dim})\n"
                  "    loss = nn.NLLLoss()(scores.view(-1, 6), y.t().reshape(-1)){mark}\n"
                  "    loss.backward()\n    optimizer.step()\n")
-    valid = [_DATA + _MIDDLE.format(dim=1, mark=""), _DATA + _SEQUENCE.format(dim=-1, mark="")]
+    _CONTRASTIVE = ("data = TensorDataset(torch.randn(64, 8), torch.randn(64, 8))\n"
+                    "loader = DataLoader(data, batch_size=8)\n"
+                    "model = nn.Linear(8, 8)\n"
+                    "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+                    "for x, y in loader:\n    optimizer.zero_grad()\n"
+                    "    similarity = model(x) @ y.t()\n"
+                    "    labels = torch.arange(len(x))\n"
+                    "    loss = nn.functional.nll_loss(similarity.log_softmax(0), labels)\n"
+                    "    loss.backward()\n    optimizer.step()\n")
+    valid = [_DATA + _MIDDLE.format(dim=1, mark=""), _DATA + _SEQUENCE.format(dim=-1, mark=""),
+             _DATA + _CONTRASTIVE]
     invalid = [_invalid(_DATA + _MIDDLE.format(dim=0, mark="  # <-")),
                _invalid(_DATA + _SEQUENCE.format(dim=0, mark="  # <-"))]
 

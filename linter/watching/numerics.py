@@ -199,7 +199,9 @@ def _check_classification(input, target) -> tuple[str, dict[str, Any]] | None:
     if not shape or dim % len(shape) != 0 or shape[0] < 2:
         return None
     classes = input.shape[1]
-    if through_view and (shape[-1] != classes or shape[0] == classes):
+    # a square (N, N) input is a similarity matrix (CLIP-style contrastive losses): over dim 0
+    # with the diagonal as targets is the other direction of the loss, on purpose
+    if shape[0] == classes or (through_view and shape[-1] != classes):
         return None
     return "ML326", {"kind": kind, "shape": shape, "classes": classes}
 
