@@ -5,8 +5,9 @@ dimension fed to a classification loss (ML326), a regression loss whose input an
 broadcast to a larger shape (ML327).
 
 They read the record of the run (`modellint.watching.record.Recorder`, its `numerics` part
-from `modellint.watching.numerics`). Not yet measured on the real training scripts of
-`bench/run_corpus.py`, so off by default: `--select ML324` (or `extend-select`) turns one on.
+from `modellint.watching.numerics`). Off by default: the real training scripts of
+`bench/run_corpus.py` give none of them, but exercise only ML324 and ML326 (`--extend-select
+ML324` turns one on).
 This module imports no torch at load time: the static pass loads it.
 """
 
