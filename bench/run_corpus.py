@@ -9,8 +9,10 @@ the one CPU-reproducible user-code case of TrainCheck's silent-issue workloads
 (stackoverflow-60335387 with FakeData), which must give ML303 while its fix gives none. pytorch/examples is held out on purpose (the independent check).
 
     python bench/run_corpus.py [--mirror DIR] [--only makemore,minGPT,nanoGPT]
+                               [--extend-select ML324,ML325]
 
-`--mirror DIR` clones from DIR/<owner>+<name>/repo instead of GitHub. THIS RUNS THE
+`--mirror DIR` clones from DIR/<owner>+<name>/repo instead of GitHub; `--extend-select`
+measures rules that are off by default (their false alarms on these scripts). THIS RUNS THE
 REPOSITORIES' CODE (that is what `modellint run` does): run it where you would run them.
 """
 
@@ -125,7 +127,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mirror", type=Path)
     parser.add_argument("--only")
+    parser.add_argument("--extend-select", default="")
     args = parser.parse_args()
+    select = ["--extend-select", args.extend_select] if args.extend_select else []
     cache = Path(os.environ.get("MODELLINT_CORPUS_DIR",
                                 Path.home() / ".cache" / "modellint-corpus"))
     cache.mkdir(parents=True, exist_ok=True)
@@ -136,7 +140,7 @@ def main() -> int:
         tree = checkout(name, commit, cache, args.mirror)
         for argv in commands(tree):
             proc = subprocess.run([sys.executable, "-m", "modellint", "run", "--format",
-                                   "concise", *argv], cwd=tree, capture_output=True, text=True,
+                                   "concise", *select, *argv], cwd=tree, capture_output=True, text=True,
                                   env={**os.environ, "PYTHONPATH": str(tree)})
             report = proc.stdout.strip().splitlines()
             script = argv[argv.index("--") + 2] if argv[argv.index("--") + 1] == "python" \

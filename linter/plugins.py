@@ -37,6 +37,7 @@ BUILTIN_PLUGINS = (
     "modellint.rules.training_script",
     "modellint.rules.runtime.checks",
     "modellint.rules.run",
+    "modellint.rules.run_numerics",
     "modellint.report.builtin",
 )
 ENTRY_POINT_GROUP = "modellint"

@@ -5,7 +5,8 @@ optimizer steps (`register_optimizer_step_pre_hook`), every module call (global 
 pre-hook and hook: the top-level calls are the model's forwards, their mode and grad mode),
 `Module.train` (where a model is put in eval mode), `torch.autograd.backward` (the loss, its
 graph, whether gradients were cleared), learning-rate schedulers' `step`, DataLoader
-iteration (each epoch cut after `batches_per_epoch` batches) and `DistributedSampler`.
+iteration (each epoch cut after `batches_per_epoch` batches) and `DistributedSampler`; and,
+through `modellint.watching.numerics`, gradient clipping and the losses' inputs.
 `uninstall()` undoes all of it. It holds no rule logic: the run checks
 (`modellint.rule.RunCheck`) read the record after the run and report through
 `Recorder.report`.
@@ -31,6 +32,8 @@ from torch import nn
 
 from modellint.runtime.phases import first_line
 from modellint.runtime.sources import UserCode
+from modellint.watching import numerics
+from modellint.watching.numerics import NumericsRecord
 
 if TYPE_CHECKING:
     from torch.autograd.graph import Node
@@ -180,6 +183,7 @@ class Recorder:
         self._installed = False
         self.probe_dir: str | None = None
         self.probed: dict[str, Any] = {}
+        self.numerics = NumericsRecord()  # gradient clipping and the losses' inputs
 
     # -- reporting ------------------------------------------------------------------------
     def report(self, code: str, message: str, site: Site | None) -> None:
@@ -261,6 +265,7 @@ class Recorder:
         patch(GradScaler, "step", self._scaler_step_patch)
         patch(DataLoader, "__iter__", self._loader_iter_patch)
         patch(DistributedSampler, "__iter__", self._sampler_iter_patch)
+        self._undo.extend(numerics.install(self))
         self._installed = True
         return self
 
