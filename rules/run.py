@@ -64,7 +64,23 @@ class GradientsNeverCleared(RunCheck):
     code = "ML303"
 
     def check(self, record) -> None:
+        manual = record.manual
+        if len(manual.uncleared) >= 2 and len(manual.uncleared) * 2 >= manual.updates - 1:
+            record.report(self.code, f"the parameters were updated by hand {manual.updates} "
+                          f"times, {len(manual.uncleared)} of them on gradients never cleared "
+                          f"since the previous `backward()`: it adds to `.grad`, so each update "
+                          f"applies the sum of every gradient so far; call `model.zero_grad()` "
+                          f"before each `backward()`", manual.uncleared[0])
         for rec in record.optimizers.values():
+            closure = rec.uncleared_closure_calls
+            if len(closure) >= 2 and len(closure) * 2 >= rec.closure_calls:
+                record.report(self.code, f"`{rec.name}.step(closure)` evaluated the closure "
+                              f"{len(closure)} of {rec.closure_calls} times on gradients not "
+                              f"cleared since its previous evaluation: `backward()` adds to "
+                              f"`.grad`, so the optimizer sees the sum of the gradients at "
+                              f"every point it tried; call `optimizer.zero_grad()` at the start "
+                              f"of the closure", closure[0])
+                continue
             bad = rec.uncleared_steps
             if len(bad) < 2 or len(bad) * 2 < rec.steps - 1:
                 continue
@@ -378,6 +394,7 @@ class ParametersNeverUpdated(RunRule):
         "                             {'params': model[1].parameters()}], lr=0.01)\n"))]
 
     def check(self, record) -> None:
+        _never_stepped(self.code, record)
         params, names = _model_params(record)
         for rec in record.optimizers.values():
             if rec.steps < 3:
@@ -400,6 +417,24 @@ class ParametersNeverUpdated(RunRule):
                           f"`{rec.name}` never changed in {rec.steps} steps "
                           f"({_names(never)}): {why}; use them in the loss, or freeze "
                           f"them with `requires_grad_(False)`", rec.created)
+
+
+def _never_stepped(code: str, record) -> None:
+    """An optimizer holding parameters of a model that several backward passes reached, while
+    nothing stepped: no optimizer step, none skipped by GradScaler, no update by hand."""
+    backwards = len(record.backward_sites)
+    if record.total_steps or backwards < 3:
+        return
+    # the parameters of the models a backward pass reached
+    reached = {id(p) for model in record.models.values()
+               if any(f.reached[0] for f in model.forwards) for p in model.model.parameters()}
+    for rec in record.optimizers.values():
+        if rec.skipped or not any(id(p) in reached for p in rec.params()):
+            continue
+        record.report(code, f"`{rec.name}` (built at {_where(rec.created)}) took no step in "
+                      f"{backwards} backward passes: the gradients are computed and never "
+                      f"applied, so its parameters never change; call `optimizer.step()` "
+                      f"after `backward()`", record.backward_sites[0])
 
 
 class SamplerEpochNeverSet(RunRule):
