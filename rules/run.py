@@ -364,22 +364,32 @@ class ParametersNeverUpdated(RunRule):
     ## What it does
     Watching a training run, reports parameters that require a gradient and are held by an
     optimizer, but at none of the steps had a nonzero gradient with a learning rate above 0:
-    no gradient reaches them, or their group's learning rate is 0.
+    no gradient reaches them, or their group's learning rate is 0. Also an optimizer whose
+    model several backward passes reached while nothing stepped at all (no `step()`, none
+    skipped by `GradScaler`, no update by hand): `optimizer.step()` is never called.
 
     ## Why is this bad?
     The parameters stay at their initial values while the run looks healthy: a branch cut
     off from the loss (`.detach()`, an output not used), a head not called, or a parameter
     group given `lr=0`. They should be frozen (`requires_grad_(False)`) if that is intended.
+    Without `step()` the gradients are computed and thrown away: nothing trains.
 
     ## Example
         optimizer = torch.optim.SGD([
             {"params": model.backbone.parameters(), "lr": 0.0},
             {"params": model.head.parameters()},
         ], lr=0.1)
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()  # and no optimizer.step()
 
     ## Use instead
         model.backbone.requires_grad_(False)
         optimizer = torch.optim.SGD(model.head.parameters(), lr=0.1)
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
     """
 
     code = "ML320"
@@ -391,7 +401,12 @@ class ParametersNeverUpdated(RunRule):
     invalid = [_invalid(_script(
         "model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
         "optimizer = torch.optim.SGD([{'params': model[0].parameters(), 'lr': 0.0},  # <-\n"
-        "                             {'params': model[1].parameters()}], lr=0.01)\n"))]
+        "                             {'params': model[1].parameters()}], lr=0.01)\n")),
+               _invalid(_script("model = nn.Linear(8, 1)\n"
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n",
+                                "for epoch in range(4):\n    for x, y in loader:\n"
+                                "        optimizer.zero_grad()\n"
+                                "        nn.functional.mse_loss(model(x), y).backward()  # <-\n"))]
 
     def check(self, record) -> None:
         _never_stepped(self.code, record)
