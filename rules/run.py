@@ -64,7 +64,23 @@ class GradientsNeverCleared(RunCheck):
     code = "ML303"
 
     def check(self, record) -> None:
+        manual = record.manual
+        if len(manual.uncleared) >= 2 and len(manual.uncleared) * 2 >= manual.updates - 1:
+            record.report(self.code, f"the parameters were updated by hand {manual.updates} "
+                          f"times, {len(manual.uncleared)} of them on gradients never cleared "
+                          f"since the previous `backward()`: it adds to `.grad`, so each update "
+                          f"applies the sum of every gradient so far; call `model.zero_grad()` "
+                          f"before each `backward()`", manual.uncleared[0])
         for rec in record.optimizers.values():
+            closure = rec.uncleared_closure_calls
+            if len(closure) >= 2 and len(closure) * 2 >= rec.closure_calls:
+                record.report(self.code, f"`{rec.name}.step(closure)` evaluated the closure "
+                              f"{len(closure)} of {rec.closure_calls} times on gradients not "
+                              f"cleared since its previous evaluation: `backward()` adds to "
+                              f"`.grad`, so the optimizer sees the sum of the gradients at "
+                              f"every point it tried; call `optimizer.zero_grad()` at the start "
+                              f"of the closure", closure[0])
+                continue
             bad = rec.uncleared_steps
             if len(bad) < 2 or len(bad) * 2 < rec.steps - 1:
                 continue
@@ -348,22 +364,32 @@ class ParametersNeverUpdated(RunRule):
     ## What it does
     Watching a training run, reports parameters that require a gradient and are held by an
     optimizer, but at none of the steps had a nonzero gradient with a learning rate above 0:
-    no gradient reaches them, or their group's learning rate is 0.
+    no gradient reaches them, or their group's learning rate is 0. Also an optimizer whose
+    model several backward passes reached while nothing stepped at all (no `step()`, none
+    skipped by `GradScaler`, no update by hand): `optimizer.step()` is never called.
 
     ## Why is this bad?
     The parameters stay at their initial values while the run looks healthy: a branch cut
     off from the loss (`.detach()`, an output not used), a head not called, or a parameter
     group given `lr=0`. They should be frozen (`requires_grad_(False)`) if that is intended.
+    Without `step()` the gradients are computed and thrown away: nothing trains.
 
     ## Example
         optimizer = torch.optim.SGD([
             {"params": model.backbone.parameters(), "lr": 0.0},
             {"params": model.head.parameters()},
         ], lr=0.1)
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()  # and no optimizer.step()
 
     ## Use instead
         model.backbone.requires_grad_(False)
         optimizer = torch.optim.SGD(model.head.parameters(), lr=0.1)
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
     """
 
     code = "ML320"
@@ -375,9 +401,15 @@ class ParametersNeverUpdated(RunRule):
     invalid = [_invalid(_script(
         "model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
         "optimizer = torch.optim.SGD([{'params': model[0].parameters(), 'lr': 0.0},  # <-\n"
-        "                             {'params': model[1].parameters()}], lr=0.01)\n"))]
+        "                             {'params': model[1].parameters()}], lr=0.01)\n")),
+               _invalid(_script("model = nn.Linear(8, 1)\n"
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n",
+                                "for epoch in range(4):\n    for x, y in loader:\n"
+                                "        optimizer.zero_grad()\n"
+                                "        nn.functional.mse_loss(model(x), y).backward()  # <-\n"))]
 
     def check(self, record) -> None:
+        _never_stepped(self.code, record)
         params, names = _model_params(record)
         for rec in record.optimizers.values():
             if rec.steps < 3:
@@ -400,6 +432,24 @@ class ParametersNeverUpdated(RunRule):
                           f"`{rec.name}` never changed in {rec.steps} steps "
                           f"({_names(never)}): {why}; use them in the loss, or freeze "
                           f"them with `requires_grad_(False)`", rec.created)
+
+
+def _never_stepped(code: str, record) -> None:
+    """An optimizer holding parameters of a model that several backward passes reached, while
+    nothing stepped: no optimizer step, none skipped by GradScaler, no update by hand."""
+    backwards = len(record.backward_sites)
+    if record.total_steps or backwards < 3:
+        return
+    # the parameters of the models a backward pass reached
+    reached = {id(p) for model in record.models.values()
+               if any(f.reached[0] for f in model.forwards) for p in model.model.parameters()}
+    for rec in record.optimizers.values():
+        if rec.skipped or not any(id(p) in reached for p in rec.params()):
+            continue
+        record.report(code, f"`{rec.name}` (built at {_where(rec.created)}) took no step in "
+                      f"{backwards} backward passes: the gradients are computed and never "
+                      f"applied, so its parameters never change; call `optimizer.step()` "
+                      f"after `backward()`", record.backward_sites[0])
 
 
 class SamplerEpochNeverSet(RunRule):

@@ -18,16 +18,18 @@ if TYPE_CHECKING:
 
 
 class _Finish:
-    def __init__(self, result_path: str, options: dict) -> None:
+    def __init__(self, result_path: str, options: dict, followed: bool = False) -> None:
         self.result_path = result_path
         self.options = options
+        self.followed = followed  # a process the script started
         self.recorder: Recorder | None = None
         self.lock = threading.Lock()
         self.done = False
 
-    def __call__(self, reason: str) -> None:
+    def __call__(self, reason: str, leave: bool = True) -> None:
         """Check what was seen, write the result and leave at once: nothing more of the
-        script runs (no traceback, no `finally` of the user's), as if the run ended there."""
+        script runs (no traceback, no `finally` of the user's), as if the run ended there.
+        Not `leave`: the process goes on (a process the script started, ending as it would)."""
         with self.lock:
             if self.done:
                 return
@@ -36,6 +38,8 @@ class _Finish:
             if recorder is not None:
                 recorder.stopped = recorder.stopped or reason
             self.write()
+        if not leave:
+            return
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -56,7 +60,8 @@ class _Finish:
                 run_checks(recorder, registry, set(self.options.get("codes", [])))
                 recorder.cleanup()
                 result = {"findings": recorder.findings, "notes": recorder.notes,
-                          "summary": recorder.summary(), "rank_prints": recorder.rank_prints}
+                          "summary": recorder.summary(), "rank_prints": recorder.rank_prints,
+                          "followed": self.followed}
         except BaseException as exc:  # noqa: BLE001 - the parent reports it as ML001
             result["internal"] = f"{type(exc).__name__}: {exc}"
         tmp = self.result_path + ".tmp"
@@ -84,9 +89,33 @@ def main(argv: list[str]) -> int:
 
     give_up_ptrace()
     options = json.loads(options_text)
-    finish = _Finish(result_path, options)
+
+    def run_script() -> None:
+        import runpy
+
+        if target[0] == "-m":
+            sys.argv = [target[1], *target[2:]]
+            runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(target[0])
+            sys.argv = [path, *target[1:]]
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
+
+    watched(result_path, options, run_script)
+    return 0
+
+
+def watched(result_path: str, options: dict, run, followed: bool = False
+            ) -> BaseException | None:
+    """Run `run()` with the instrumentation installed, write what it saw to `result_path` and
+    end the process; the processes it starts are followed. `followed` (a process the script
+    started): the process goes on to end as it would, and the error that ended `run()`, if
+    any, is returned."""
+    from modellint.watching import processes
     from modellint.watching.record import BudgetSpent, Recorder, crash_record
 
+    finish = _Finish(result_path, options, followed)
     recorder = Recorder(steps=options.get("steps"),
                         batches_per_epoch=options.get("batches_per_epoch"), on_budget=finish)
     finish.recorder = recorder
@@ -102,33 +131,31 @@ def main(argv: list[str]) -> int:
         timer = threading.Timer(float(timeout), time_out)
         timer.daemon = True
         timer.start()
-    import runpy
-
     recorder.install()
+    processes.active.append(recorder)
+    processes.follow(result_path, options)
+    failure: BaseException | None = None
     try:
-        if target[0] == "-m":
-            sys.argv = [target[1], *target[2:]]
-            runpy.run_module(target[1], run_name="__main__", alter_sys=True)
-        else:
-            path = os.path.abspath(target[0])
-            sys.argv = [path, *target[1:]]
-            sys.path.insert(0, os.path.dirname(path))
-            runpy.run_path(path, run_name="__main__")
+        run()
     except BudgetSpent:
         pass
     except SystemExit as exc:
         code = exc.code
+        failure = exc
         if code not in (None, 0):
             recorder.crash = crash_record(exc, recorder.user)
             recorder.crash["error"] = (f"exit status {code}" if isinstance(code, int)
                                        else f"exit: {code}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        failure = exc
         recorder.stopped = "interrupted"
     except BaseException as exc:  # noqa: BLE001 - the script's own error: one finding
+        failure = exc
         recorder.crash = crash_record(exc, recorder.user)
-        _print_user_traceback(exc)
-    finish("end")
-    return 0
+        if not followed:
+            _print_user_traceback(exc)
+    finish("end", leave=not followed)
+    return failure
 
 
 if __name__ == "__main__":

@@ -209,7 +209,12 @@ def run_summary(data: dict) -> str:
     losses = data.get("losses") or []
     loss = f", last loss {losses[-1]:.4g}" if losses else ""
     ranks = f" on each of {data['ranks']} ranks" if data.get("ranks") else ""
-    return (f"modellint run: {data.get('steps', 0)} optimizer step(s){ranks}, "
+    steps = f"{data.get('steps', 0)} optimizer step(s)"
+    if data.get("manual_steps"):
+        steps = f"{data['steps']} step(s) ({data['manual_steps']} by hand)"
+    if data.get("processes"):
+        ranks += f" in each of {data['processes']} process(es) the script started"
+    return (f"modellint run: {steps}{ranks}, "
             f"{data.get('epochs', 0)} epoch(s), {data.get('optimizers', 0)} optimizer(s), "
             f"{data.get('models', 0)} model(s){loss}, {data.get('seconds', 0):.1f} s "
             f"({reasons.get(data.get('stopped'), data.get('stopped'))})")
@@ -276,9 +281,14 @@ def _merge(ranks: list[dict | None]) -> dict | None:
     results = [r for r in ranks if r is not None]
     if not results:
         return None
-    summary = dict(results[0].get("summary") or {})
-    if len(results) > 1:
-        summary["ranks"] = len(results)
+    # the processes the script started (Hogwild) train while the script's own may not
+    summary = dict(next((r["summary"] for r in results if (r.get("summary") or {}).get("steps")),
+                        results[0].get("summary") or {}))
+    followed = sum(1 for r in results if r.get("followed"))
+    if len(results) - followed > 1:
+        summary["ranks"] = len(results) - followed
+    if followed:
+        summary["processes"] = followed
     merged: dict = {"findings": [], "notes": [], "summary": summary}
     seen = set()
     for result in results:

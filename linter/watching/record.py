@@ -71,6 +71,10 @@ class OptimizerRecord:
     sample: list[Any] = field(default_factory=list)  # a few parameters to tell cleared grads
     updated: set[int] = field(default_factory=set)  # ids of params given a nonzero grad, lr > 0
     epochs_at_step: list[Any] = field(default_factory=list)
+    # `step(closure)` (LBFGS): closure evaluations after the first of a step, and the
+    # backward sites of those that ran on gradients not cleared since the previous evaluation
+    closure_calls: int = 0
+    uncleared_closure_calls: list[Site | None] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -91,6 +95,22 @@ class SchedulerRecord:
     @property
     def name(self) -> str:
         return type(self.scheduler).__name__
+
+
+@dataclass
+class ManualRecord:
+    """Training without an optimizer step (`p.data.add_(-lr * p.grad)` over
+    `model.parameters()`): a few trainable parameters with gradients, whose values are compared
+    at each look (each top-level forward and backward) while no optimizer has stepped; a change
+    is one update by hand."""
+
+    sample: list[Any] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    models: int = 0  # the watched models when the sample was taken
+    updates: int = 0
+    since_backward: bool = False  # an update since the last backward
+    # backward sites of updates made on gradients never cleared since the previous backward
+    uncleared: list[Site | None] = field(default_factory=list)
 
 
 @dataclass
@@ -154,6 +174,12 @@ class Recorder:
         self.models: dict[int, ModelRecord] = {}
         self.loaders: dict[int, LoaderRecord] = {}
         self.samplers: dict[int, SamplerRecord] = {}
+        self.manual = ManualRecord()
+        # backward passes since the last step (an optimizer's or by hand): an accumulation or
+        # a step that never comes
+        self.backwards_since_step = 0
+        self._closure: tuple[OptimizerRecord, int] | None = None  # the closure being evaluated
+        self._stepping = False  # inside an optimizer's step
         self.losses: list[float] = []
         self.backward_sites: list[Site | None] = []
         self.loss_graphs: list[tuple[int, weakref.ref]] = []  # (step, sentinel of its graph)
@@ -286,7 +312,7 @@ class Recorder:
             self.optimizers[id(opt)] = rec
         return rec
 
-    def _step_pre(self, opt, args, kwargs) -> None:
+    def _step_pre(self, opt, args, kwargs) -> tuple[tuple, dict] | None:
         if self.budget is not None and self.total_steps >= self.budget:
             self.stop("steps")
         if self.stop_requested:
@@ -333,12 +359,40 @@ class Recorder:
         sample = [p for p in rec.params() if p.grad is not None][:4]
         if sample:
             rec.sample = sample
+        self._stepping = True
+        return self._watch_closure(rec, args, kwargs)
+
+    def _watch_closure(self, rec: OptimizerRecord, args, kwargs):
+        """`step(closure)`: the step's arguments with the closure wrapped, so that the first
+        backward of each evaluation after the first can tell whether the gradients were
+        cleared since the previous one (None when the step has no closure)."""
+        # `args` begins with the optimizer itself
+        if len(args) > 1 and callable(args[1]):
+            closure, place = args[1], 1
+        elif callable(kwargs.get("closure")):
+            closure, place = kwargs["closure"], 0
+        else:
+            return None
+        recorder, calls = self, [0]
+
+        def watched_closure(*a, **k):
+            calls[0] += 1
+            recorder._closure = (rec, calls[0])
+            try:
+                return closure(*a, **k)
+            finally:
+                recorder._closure = None
+                if not rec.sample:
+                    rec.sample = [p for p in rec.params() if p.grad is not None][:4]
+
+        if not place:
+            return args, {**kwargs, "closure": watched_closure}
+        return (args[0], watched_closure, *args[2:]), kwargs
 
     def _step_post(self, opt, args, kwargs) -> None:
         rec = self._optimizer(opt)
         rec.steps += 1
-        self.total_steps += 1
-        self._count_live_graphs()
+        self._stepped()
         if len(self.rank_prints) < 5 and _distributed():
             self._fingerprint_params(opt)
         if self.total_steps <= 3:  # which trainable parameters get gradients at all
@@ -346,6 +400,14 @@ class Recorder:
                 for p in model.model.parameters():
                     if p.requires_grad and p.grad is not None:
                         self.grad_seen.add(id(p))
+
+    def _stepped(self) -> None:
+        """A step taken, by an optimizer or by hand."""
+        self.total_steps += 1
+        self.backwards_since_step = 0
+        self._closure = None
+        self._stepping = False
+        self._count_live_graphs()
 
     def _fingerprint_params(self, opt) -> None:
         rec = self._optimizer(opt)
@@ -368,11 +430,28 @@ class Recorder:
     def _backward(self, tensors, site: Site | None) -> None:
         roots = [tensors] if isinstance(tensors, torch.Tensor) else [
             t for t in (tensors or ()) if isinstance(t, torch.Tensor)]
+        if (self.budget is not None and not self.total_steps
+                and self.backwards_since_step >= self.no_step_limit()):
+            self.stop("steps")
         self.backward_sites.append(site)
         for rec in self.optimizers.values():
             rec.backwards_since_step += 1
             if not rec.cleared_since_step and _cleared(rec.sample):
                 rec.cleared_since_step = True
+        if self._closure is not None:  # the first backward of this evaluation of the closure
+            rec, call = self._closure
+            self._closure = None
+            if call > 1:
+                rec.closure_calls += 1
+                if not _cleared(rec.sample):
+                    rec.uncleared_closure_calls.append(site)
+        self._look_for_manual_update()
+        manual = self.manual
+        if manual.since_backward:
+            manual.since_backward = False
+            if not _cleared(manual.sample):
+                manual.uncleared.append(site)
+        self.backwards_since_step += 1
         if not roots:
             return
         root = roots[0]
@@ -400,6 +479,49 @@ class Recorder:
                 pass
         if len(self.loss_graphs) > 64:
             self.loss_graphs = [(s, r) for s, r in self.loss_graphs if r() is not None][-64:]
+
+    def no_step_limit(self) -> int:
+        """Backward passes without any step after which a run stops (an accumulation over
+        more micro-batches than this is taken for a step that never comes)."""
+        return max(64, 4 * (self.budget or 0))
+
+    def accumulating(self, extra: int) -> bool:
+        """Whether backward passes since the last step wait for one (gradient accumulation
+        over more batches than `batches_per_epoch`): the epoch is not cut then, for up to
+        `no_step_limit()` more batches."""
+        self._look_for_manual_update()
+        return self.backwards_since_step > 0 and extra < self.no_step_limit()
+
+    def _look_for_manual_update(self) -> None:
+        """While no optimizer has stepped: whether the sampled trainable parameters changed
+        since the last look (an update by hand), which counts as a step."""
+        manual = self.manual
+        # an optimizer trains (or is taking its step, LBFGS's closure): nothing to look for
+        if self.total_steps > manual.updates or self._stepping:
+            return
+        if manual.models != len(self.models):  # each model's first and last trainable ones
+            manual.models = len(self.models)
+            manual.sample = []
+            for model in self.models.values():
+                trainable = [p for p in model.model.parameters() if p.requires_grad]
+                for p in trainable[:1] + trainable[-1:]:
+                    if all(p is not q for q in manual.sample):
+                        manual.sample.append(p)
+            manual.sample = manual.sample[:8]
+            manual.values = [_head(p) for p in manual.sample]
+            return
+        with torch.no_grad():
+            now = [_head(p) for p in manual.sample]
+            changed = any(not torch.equal(a, b) for a, b in zip(now, manual.values, strict=True))
+        manual.values = now
+        if not changed:
+            return
+        if self.budget is not None and self.total_steps >= self.budget:
+            self.stop("steps")
+        manual.updates += 1
+        manual.since_backward = True
+        self._train_loader = self._last_loader
+        self._stepped()
 
     def _count_live_graphs(self) -> None:
         step = self.total_steps
@@ -483,6 +605,7 @@ class Recorder:
             self.models[id(module)] = rec
             for name, sub in module.named_modules():
                 self._names.setdefault(id(sub), name)
+        self._look_for_manual_update()
         grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
         self._order += 1
         rec.forwards.append(Forward(module.training, grad, self.site(), self.total_steps,
@@ -667,6 +790,7 @@ class Recorder:
         opts = list(self.optimizers.values())
         return {
             "steps": self.total_steps,
+            "manual_steps": self.manual.updates,
             "optimizers": len(opts),
             "models": len(self.models),
             "epochs": (self._train_loader.epochs if self._train_loader is not None else
@@ -693,7 +817,8 @@ class _CutIterator:
 
     def __next__(self):
         limit = self._recorder.batches_per_epoch
-        if limit is not None and self._count >= limit and self._recorder._installed:
+        if limit is not None and self._count >= limit and self._recorder._installed \
+                and not self._recorder.accumulating(self._count - limit):
             raise StopIteration
         batch = next(self._iterator)
         self._count += 1
@@ -752,6 +877,11 @@ def _distributed() -> bool:
         return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     except Exception:  # noqa: BLE001
         return False
+
+
+def _head(p) -> Any:
+    """A copy of a parameter's first values, to tell when it changes."""
+    return p.detach().reshape(-1)[:1024].clone()
 
 
 def _cleared(sample: list[Any]) -> bool:

@@ -11,6 +11,7 @@ import json
 import os
 import pickle
 import sys
+import types
 
 
 def _digest(value) -> str:
@@ -31,8 +32,8 @@ def fingerprints(dataset) -> dict[str, str]:
     torch = sys.modules.get("torch")
     if torch is not None:
         out["torch's default generator"] = _digest(torch.get_rng_state().numpy().tobytes())
-    for name, value in list(vars(dataset).items()) if hasattr(dataset, "__dict__") else []:
-        label = f"`{type(dataset).__name__}.{name}`"
+    for label, value in _held(dataset, f"{type(dataset).__name__}"):
+        label = f"`{label}`"
         if isinstance(value, random.Random):
             out[label] = _digest(value.getstate())
         elif numpy is not None and isinstance(value, numpy.random.Generator):
@@ -42,6 +43,45 @@ def fingerprints(dataset) -> dict[str, str]:
         elif torch is not None and isinstance(value, torch.Generator):
             out[label] = _digest(value.get_state().numpy().tobytes())
     return out
+
+
+# values that hold no generator worth a look: plain values, code, and data (arrays, tensors)
+_SKIPPED = (str, bytes, int, float, complex, bool, type(None), type, types.FunctionType,
+            types.BuiltinFunctionType, types.MethodType, types.ModuleType)
+
+
+def _held(owner, label: str, depth: int = 5, budget: list[int] | None = None):
+    """(path, value) of what `owner` holds, through attributes, lists, tuples and dicts, a few
+    levels down and a bounded number of values: the generators a dataset's transforms hold
+    (`Noisy.transform.transforms[0].rng`, `Noisy.target_transform.rng`)."""
+    budget = [256] if budget is None else budget
+    if isinstance(owner, dict):
+        items = [(f"{label}[{key!r}]", value) for key, value in list(owner.items())[:16]
+                 if isinstance(key, str)]
+    elif isinstance(owner, (list, tuple)):
+        items = [(f"{label}[{index}]", value) for index, value in enumerate(owner[:16])]
+    else:
+        try:
+            attributes = vars(owner)
+        except TypeError:
+            return
+        items = []
+        for name, value in list(attributes.items()):
+            if name == "_modules" and isinstance(value, dict):
+                # an nn.Module's sub-modules (torchvision's v2 transforms) by their own names
+                items += [(f"{label}.{sub}", module) for sub, module in value.items()]
+            elif not (name.startswith("_") and isinstance(value, dict)
+                      or name.startswith("_modellint")):  # nn.Module's own tables, the probe's
+                items.append((f"{label}.{name}", value))
+    for path, value in items:
+        if budget[0] <= 0:
+            return
+        budget[0] -= 1
+        if isinstance(value, _SKIPPED) or type(value).__name__ == "ndarray":
+            continue
+        yield path, value
+        if depth > 1:
+            yield from _held(value, path, depth - 1, budget)
 
 
 class InitProbe:
