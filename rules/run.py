@@ -14,6 +14,7 @@ from collections import defaultdict
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Invalid, RunCheck, RunRule, Severity
+from modellint.static.kinds import SCHEDULERS
 
 # the examples of the run rules are small training scripts, run under `modellint.watch()`
 _SETUP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
@@ -34,7 +35,8 @@ def _invalid(code: str) -> Invalid:
     return Invalid(code.replace("  # <-", ""), line=line)
 
 
-PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau")
+# the schedulers whose arguments count epochs: the static pass's table
+PER_EPOCH = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 
 
 def _where(site) -> str:
@@ -106,19 +108,76 @@ class PerEpochSchedulerPerBatch(RunCheck):
 
     @staticmethod
     def _counts_iterations(record, rec) -> bool:
-        """StepLR/MultiStepLR whose periods are at least an epoch of the loader: they were
-        sized in iterations, stepping per batch is meant."""
-        lengths = [loader.length for loader in record.loaders.values() if loader.length]
-        if not lengths:
+        """Whether a scheduler of an epoch kind was sized in iterations (stepping it per batch
+        is then meant), from what is known, in this order: its constructor's arguments, read
+        as the static ML301 reads them (`step_size=3 * len(loader)`: iterations;
+        `T_max=args.epochs`: epochs); its period against the epoch loop's range (a period
+        that fits in the planned epochs counts epochs, one beyond them iterations); the
+        static kind of a constructor that names neither. Only a scheduler built where the
+        source cannot be read, in no epoch loop of known range, is sized against the
+        loader's length."""
+        from modellint.rules.training import _counts_iterations, _period_counts_epochs
+        from modellint.static.kinds import PERIOD_ARGUMENT
+
+        call = _constructor(rec)
+        if call is not None and _counts_iterations(call):
+            return True
+        period = _period(rec)
+        epochs = rec.epochs_planned
+        if rec.name in PERIOD_ARGUMENT:
+            if call is not None and _period_counts_epochs(rec.name, call):
+                return False
+            return not (epochs and period is not None and period <= epochs)
+        if period is None:  # a decay at every step (ExponentialLR): counts epochs
             return False
-        length = max(lengths)
-        scheduler = rec.scheduler
-        if rec.name == "StepLR":
-            return getattr(scheduler, "step_size", 0) >= length
-        if rec.name == "MultiStepLR":
-            milestones = list(getattr(scheduler, "milestones", {}) or [])
-            return bool(milestones) and min(milestones) >= length
-        return False
+        if epochs:
+            return period > epochs
+        if call is not None:
+            return False
+        lengths = [loader.length for loader in record.loaders.values() if loader.length]
+        return bool(lengths) and period >= max(lengths)
+
+
+def _period(rec) -> int | None:
+    """The number of `step()` calls the schedule is sized in (its first milestone)."""
+    scheduler = rec.scheduler
+    if rec.name == "MultiStepLR":
+        milestones = list(getattr(scheduler, "milestones", {}) or [])
+        return min(milestones) if milestones else None
+    attribute = {"StepLR": "step_size", "CosineAnnealingLR": "T_max",
+                 "PolynomialLR": "total_iters"}.get(rec.name)
+    value = getattr(scheduler, attribute, None) if attribute else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _constructor(rec):
+    """The scheduler's constructor call in the user's source (a LibCST node, for the static
+    rule's readings of its arguments), or None where it cannot be read."""
+    import ast
+    import linecache
+
+    import libcst as cst
+
+    from modellint.watching.loops import source_tree
+
+    if rec.created is None:
+        return None
+    filename, line, _ = rec.created
+    tree = source_tree(filename)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or 0):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
+                node.func, "id", "")
+            if name == rec.name:
+                text = ast.get_source_segment("".join(linecache.getlines(filename)), node)
+                try:
+                    parsed = cst.parse_expression(text or "")
+                except cst.ParserSyntaxError:
+                    return None
+                return parsed if isinstance(parsed, cst.Call) else None
+    return None
 
 
 class SchedulerBeforeOptimizerStep(RunCheck):

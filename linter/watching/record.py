@@ -84,6 +84,8 @@ class SchedulerRecord:
     # each user call of step(): (site, steps of its optimizer before it, epoch key)
     steps: list[tuple[Site | None, int, Any]] = field(default_factory=list)
     explicit: bool = False  # step(epoch) was called: the script sets the position itself
+    # the turns of the epoch loop around its first step (`for epoch in range(90)`), if known
+    epochs_planned: int | None = None
 
     @property
     def name(self) -> str:
@@ -126,7 +128,8 @@ class LoaderRecord:
 class SamplerRecord:
     sampler: Any
     epochs_seen: list[int] = field(default_factory=list)
-    site: Site | None = None
+    site: Site | None = None  # where it was first iterated (the batch loop)
+    epoch_loop: Site | None = None  # the loop around that, if any: where set_epoch belongs
 
 
 @dataclass
@@ -182,13 +185,19 @@ class Recorder:
         self.probed: dict[str, Any] = {}
 
     # -- reporting ------------------------------------------------------------------------
-    def report(self, code: str, message: str, site: Site | None) -> None:
+    def report(self, code: str, message: str, site: Site | None,
+               related: list[tuple[Site | None, str]] | None = None) -> None:
+        """A finding at `site`; `related`: (site, what it is) of the other lines of the
+        mistake, each named at the end of the message and in SARIF's relatedLocations."""
         key = (code, site[0] if site else None, site[1] if site else 1)
         if any((f["code"], f["file"], f["line"]) == key for f in self.findings):
             return
         self.findings.append({"code": code, "message": message,
                               "file": site[0] if site else None,
-                              "line": site[1] if site else 1})
+                              "line": site[1] if site else 1,
+                              "related": [{"file": other[0], "line": other[1], "message": what}
+                                          for other, what in related or () if other
+                                          and other[:2] != (key[1], key[2])]})
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -577,6 +586,10 @@ class Recorder:
         if explicit:
             rec.explicit = True
             return
+        if not rec.steps:
+            from modellint.watching.loops import enclosing_loops, planned_epochs
+
+            rec.epochs_planned = planned_epochs(enclosing_loops(caller, self.user))
         rec.steps.append((site, steps, self._epoch_key()))
 
     # -- data -----------------------------------------------------------------------------
@@ -650,7 +663,12 @@ class Recorder:
             if recorder._installed:
                 rec = recorder.samplers.get(id(sampler))
                 if rec is None or rec.sampler is not sampler:
-                    rec = SamplerRecord(sampler, site=recorder.site())
+                    from modellint.watching.loops import enclosing_loops, epoch_loop
+
+                    loops = enclosing_loops(sys._getframe(1), recorder.user)
+                    loop = epoch_loop(loops)
+                    rec = SamplerRecord(sampler, site=recorder.site(),
+                                        epoch_loop=loop.site if loop is not None else None)
                     recorder.samplers[id(sampler)] = rec
                 rec.epochs_seen.append(int(getattr(sampler, "epoch", 0)))
             return original(sampler)
