@@ -39,12 +39,6 @@ def _invalid(code: str) -> Invalid:
 PER_EPOCH = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 
 
-def _where(site) -> str:
-    from modellint.runtime.phases import short_path
-
-    return f"{short_path(site[0])}:{site[1]}" if site else "an unknown line"
-
-
 def _names(names: list[str], limit: int = 3) -> str:
     shown = ", ".join(f"`{n}`" for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -214,14 +208,16 @@ class LossGraphsKept(RunCheck):
         live = record.live_graphs
         if len(live) < 4 or max(live) < 3:
             return
-        site = record.graph_holder_site or (
-            record.backward_sites[0] if record.backward_sites else None)
+        backward = record.backward_sites[0] if record.backward_sites else None
+        site = record.graph_holder_site or backward
         holder = (f"`{record.graph_holder}` keeps them" if record.graph_holder
                   else "a running total or a list keeps them")
         record.report(self.code, f"the loss of every step stays alive with its autograd graph "
                       f"after `backward()` (up to {max(live)} earlier losses alive at once in "
                       f"{len(live)} steps): {holder}, and memory grows with each step; keep "
-                      f"`loss.item()` or `loss.detach()` instead", site)
+                      f"`loss.item()` or `loss.detach()` instead", site,
+                      [(record.graph_holder_inner, "the helper keeps the loss here"),
+                       (backward, "its `backward()`")])
 
 
 def _forwards(record):
@@ -293,9 +289,9 @@ class LeftInEvalMode(RunCheck):
             count = sum(1 for s, _ in late if s == site)
             record.report(self.code, f"`{model.name}` was put in eval mode here for an "
                           f"evaluation and then trained in eval mode ({count} training "
-                          f"forward(s) from {_where(forward.site)}: dropout off, batch-norm "
-                          f"statistics frozen); call `model.train()` before training again",
-                          site or forward.site)
+                          f"forward(s): dropout off, batch-norm statistics frozen); call "
+                          f"`model.train()` before training again", site or forward.site,
+                          [(forward.site, "trained in eval mode")])
 
 
 def _model_params(record):
@@ -356,7 +352,8 @@ class StaleOptimizerParameters(RunRule):
     ## What it does
     Watching a training run, reports an optimizer that holds parameters which are in none of
     the models it trains and never get a gradient, while the model has trainable parameters
-    the optimizer does not hold: a layer was replaced after the optimizer was built.
+    the optimizer does not hold: a layer was replaced after the optimizer was built. Reported
+    at the assignment that replaced it (when the run saw it), with the optimizer's line.
 
     ## Why is this bad?
     The classic fine-tuning bug: `model.fc = nn.Linear(512, 10)` after
@@ -379,8 +376,8 @@ class StaleOptimizerParameters(RunRule):
                      "model[1] = nn.Linear(4, 1)\n"
                      "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
     invalid = [_invalid(_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
-                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # <-\n"
-                                "model[1] = nn.Linear(4, 1)\n"))]
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+                                "model[1] = nn.Linear(4, 1)  # <-\n"))]
 
     def check(self, record) -> None:
         if not record.total_steps:
@@ -392,13 +389,20 @@ class StaleOptimizerParameters(RunRule):
             return
         for rec in record.optimizers.values():
             stale = _stale(record, rec, params)
-            if stale:
-                shapes = ", ".join("x".join(str(d) for d in p.shape) for p in stale[:3])
-                record.report(self.code, f"`{rec.name}` holds {len(stale)} parameter(s) that "
-                              f"are no longer in the model (shapes {shapes}) while the "
-                              f"model's {_names(missing)} are in no optimizer: a layer was "
-                              f"replaced after the optimizer was built; build the optimizer "
-                              f"after changing the model", rec.created)
+            if not stale:
+                continue
+            shapes = ", ".join("x".join(str(d) for d in p.shape) for p in stale[:3])
+            ids = {id(p) for p in stale}
+            # at the assignment that replaced the layer, when it was seen
+            site, name = next(((site, name) for site, name, old in record.replaced
+                               if site and old & ids), (None, None))
+            what = f"`{name}` was replaced here" if name else "a layer was replaced"
+            record.report(self.code, f"`{rec.name}` holds {len(stale)} parameter(s) that "
+                          f"are no longer in the model (shapes {shapes}) while the "
+                          f"model's {_names(missing)} are in no optimizer: {what} after "
+                          f"the optimizer was built; build the optimizer after changing "
+                          f"the model", site or rec.created,
+                          [(rec.created, f"`{rec.name}` built")] if site else None)
 
 
 class ParametersNeverUpdated(RunRule):
@@ -407,7 +411,9 @@ class ParametersNeverUpdated(RunRule):
     ## What it does
     Watching a training run, reports parameters that require a gradient and are held by an
     optimizer, but at none of the steps had a nonzero gradient with a learning rate above 0:
-    no gradient reaches them, or their group's learning rate is 0.
+    no gradient reaches them, or their group's learning rate is 0. Reported where the gradient
+    stops, the line that calls the first of their modules (its output detached, or not used
+    in the loss), with the optimizer's line; a learning rate of 0 at the optimizer.
 
     ## Why is this bad?
     The parameters stay at their initial values while the run looks healthy: a branch cut
@@ -455,10 +461,24 @@ class ParametersNeverUpdated(RunRule):
                 continue
             why = ("their parameter group's learning rate is 0" if lr_zero else
                    "no gradient reaches them")
+            # where the gradient stops: the call of the first module they belong to
+            stop = None if lr_zero else next(
+                ((path, record.ungraded_calls[path]) for path in
+                 (name.rpartition(".")[0] for name in never)
+                 if record.ungraded_calls.get(path)), None)
+            if stop is not None:
+                import linecache
+
+                why = (f"no gradient reaches them: the output of `{stop[0]}` is detached here"
+                       if ".detach()" in linecache.getline(*stop[1][:2]) else
+                       f"no gradient reaches them: `{stop[0]}` is called here, but its output "
+                       f"is not used in the loss")
             record.report(self.code, f"{len(never)} trainable parameter(s) held by "
                           f"`{rec.name}` never changed in {rec.steps} steps "
                           f"({_names(never)}): {why}; use them in the loss, or freeze "
-                          f"them with `requires_grad_(False)`", rec.created)
+                          f"them with `requires_grad_(False)`",
+                          stop[1] if stop else rec.created,
+                          [(rec.created, f"held by `{rec.name}` built")] if stop else None)
 
 
 class SamplerEpochNeverSet(RunRule):
@@ -467,6 +487,7 @@ class SamplerEpochNeverSet(RunRule):
     ## What it does
     Watching a training run, reports a `DistributedSampler` with `shuffle=True` that was
     iterated in two or more epochs with the same epoch number: `set_epoch` was never called.
+    Reported at the epoch loop, where the call belongs, with the loop that iterates it.
 
     ## Why is this bad?
     The sampler seeds its shuffle with the epoch number. Without `sampler.set_epoch(epoch)`
@@ -495,17 +516,19 @@ class SamplerEpochNeverSet(RunRule):
                 "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")
     valid = [_script(_SAMPLER, "for epoch in range(4):\n    sampler.set_epoch(epoch)\n"
                      + _LOOP.split("\n", 1)[1])]
-    invalid = [_invalid(_script(_SAMPLER, _LOOP.replace("in loader:", "in loader:  # <-")))]
+    invalid = [_invalid(_script(_SAMPLER, _LOOP.replace("range(4):", "range(4):  # <-")))]
 
     def check(self, record) -> None:
         for rec in record.samplers.values():
             seen = rec.epochs_seen
             if len(seen) >= 2 and len(set(seen)) == 1 and getattr(rec.sampler, "shuffle", False):
+                # at the epoch loop, where `set_epoch` belongs
                 record.report(self.code, f"a shuffling `DistributedSampler` was iterated in "
                               f"{len(seen)} epochs with the same epoch number ({seen[0]}): "
                               f"every epoch has the same order; call "
                               f"`sampler.set_epoch(epoch)` at the start of each epoch",
-                              rec.site)
+                              rec.epoch_loop or rec.site,
+                              [(rec.site, "iterated here")] if rec.epoch_loop else None)
 
 
 class WorkersShareRandomState(RunRule):
@@ -569,7 +592,8 @@ class RanksDiverge(RunRule):
     ## What it does
     `modellint run -- torchrun ...`: each rank sums each trainable parameter after its first
     optimizer steps; the sums of all ranks are compared, and the first step after which a
-    parameter differs between ranks is reported, naming the parameters.
+    parameter differs between ranks is reported, naming the parameters, at the call of the
+    model they belong to, with the optimizer step.
 
     ## Why is this bad?
     Data-parallel training keeps one model: every rank must hold the same parameters. They
@@ -610,13 +634,21 @@ class RanksDiverge(RunRule):
                         if name not in differ:
                             differ.append(name)
             if differ:
-                site = entry.get("site")
+                step = entry.get("site")
+                # at the call of the model whose parameters differ, the step as related
+                model = differ[0].partition(".")[0]
+                call = (entry.get("calls") or {}).get(model)
+                site = call or step
+                related = [{"file": step[0], "line": step[1],
+                            "message": f"optimizer step {entry['step']}"}] if call and step \
+                    else []
                 return [{"code": cls.code, "message": f"after optimizer step {entry['step']} "
                          f"the ranks hold different values of {len(differ)} parameter(s) "
                          f"({_names(differ)}): their gradients are not averaged across ranks "
                          f"(outside the DistributedDataParallel wrapper, or replaced after "
                          f"wrapping); wrap the whole trained model once, after changing it",
-                         "file": site[0] if site else None, "line": site[1] if site else 1}]
+                         "file": site[0] if site else None, "line": site[1] if site else 1,
+                         "related": related}]
         return []
 
 

@@ -43,3 +43,59 @@ def test_per_epoch_schedule_stepped_per_batch_on_small_data(name, line):
 def test_schedules_sized_in_iterations_are_not_ml301():
     found, out = _findings("ml301_cosine_good.py")
     assert found == [], out.stdout
+
+
+# -- item 12: at the line that made the mistake, the other lines related ----------------------
+LOCATED = {
+    # script: (code, line of the mistake, [(related line, what it is)])
+    "ml319_bad.py": ("ML319", 21, [(20, "`SGD` built")]),
+    "ml320_bad.py": ("ML320", 16, [(23, "held by `AdamW` built")]),
+    "ml320_unused_bad.py": ("ML320", 16, [(23, "held by `AdamW` built")]),
+    "ml304_bad.py": ("ML304", 18, [(16, "its `backward()`")]),
+    "ml304_meter_bad.py": ("ML304", 32, [(16, "the helper keeps the loss here"),
+                                         (30, "its `backward()`")]),
+    "ml321_bad.py": ("ML321", 14, [(15, "iterated here")]),
+}
+
+
+def _sarif_results(*argv, cwd=FIXTURES):
+    out = _run("--format", "sarif", *argv, cwd=cwd)
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)["runs"][0]["results"]
+
+
+def _located(result):
+    """(code, line, file name, [(line, message, file name)] of its related locations)."""
+    def name(location):
+        return location["artifactLocation"]["uri"].rsplit("/", 1)[-1]
+
+    where = result["locations"][0]["physicalLocation"]
+    related = [(r["physicalLocation"]["region"]["startLine"], r["message"]["text"],
+                name(r["physicalLocation"])) for r in result.get("relatedLocations", [])]
+    return result["ruleId"], where["region"]["startLine"], name(where), related
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(LOCATED.items()))
+def test_run_finding_is_at_the_mistake_with_related_lines(name, expected):
+    code, line, related = expected
+    results = _sarif_results("--", "python", name)
+    assert [_located(r) for r in results] == [
+        (code, line, name, [(other, what, name) for other, what in related])]
+    # the text report names the same lines, with the report's relative path
+    text = _run("--format", "concise", "--", "python", name).stdout
+    first = text.splitlines()[0]
+    assert first.startswith(f"{name}:{line}:") and all(
+        f"{what}: {name}:{other}" in first for other, what in related), text
+
+
+@pytest.mark.parametrize("name", ["ml319_good.py", "ml320_good.py", "ml304_good.py",
+                                  "ml304_meter_good.py", "ml321_good.py"])
+def test_clean_twins_of_located_findings_give_none(name):
+    assert _sarif_results("--", "python", name) == []
+
+
+def test_ranks_that_diverge_are_reported_at_the_model_call():
+    pytest.importorskip("torch.distributed")
+    results = _sarif_results("--", "torchrun", "--nproc-per-node", "2", "ddp_diverge_bad.py")
+    assert [_located(r) for r in results] == [
+        ("ML323", 23, "ddp_diverge_bad.py", [(24, "optimizer step 1", "ddp_diverge_bad.py")])]

@@ -23,7 +23,7 @@ import sys
 import time
 import weakref
 from dataclasses import dataclass, field
-from types import FrameType
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -160,6 +160,17 @@ class Recorder:
         self.live_graphs: list[int] = []  # per step: earlier steps' losses still holding graphs
         self.graph_holder: str | None = None  # the user's variable that holds them
         self.graph_holder_site: Site | None = None  # the line that adds a loss to it
+        # where a helper object (an AverageMeter) adds the loss to its attribute, when the
+        # holder is one: `self.sum += val * n` in its `update`
+        self.graph_holder_inner: Site | None = None
+        # submodules assigned over ones whose parameters an optimizer holds:
+        # (site of the assignment, attribute name, ids of the old module's parameters)
+        self.replaced: list[tuple[Site | None, str, set[int]]] = []
+        # submodules of a model holding parameters no gradient reached at an optimizer's
+        # first step: their id -> path in the model, until their next call is seen
+        self._ungraded: dict[int, str] = {}
+        # path of such a submodule -> the user's line that called it
+        self.ungraded_calls: dict[str, Site | None] = {}
         self.non_finite: NonFinite | None = None
         self.crash: dict[str, Any] | None = None
         self.grad_seen: set[int] = set()
@@ -252,6 +263,17 @@ class Recorder:
 
         patch(nn.Module, "train", train)
 
+        def setattr_(original):
+            def __setattr__(module, name, value):
+                if recorder._installed and recorder.optimizers and isinstance(value, nn.Module):
+                    old = module.__dict__.get("_modules", {}).get(name)
+                    if old is not None and old is not value:
+                        recorder._replacing(name, old)
+                return original(module, name, value)
+            return __setattr__
+
+        patch(nn.Module, "__setattr__", setattr_)
+
         def backward(original):
             def backward(tensors, *args, **kwargs):
                 if recorder._installed:
@@ -289,6 +311,13 @@ class Recorder:
             rec = OptimizerRecord(opt, len(self.optimizers))
             self.optimizers[id(opt)] = rec
         return rec
+
+    def _replacing(self, name: str, old) -> None:
+        """`model.fc = nn.Linear(...)` over a module whose parameters an optimizer holds."""
+        held = {id(p) for rec in self.optimizers.values() for p in rec.params()}
+        ids = {id(p) for p in old.parameters()}
+        if ids & held:
+            self.replaced.append((self.site(3), name, ids))
 
     def _step_pre(self, opt, args, kwargs) -> None:
         if self.budget is not None and self.total_steps >= self.budget:
@@ -342,6 +371,8 @@ class Recorder:
         rec = self._optimizer(opt)
         rec.steps += 1
         self.total_steps += 1
+        if rec.steps == 1:
+            self._watch_ungraded(rec)
         self._count_live_graphs()
         if len(self.rank_prints) < 5 and _distributed():
             self._fingerprint_params(opt)
@@ -350,6 +381,20 @@ class Recorder:
                 for p in model.model.parameters():
                     if p.requires_grad and p.grad is not None:
                         self.grad_seen.add(id(p))
+
+    def _watch_ungraded(self, rec: OptimizerRecord) -> None:
+        """The submodules owning parameters `rec` holds that its first step found without a
+        gradient: their next call names the line where the gradient stops (ML320)."""
+        lrs = rec.lrs[-1] if rec.lrs else []
+        waiting = {id(p) for group, lr in zip(rec.optimizer.param_groups, lrs, strict=False)
+                   if lr > 0 for p in group["params"]
+                   if p.requires_grad and id(p) not in rec.updated}
+        if not waiting:
+            return
+        for model in self.models.values():
+            for path, sub in model.model.named_modules():
+                if path and any(id(p) in waiting for p in sub.parameters(recurse=False)):
+                    self._ungraded.setdefault(id(sub), path)
 
     def _fingerprint_params(self, opt) -> None:
         rec = self._optimizer(opt)
@@ -360,7 +405,10 @@ class Recorder:
                 for name, p in model.model.named_parameters():
                     if p.requires_grad and name not in sums:
                         sums[f"{model.name}.{name}"] = float(p.detach().double().sum())
-        self.rank_prints.append({"step": self.total_steps, "site": site, "params": sums})
+        calls = {model.name: model.forwards[0].site for model in self.models.values()
+                 if model.forwards and model.forwards[0].site}
+        self.rank_prints.append({"step": self.total_steps, "site": site, "params": sums,
+                                 "calls": calls})
 
     def stop(self, reason: str) -> None:
         self.stopped = reason
@@ -413,7 +461,13 @@ class Recorder:
             found = self._find_graph_holder()
             if found is not None:
                 self.graph_holder, frame = found
-                self.graph_holder_site = _accumulation_site(frame, self.graph_holder)
+                self.graph_holder_site = _accumulation_site(frame.f_code, self.graph_holder)
+                owner, _, attribute = self.graph_holder.partition(".")
+                if attribute:  # kept by a helper object: where its method adds to it
+                    helper = type(frame.f_locals.get(owner))
+                    self.graph_holder_inner = next(
+                        (found for code in _methods(helper) if (found := _accumulation_site(
+                            code, f"self.{attribute}")) is not None), None)
 
     def _find_graph_holder(self) -> tuple[str, FrameType] | None:
         """The name of the user's variable that keeps earlier losses' graphs alive (a tensor
@@ -423,18 +477,25 @@ class Recorder:
         while frame is not None:
             if self.user(frame.f_code.co_filename):
                 for name, value in list(frame.f_locals.items()):
-                    if isinstance(value, torch.Tensor):
-                        found = _holds_loss_graph(value, own=False)  # not the last loss itself
-                    elif isinstance(value, (list, tuple, dict)):
-                        items = list(value.values()) if isinstance(value, dict) else value
-                        found = len(items) >= 3 and all(
-                            _holds_loss_graph(item) for item in list(items)[-3:])
-                    else:
-                        found = False
-                    if found:
+                    if _keeps_losses(value):
                         return name, frame
+                    # an object of the user's code (an AverageMeter) keeping them in an
+                    # attribute: `meter.update(loss)` adds to `self.sum`
+                    if not isinstance(value, (torch.Tensor, list, tuple, dict, nn.Module,
+                                              type)) and self._user_object(value):
+                        try:
+                            attributes = dict(object.__getattribute__(value, "__dict__"))
+                        except (AttributeError, TypeError):
+                            continue
+                        for attribute, held in attributes.items():
+                            if _keeps_losses(held):
+                                return f"{name}.{attribute}", frame
             frame = frame.f_back
         return None
+
+    def _user_object(self, value) -> bool:
+        module = sys.modules.get(type(value).__module__)
+        return bool(self.user(getattr(module, "__file__", None) or ""))
 
     def _non_finite_loss(self, value: float, site: Site | None) -> None:
         module = None
@@ -517,6 +578,9 @@ class Recorder:
                     except RuntimeError:
                         pass
             return
+        if self._ungraded and id(module) in self._ungraded:
+            path = self._ungraded.pop(id(module))
+            self.ungraded_calls.setdefault(path, self.site())
         if self.non_finite is None and torch.is_grad_enabled() and not any(
                 True for _ in module.children()):
             tensor = _first_tensor(output)
@@ -723,17 +787,38 @@ class _CutIterator:
         return getattr(self._iterator, name)
 
 
-def _accumulation_site(frame: FrameType, name: str) -> Site | None:
-    """The first line of the code running in `frame` that adds to `name` (`name += ...`,
-    `name = name + ...`, `name.append(...)`, `name[key] = ...`): where the kept losses go
-    in. None when no such line is found (the finding stays on the `backward()` line)."""
-    code = frame.f_code
-    adds = re.compile(rf"^\s*{re.escape(name)}\s*(?:[-+*/]=|=\s*{re.escape(name)}\b|\.(?:append|"
-                      rf"extend|insert|add)\(|\[[^\]]*\]\s*=[^=])")
+def _accumulation_site(code: CodeType, name: str) -> Site | None:
+    """The first line of `code` that adds to `name` (`name += ...`, `name = name + ...`,
+    `name.append(...)`, `name[key] = ...`; for an attribute of a helper object, `meter.sum`,
+    also a call of its method, `meter.update(loss)`): where the kept losses go in. None when
+    no such line is found (the finding stays on the `backward()` line)."""
+    owner = name.rpartition(".")[0]
+    names = re.escape(name)
+    # a method call with arguments: `meter.update(loss)`, not `meter.reset()`
+    calls = rf"|^\s*{re.escape(owner)}\.\w+\(\s*[^)\s]" if owner and owner != "self" else ""
+    adds = re.compile(rf"^\s*{names}\s*(?:[-+*/]=|=\s*{names}\b|\.(?:append|"
+                      rf"extend|insert|add)\(|\[[^\]]*\]\s*=[^=]){calls}")
     for line in sorted({line for _, _, line in code.co_lines() if line}):
         if adds.match(linecache.getline(code.co_filename, line)):
             return code.co_filename, line, code.co_name
     return None
+
+
+def _methods(cls) -> list[CodeType]:
+    """The code of the functions a class defines (for the line of a helper method)."""
+    return [value.__code__ for value in vars(cls).values()
+            if isinstance(getattr(value, "__code__", None), CodeType)]
+
+
+def _keeps_losses(value) -> bool:
+    """A tensor whose graph reaches an earlier loss (not the last loss itself), or a list or
+    dict whose last three items are (or hold) losses."""
+    if isinstance(value, torch.Tensor):
+        return _holds_loss_graph(value, own=False)
+    if isinstance(value, (list, tuple, dict)):
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        return len(items) >= 3 and all(_holds_loss_graph(item) for item in items[-3:])
+    return False
 
 
 def _holds_loss_graph(value, own: bool = True, limit: int = 256) -> bool:
