@@ -99,3 +99,41 @@ def test_ranks_that_diverge_are_reported_at_the_model_call():
     results = _sarif_results("--", "torchrun", "--nproc-per-node", "2", "ddp_diverge_bad.py")
     assert [_located(r) for r in results] == [
         ("ML323", 23, "ddp_diverge_bad.py", [(24, "optimizer step 1", "ddp_diverge_bad.py")])]
+
+
+# -- item 15: what a user reads --------------------------------------------------------------
+def test_torch_warning_and_script_traceback_name_only_the_users_lines():
+    out = _run("--format", "concise", "--", "python", "crash_in_data.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    # torch warns with stacklevel=2 from `scheduler.step()`: at the line that called it
+    assert "crash_in_data.py:21: UserWarning: Detected call of `lr_scheduler.step()`" \
+        in out.stderr, out.stderr
+    # the traceback: the script's frames and torch's, none of modellint or runpy
+    assert "Traceback (most recent call last)" in out.stderr
+    assert 'crash_in_data.py", line 13, in __getitem__' in out.stderr
+    assert "KeyError: 'no sample 20'" in out.stderr
+    frames = [line for line in out.stderr.splitlines() if line.startswith('  File "')]
+    assert frames and not [f for f in frames if str(PACKAGE) in f or "runpy" in f
+                           or "modellint" in f], out.stderr
+    assert "crash_in_data.py:13:13: ML003" in out.stdout
+
+
+def test_summary_counts_epoch_loops_and_whole_models():
+    out = _run("--", "python", "summary_counts.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "modellint run: 12 optimizer step(s), 3 epoch(s), 1 optimizer(s), 1 model(s)" \
+        in out.stdout, out.stdout
+
+
+def test_paths_in_messages_are_the_reports_after_the_script_changes_folder(tmp_path):
+    # a script that moves to its output folder: the other line the message names is given
+    # with the path the report uses, not one made from the script's new folder
+    text = (FIXTURES / "ml312_bad.py").read_text()
+    first, rest = text.split("\n", 1)
+    script = tmp_path / "train.py"
+    script.write_text('import os; os.makedirs("out", exist_ok=True); os.chdir("out")\n' + rest)
+    out = _run("--format", "concise", "--", "python", "train.py", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = next(line for line in out.stdout.splitlines() if "ML312" in line)
+    assert line.startswith("train.py:18:") and line.endswith("trained in eval mode: train.py:16")
+    assert str(tmp_path) not in line

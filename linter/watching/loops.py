@@ -50,19 +50,28 @@ def source_tree(filename: str) -> ast.Module | None:
     return _tree(filename)
 
 
+def _holds(node: ast.AST, line: int) -> bool:
+    if isinstance(node, ast.match_case):  # no position of its own: its pattern to its body
+        start, end = node.pattern.lineno, node.body[-1].end_lineno
+    elif isinstance(node, (ast.stmt, ast.ExceptHandler)):
+        start, end = node.lineno, node.end_lineno
+    else:
+        return False
+    return start <= line <= (end or start)
+
+
 def _path_to(node: ast.AST, line: int) -> list[ast.AST]:
     """The nodes from `node` down to the innermost statement holding `line`."""
     path = [node]
     while True:
         inner = next((child for child in ast.iter_child_nodes(path[-1])
-                      if isinstance(child, (ast.stmt, ast.ExceptHandler, ast.match_case))
-                      and child.lineno <= line <= (child.end_lineno or child.lineno)), None)
+                      if _holds(child, line)), None)
         if inner is None:
             return path
         path.append(inner)
 
 
-def loops_at(filename: str, line: int) -> list[tuple[ast.AST, bool]]:
+def loops_at(filename: str, line: int) -> list[tuple[ast.For | ast.AsyncFor | ast.While, bool]]:
     """The loops around `line` in its own function (or module code), innermost first, each
     with whether `line` is in its header."""
     tree = _tree(filename)
@@ -71,7 +80,7 @@ def loops_at(filename: str, line: int) -> list[tuple[ast.AST, bool]]:
     path = _path_to(tree, line)
     scopes = [i for i, node in enumerate(path) if isinstance(node, _SCOPES)]
     start = scopes[-1] + 1 if scopes else 0
-    out = []
+    out: list[tuple[ast.For | ast.AsyncFor | ast.While, bool]] = []
     for node in reversed(path[start:]):
         if isinstance(node, _LOOPS) and node.body:
             out.append((node, line < node.body[0].lineno))

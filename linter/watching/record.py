@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import linecache
 import math
+import os
 import re
 import sys
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
@@ -36,6 +38,14 @@ if TYPE_CHECKING:
     from torch.autograd.graph import Node
 
 Site = tuple[str, int, str]
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def modellint_file(filename: str) -> bool:
+    """A file of modellint itself (its frames are never the user's)."""
+    return os.path.abspath(filename).startswith(_PACKAGE + os.sep)
 
 
 class BudgetSpent(BaseException):  # noqa: N818 - not an error: the run's budget is spent
@@ -122,6 +132,9 @@ class LoaderRecord:
     length: int | None = None
     site: Site | None = None
     batches: int = 0
+    # passes over it: iterations a loop ran over, or that gave more than one batch (not a
+    # `next(iter(loader))` that peeks at one); the epochs of the train loader
+    passes: int = 0
 
 
 @dataclass
@@ -292,6 +305,7 @@ class Recorder:
         patch(GradScaler, "step", self._scaler_step_patch)
         patch(DataLoader, "__iter__", self._loader_iter_patch)
         patch(DistributedSampler, "__iter__", self._sampler_iter_patch)
+        patch(warnings, "showwarning", self._showwarning_patch)
         self._installed = True
         return self
 
@@ -465,14 +479,15 @@ class Recorder:
                 owner, _, attribute = self.graph_holder.partition(".")
                 if attribute:  # kept by a helper object: where its method adds to it
                     helper = type(frame.f_locals.get(owner))
-                    self.graph_holder_inner = next(
-                        (found for code in _methods(helper) if (found := _accumulation_site(
-                            code, f"self.{attribute}")) is not None), None)
+                    sites = (_accumulation_site(code, f"self.{attribute}")
+                             for code in _methods(helper))
+                    self.graph_holder_inner = next((s for s in sites if s is not None), None)
 
     def _find_graph_holder(self) -> tuple[str, FrameType] | None:
         """The name of the user's variable that keeps earlier losses' graphs alive (a tensor
-        whose graph reaches a loss's node, or a list or dict of such tensors), with the frame
-        of the code it lives in."""
+        whose graph reaches a loss's node, or a list or dict of such tensors; `meter.sum`
+        for such an attribute of an object of the user's code), with the frame of the code
+        it lives in."""
         frame: FrameType | None = sys._getframe(2)
         while frame is not None:
             if self.user(frame.f_code.co_filename):
@@ -603,6 +618,20 @@ class Recorder:
             return original(scheduler, *args, **kwargs)
 
         return step
+
+    def _showwarning_patch(self, original):
+        """torch's warnings name the caller of the function that warns (`stacklevel=2`):
+        where that caller is modellint's wrapper (`scheduler.step()` before
+        `optimizer.step()`), the user's line that called it instead."""
+        recorder = self
+
+        def showwarning(message, category, filename, lineno, file=None, line=None):
+            if recorder._installed and modellint_file(filename):
+                site = recorder.user.innermost_frame(sys._getframe(1))
+                if site is not None:
+                    filename, lineno, line = site[0], site[1], None
+            return original(message, category, filename, lineno, file, line)
+        return showwarning
 
     # -- mixed precision ------------------------------------------------------------------
     def _scaler_scale_patch(self, original):
@@ -740,14 +769,21 @@ class Recorder:
         return __iter__
 
     # -- summary --------------------------------------------------------------------------
+    def _whole_models(self) -> list[ModelRecord]:
+        """The models called, less those called also as a part of another (`model.encoder(x)`
+        beside `model(x)`)."""
+        parts = {id(sub) for rec in self.models.values() for sub in rec.model.modules()
+                 if sub is not rec.model}
+        return [rec for rec in self.models.values() if id(rec.model) not in parts]
+
     def summary(self) -> dict[str, Any]:
         opts = list(self.optimizers.values())
         return {
             "steps": self.total_steps,
             "optimizers": len(opts),
-            "models": len(self.models),
-            "epochs": (self._train_loader.epochs if self._train_loader is not None else
-                       max((rec.epochs for rec in self.loaders.values()), default=0)),
+            "models": len(self._whole_models()),
+            "epochs": (self._train_loader.passes if self._train_loader is not None else
+                       max((rec.passes for rec in self.loaders.values()), default=0)),
             "seconds": round(time.monotonic() - self.started, 2),
             "stopped": self.stopped,
             "losses": self.losses[-1000:],
@@ -764,9 +800,16 @@ class _CutIterator:
         self._rec = rec
         self._recorder = recorder
         self._count = 0
+        self._pass = False
 
-    def __iter__(self):
+    def __iter__(self):  # a `for` loop over the loader: one pass
+        self._count_pass()
         return self
+
+    def _count_pass(self) -> None:
+        if not self._pass:
+            self._pass = True
+            self._rec.passes += 1
 
     def __next__(self):
         limit = self._recorder.batches_per_epoch
@@ -774,6 +817,8 @@ class _CutIterator:
             raise StopIteration
         batch = next(self._iterator)
         self._count += 1
+        if self._count == 2:
+            self._count_pass()
         self._rec.batches += 1
         self._recorder._last_loader = self._rec
         return batch
