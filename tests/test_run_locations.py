@@ -59,9 +59,14 @@ LOCATED = {
 
 
 def _sarif_results(*argv, cwd=FIXTURES):
+    """The results of a run's SARIF log, which must be valid SARIF 2.1.0."""
+    jsonschema = pytest.importorskip("jsonschema")
     out = _run("--format", "sarif", *argv, cwd=cwd)
     assert out.returncode in (0, 1), out.stderr
-    return json.loads(out.stdout)["runs"][0]["results"]
+    document = json.loads(out.stdout)
+    schema = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+    assert not list(jsonschema.Draft4Validator(schema).iter_errors(document))
+    return document["runs"][0]["results"]
 
 
 def _located(result):
