@@ -35,6 +35,16 @@ class Fix:
         return "safe" if self.safe else "unsafe"
 
 
+@dataclass(frozen=True)
+class Related:
+    """Another line that takes part in a finding's mistake (SARIF's relatedLocations): the
+    optimizer a replaced layer still feeds, the backward of a loss that is kept."""
+
+    path: str
+    line: int
+    message: str
+
+
 @dataclass
 class Finding:
     code: str
@@ -57,6 +67,7 @@ class Finding:
     # file (its JSON) that holds `line`, for viewers that open the file itself
     cell: int | None = None
     notebook_line: int = field(default=0, compare=False)
+    related: tuple[Related, ...] = field(default=(), compare=False)
 
     @property
     def fixable(self) -> bool:
@@ -82,6 +93,8 @@ class Finding:
                 "applicability": self.fix.applicability, "message": self.fix.description,
             },
             "pass": self.pass_,
+            **({"related": [{"path": r.path, "line": r.line, "message": r.message}
+                            for r in self.related]} if self.related else {}),
         }
 
     @classmethod
@@ -98,6 +111,8 @@ class Finding:
             end_column=data["end_column"],
             pass_=data["pass"],
             cell=data.get("cell"),
+            related=tuple(Related(r["path"], r["line"], r["message"])
+                          for r in data.get("related", ())),
         )
 
 

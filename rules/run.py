@@ -14,6 +14,7 @@ from collections import defaultdict
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Invalid, RunCheck, RunRule, Severity
+from modellint.static.kinds import SCHEDULERS
 
 # the examples of the run rules are small training scripts, run under `modellint.watch()`
 _SETUP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
@@ -34,13 +35,8 @@ def _invalid(code: str) -> Invalid:
     return Invalid(code.replace("  # <-", ""), line=line)
 
 
-PER_EPOCH = ("StepLR", "MultiStepLR", "ExponentialLR", "MultiplicativeLR", "ReduceLROnPlateau")
-
-
-def _where(site) -> str:
-    from modellint.runtime.phases import short_path
-
-    return f"{short_path(site[0])}:{site[1]}" if site else "an unknown line"
+# the schedulers whose arguments count epochs: the static pass's table
+PER_EPOCH = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 
 
 def _names(names: list[str], limit: int = 3) -> str:
@@ -122,19 +118,76 @@ class PerEpochSchedulerPerBatch(RunCheck):
 
     @staticmethod
     def _counts_iterations(record, rec) -> bool:
-        """StepLR/MultiStepLR whose periods are at least an epoch of the loader: they were
-        sized in iterations, stepping per batch is meant."""
-        lengths = [loader.length for loader in record.loaders.values() if loader.length]
-        if not lengths:
+        """Whether a scheduler of an epoch kind was sized in iterations (stepping it per batch
+        is then meant), from what is known, in this order: its constructor's arguments, read
+        as the static ML301 reads them (`step_size=3 * len(loader)`: iterations;
+        `T_max=args.epochs`: epochs); its period against the epoch loop's range (a period
+        that fits in the planned epochs counts epochs, one beyond them iterations); the
+        static kind of a constructor that names neither. Only a scheduler built where the
+        source cannot be read, in no epoch loop of known range, is sized against the
+        loader's length."""
+        from modellint.rules.training import _counts_iterations, _period_counts_epochs
+        from modellint.static.kinds import PERIOD_ARGUMENT
+
+        call = _constructor(rec)
+        if call is not None and _counts_iterations(call):
+            return True
+        period = _period(rec)
+        epochs = rec.epochs_planned
+        if rec.name in PERIOD_ARGUMENT:
+            if call is not None and _period_counts_epochs(rec.name, call):
+                return False
+            return not (epochs and period is not None and period <= epochs)
+        if period is None:  # a decay at every step (ExponentialLR): counts epochs
             return False
-        length = max(lengths)
-        scheduler = rec.scheduler
-        if rec.name == "StepLR":
-            return getattr(scheduler, "step_size", 0) >= length
-        if rec.name == "MultiStepLR":
-            milestones = list(getattr(scheduler, "milestones", {}) or [])
-            return bool(milestones) and min(milestones) >= length
-        return False
+        if epochs:
+            return period > epochs
+        if call is not None:
+            return False
+        lengths = [loader.length for loader in record.loaders.values() if loader.length]
+        return bool(lengths) and period >= max(lengths)
+
+
+def _period(rec) -> int | None:
+    """The number of `step()` calls the schedule is sized in (its first milestone)."""
+    scheduler = rec.scheduler
+    if rec.name == "MultiStepLR":
+        milestones = list(getattr(scheduler, "milestones", {}) or [])
+        return min(milestones) if milestones else None
+    attribute = {"StepLR": "step_size", "CosineAnnealingLR": "T_max",
+                 "PolynomialLR": "total_iters"}.get(rec.name)
+    value = getattr(scheduler, attribute, None) if attribute else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _constructor(rec):
+    """The scheduler's constructor call in the user's source (a LibCST node, for the static
+    rule's readings of its arguments), or None where it cannot be read."""
+    import ast
+    import linecache
+
+    import libcst as cst
+
+    from modellint.watching.loops import source_tree
+
+    if rec.created is None:
+        return None
+    filename, line, _ = rec.created
+    tree = source_tree(filename)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or 0):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
+                node.func, "id", "")
+            if name == rec.name:
+                text = ast.get_source_segment("".join(linecache.getlines(filename)), node)
+                try:
+                    parsed = cst.parse_expression(text or "")
+                except cst.ParserSyntaxError:
+                    return None
+                return parsed if isinstance(parsed, cst.Call) else None
+    return None
 
 
 class SchedulerBeforeOptimizerStep(RunCheck):
@@ -171,14 +224,16 @@ class LossGraphsKept(RunCheck):
         live = record.live_graphs
         if len(live) < 4 or max(live) < 3:
             return
-        site = record.graph_holder_site or (
-            record.backward_sites[0] if record.backward_sites else None)
+        backward = record.backward_sites[0] if record.backward_sites else None
+        site = record.graph_holder_site or backward
         holder = (f"`{record.graph_holder}` keeps them" if record.graph_holder
                   else "a running total or a list keeps them")
         record.report(self.code, f"the loss of every step stays alive with its autograd graph "
                       f"after `backward()` (up to {max(live)} earlier losses alive at once in "
                       f"{len(live)} steps): {holder}, and memory grows with each step; keep "
-                      f"`loss.item()` or `loss.detach()` instead", site)
+                      f"`loss.item()` or `loss.detach()` instead", site,
+                      [(record.graph_holder_inner, "the helper keeps the loss here"),
+                       (backward, "its `backward()`")])
 
 
 def _forwards(record):
@@ -250,9 +305,9 @@ class LeftInEvalMode(RunCheck):
             count = sum(1 for s, _ in late if s == site)
             record.report(self.code, f"`{model.name}` was put in eval mode here for an "
                           f"evaluation and then trained in eval mode ({count} training "
-                          f"forward(s) from {_where(forward.site)}: dropout off, batch-norm "
-                          f"statistics frozen); call `model.train()` before training again",
-                          site or forward.site)
+                          f"forward(s): dropout off, batch-norm statistics frozen); call "
+                          f"`model.train()` before training again", site or forward.site,
+                          [(forward.site, "trained in eval mode")])
 
 
 def _model_params(record):
@@ -313,7 +368,8 @@ class StaleOptimizerParameters(RunRule):
     ## What it does
     Watching a training run, reports an optimizer that holds parameters which are in none of
     the models it trains and never get a gradient, while the model has trainable parameters
-    the optimizer does not hold: a layer was replaced after the optimizer was built.
+    the optimizer does not hold: a layer was replaced after the optimizer was built. Reported
+    at the assignment that replaced it (when the run saw it), with the optimizer's line.
 
     ## Why is this bad?
     The classic fine-tuning bug: `model.fc = nn.Linear(512, 10)` after
@@ -336,8 +392,8 @@ class StaleOptimizerParameters(RunRule):
                      "model[1] = nn.Linear(4, 1)\n"
                      "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")]
     invalid = [_invalid(_script("model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 1))\n"
-                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # <-\n"
-                                "model[1] = nn.Linear(4, 1)\n"))]
+                                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+                                "model[1] = nn.Linear(4, 1)  # <-\n"))]
 
     def check(self, record) -> None:
         if not record.total_steps:
@@ -349,13 +405,20 @@ class StaleOptimizerParameters(RunRule):
             return
         for rec in record.optimizers.values():
             stale = _stale(record, rec, params)
-            if stale:
-                shapes = ", ".join("x".join(str(d) for d in p.shape) for p in stale[:3])
-                record.report(self.code, f"`{rec.name}` holds {len(stale)} parameter(s) that "
-                              f"are no longer in the model (shapes {shapes}) while the "
-                              f"model's {_names(missing)} are in no optimizer: a layer was "
-                              f"replaced after the optimizer was built; build the optimizer "
-                              f"after changing the model", rec.created)
+            if not stale:
+                continue
+            shapes = ", ".join("x".join(str(d) for d in p.shape) for p in stale[:3])
+            ids = {id(p) for p in stale}
+            # at the assignment that replaced the layer, when it was seen
+            site, name = next(((site, name) for site, name, old in record.replaced
+                               if site and old & ids), (None, None))
+            what = f"`{name}` was replaced here" if name else "a layer was replaced"
+            record.report(self.code, f"`{rec.name}` holds {len(stale)} parameter(s) that "
+                          f"are no longer in the model (shapes {shapes}) while the "
+                          f"model's {_names(missing)} are in no optimizer: {what} after "
+                          f"the optimizer was built; build the optimizer after changing "
+                          f"the model", site or rec.created,
+                          [(rec.created, f"`{rec.name}` built")] if site else None)
 
 
 class ParametersNeverUpdated(RunRule):
@@ -364,9 +427,12 @@ class ParametersNeverUpdated(RunRule):
     ## What it does
     Watching a training run, reports parameters that require a gradient and are held by an
     optimizer, but at none of the steps had a nonzero gradient with a learning rate above 0:
-    no gradient reaches them, or their group's learning rate is 0. Also an optimizer whose
-    model several backward passes reached while nothing stepped at all (no `step()`, none
-    skipped by `GradScaler`, no update by hand): `optimizer.step()` is never called.
+    no gradient reaches them, or their group's learning rate is 0. Reported where the gradient
+    stops, the line that calls the first of their modules (its output detached, or not used
+    in the loss), with the optimizer's line; a learning rate of 0 at the optimizer. Also an
+    optimizer whose model several backward passes reached while nothing stepped at all (no
+    `step()`, none skipped by `GradScaler`, no update by hand): `optimizer.step()` is never
+    called.
 
     ## Why is this bad?
     The parameters stay at their initial values while the run looks healthy: a branch cut
@@ -428,10 +494,24 @@ class ParametersNeverUpdated(RunRule):
                 continue
             why = ("their parameter group's learning rate is 0" if lr_zero else
                    "no gradient reaches them")
+            # where the gradient stops: the call of the first module they belong to
+            stop = None if lr_zero else next(
+                ((path, record.ungraded_calls[path]) for path in
+                 (name.rpartition(".")[0] for name in never)
+                 if record.ungraded_calls.get(path)), None)
+            if stop is not None:
+                import linecache
+
+                why = (f"no gradient reaches them: the output of `{stop[0]}` is detached here"
+                       if ".detach()" in linecache.getline(*stop[1][:2]) else
+                       f"no gradient reaches them: `{stop[0]}` is called here, but its output "
+                       f"is not used in the loss")
             record.report(self.code, f"{len(never)} trainable parameter(s) held by "
                           f"`{rec.name}` never changed in {rec.steps} steps "
                           f"({_names(never)}): {why}; use them in the loss, or freeze "
-                          f"them with `requires_grad_(False)`", rec.created)
+                          f"them with `requires_grad_(False)`",
+                          stop[1] if stop else rec.created,
+                          [(rec.created, f"held by `{rec.name}` built")] if stop else None)
 
 
 def _never_stepped(code: str, record) -> None:
@@ -446,10 +526,11 @@ def _never_stepped(code: str, record) -> None:
     for rec in record.optimizers.values():
         if rec.skipped or not any(id(p) in reached for p in rec.params()):
             continue
-        record.report(code, f"`{rec.name}` (built at {_where(rec.created)}) took no step in "
+        record.report(code, f"`{rec.name}` took no step in "
                       f"{backwards} backward passes: the gradients are computed and never "
                       f"applied, so its parameters never change; call `optimizer.step()` "
-                      f"after `backward()`", record.backward_sites[0])
+                      f"after `backward()`", record.backward_sites[0],
+                      [(rec.created, f"`{rec.name}` built")])
 
 
 class SamplerEpochNeverSet(RunRule):
@@ -458,6 +539,7 @@ class SamplerEpochNeverSet(RunRule):
     ## What it does
     Watching a training run, reports a `DistributedSampler` with `shuffle=True` that was
     iterated in two or more epochs with the same epoch number: `set_epoch` was never called.
+    Reported at the epoch loop, where the call belongs, with the loop that iterates it.
 
     ## Why is this bad?
     The sampler seeds its shuffle with the epoch number. Without `sampler.set_epoch(epoch)`
@@ -486,17 +568,19 @@ class SamplerEpochNeverSet(RunRule):
                 "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")
     valid = [_script(_SAMPLER, "for epoch in range(4):\n    sampler.set_epoch(epoch)\n"
                      + _LOOP.split("\n", 1)[1])]
-    invalid = [_invalid(_script(_SAMPLER, _LOOP.replace("in loader:", "in loader:  # <-")))]
+    invalid = [_invalid(_script(_SAMPLER, _LOOP.replace("range(4):", "range(4):  # <-")))]
 
     def check(self, record) -> None:
         for rec in record.samplers.values():
             seen = rec.epochs_seen
             if len(seen) >= 2 and len(set(seen)) == 1 and getattr(rec.sampler, "shuffle", False):
+                # at the epoch loop, where `set_epoch` belongs
                 record.report(self.code, f"a shuffling `DistributedSampler` was iterated in "
                               f"{len(seen)} epochs with the same epoch number ({seen[0]}): "
                               f"every epoch has the same order; call "
                               f"`sampler.set_epoch(epoch)` at the start of each epoch",
-                              rec.site)
+                              rec.epoch_loop or rec.site,
+                              [(rec.site, "iterated here")] if rec.epoch_loop else None)
 
 
 class WorkersShareRandomState(RunRule):
@@ -560,7 +644,8 @@ class RanksDiverge(RunRule):
     ## What it does
     `modellint run -- torchrun ...`: each rank sums each trainable parameter after its first
     optimizer steps; the sums of all ranks are compared, and the first step after which a
-    parameter differs between ranks is reported, naming the parameters.
+    parameter differs between ranks is reported, naming the parameters, at the call of the
+    model they belong to, with the optimizer step.
 
     ## Why is this bad?
     Data-parallel training keeps one model: every rank must hold the same parameters. They
@@ -601,13 +686,21 @@ class RanksDiverge(RunRule):
                         if name not in differ:
                             differ.append(name)
             if differ:
-                site = entry.get("site")
+                step = entry.get("site")
+                # at the call of the model whose parameters differ, the step as related
+                model = differ[0].partition(".")[0]
+                call = (entry.get("calls") or {}).get(model)
+                site = call or step
+                related = [{"file": step[0], "line": step[1],
+                            "message": f"optimizer step {entry['step']}"}] if call and step \
+                    else []
                 return [{"code": cls.code, "message": f"after optimizer step {entry['step']} "
                          f"the ranks hold different values of {len(differ)} parameter(s) "
                          f"({_names(differ)}): their gradients are not averaged across ranks "
                          f"(outside the DistributedDataParallel wrapper, or replaced after "
                          f"wrapping); wrap the whole trained model once, after changing it",
-                         "file": site[0] if site else None, "line": site[1] if site else 1}]
+                         "file": site[0] if site else None, "line": site[1] if site else 1,
+                         "related": related}]
         return []
 
 

@@ -17,7 +17,7 @@ import math
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import RunRule, Severity
-from modellint.rules.run import _invalid, _lr_text, _script, _where
+from modellint.rules.run import _invalid, _lr_text, _script
 
 _DATA = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
          "TensorDataset\n\ntorch.manual_seed(0)\n")
@@ -89,11 +89,11 @@ class GradientsClippedBeforeBackward(RunRule):
                 continue
             clip, backward = late[0]
             record.report(self.code, f"`{clip.function}` ran before `backward()` in "
-                          f"{len(late)} of {rec.checked} steps: the `backward()` at "
-                          f"{_where(backward)} then wrote the gradients the step applied, "
+                          f"{len(late)} of {rec.checked} steps: the `backward()` after it "
+                          f"then wrote the gradients the step applied, "
                           f"so they were never clipped (the clip saw the previous step's "
                           f"gradients, or none); clip after `backward()`, just before "
-                          f"`optimizer.step()`", clip.site)
+                          f"`optimizer.step()`", clip.site, [(backward, "the `backward()`")])
 
 
 # a warm-up is sized in epochs when it is shorter than this many scheduler steps and than an

@@ -30,9 +30,9 @@ BAD = {
     "ml307_bad.py": [("ML307", 15)],
     "ml312_bad.py": [("ML312", 18)],
     "ml305_bad.py": [("ML305", 20), ("ML305", 21)],
-    "ml319_bad.py": [("ML319", 20)],
-    "ml320_bad.py": [("ML320", 23)],
-    "ml321_bad.py": [("ML321", 15)],
+    "ml319_bad.py": [("ML319", 21)],
+    "ml320_bad.py": [("ML320", 16)],
+    "ml321_bad.py": [("ML321", 14)],
     "ml704_bad.py": [("ML704", 26)],
     "ml322_bad.py": [("ML322", 27)],
 }
@@ -230,7 +230,7 @@ def test_command_under_torchrun_merges_the_ranks_findings():
     pytest.importorskip("torch.distributed")
     out = _run("--", "torchrun", "--nproc-per-node", "2", "ddp_bad.py")
     assert out.returncode == 1, out.stdout + out.stderr
-    assert out.stdout.count("ML321") == 1 and "ddp_bad.py:19:" in out.stdout
+    assert out.stdout.count("ML321") == 1 and "ddp_bad.py:18:" in out.stdout
     assert "on each of 2 ranks" in out.stdout
     assert "ML323" not in out.stdout  # DDP keeps the ranks' parameters identical
 
@@ -240,7 +240,7 @@ def test_command_under_torchrun_reports_ranks_that_diverge():
     out = _run("--format", "concise", "--", "torchrun", "--nproc-per-node", "2",
                "ddp_diverge_bad.py")
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "ddp_diverge_bad.py:24:9: ML323 after optimizer step 1" in out.stdout
+    assert "ddp_diverge_bad.py:23:9: ML323 after optimizer step 1" in out.stdout
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -178,6 +178,17 @@ class SarifReporter(Reporter):
                             }
                         }
                     ],
+                    **({"relatedLocations": [
+                        {
+                            "id": number,
+                            "physicalLocation": {
+                                "artifactLocation": artifact_location(related.path, root),
+                                "region": {"startLine": max(related.line, 1)},
+                            },
+                            "message": {"text": related.message},
+                        }
+                        for number, related in enumerate(finding.related)
+                    ]} if finding.related else {}),
                     "properties": {
                         "pass": finding.pass_,
                         "fixable": finding.fixable,

@@ -71,12 +71,22 @@ class _Finish:
 
 
 def _print_user_traceback(exc: BaseException) -> None:
-    """The script's traceback as Python would print it, without modellint's frames."""
-    tb = exc.__traceback__
-    here = os.path.dirname(os.path.abspath(__file__))
-    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
-        tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    """The script's traceback as Python would print it, without modellint's frames (its
+    wrappers of torch's functions, the child) or runpy's, wherever they are in the stack."""
+    from modellint.watching.record import modellint_file
+
+    def user_only(report: traceback.TracebackException) -> None:
+        report.stack = traceback.StackSummary.from_list(
+            [frame for frame in report.stack if not modellint_file(frame.filename)
+             and not frame.filename.startswith("<frozen runpy")
+             and os.path.basename(frame.filename) != "runpy.py"])
+        for chained in (report.__cause__, report.__context__):
+            if chained is not None:
+                user_only(chained)
+
+    report = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    user_only(report)
+    sys.stderr.write("".join(report.format()))
 
 
 def main(argv: list[str]) -> int:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import linecache
 import math
+import os
 import re
 import sys
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
-from types import FrameType
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -39,6 +41,14 @@ if TYPE_CHECKING:
     from torch.autograd.graph import Node
 
 Site = tuple[str, int, str]
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def modellint_file(filename: str) -> bool:
+    """A file of modellint itself (its frames are never the user's)."""
+    return os.path.abspath(filename).startswith(_PACKAGE + os.sep)
 
 
 class BudgetSpent(BaseException):  # noqa: N818 - not an error: the run's budget is spent
@@ -91,6 +101,8 @@ class SchedulerRecord:
     # each user call of step(): (site, steps of its optimizer before it, epoch key)
     steps: list[tuple[Site | None, int, Any]] = field(default_factory=list)
     explicit: bool = False  # step(epoch) was called: the script sets the position itself
+    # the turns of the epoch loop around its first step (`for epoch in range(90)`), if known
+    epochs_planned: int | None = None
 
     @property
     def name(self) -> str:
@@ -143,13 +155,17 @@ class LoaderRecord:
     length: int | None = None
     site: Site | None = None
     batches: int = 0
+    # passes over it: iterations a loop ran over, or that gave more than one batch (not a
+    # `next(iter(loader))` that peeks at one); the epochs of the train loader
+    passes: int = 0
 
 
 @dataclass
 class SamplerRecord:
     sampler: Any
     epochs_seen: list[int] = field(default_factory=list)
-    site: Site | None = None
+    site: Site | None = None  # where it was first iterated (the batch loop)
+    epoch_loop: Site | None = None  # the loop around that, if any: where set_epoch belongs
 
 
 @dataclass
@@ -186,6 +202,17 @@ class Recorder:
         self.live_graphs: list[int] = []  # per step: earlier steps' losses still holding graphs
         self.graph_holder: str | None = None  # the user's variable that holds them
         self.graph_holder_site: Site | None = None  # the line that adds a loss to it
+        # where a helper object (an AverageMeter) adds the loss to its attribute, when the
+        # holder is one: `self.sum += val * n` in its `update`
+        self.graph_holder_inner: Site | None = None
+        # submodules assigned over ones whose parameters an optimizer holds:
+        # (site of the assignment, attribute name, ids of the old module's parameters)
+        self.replaced: list[tuple[Site | None, str, set[int]]] = []
+        # submodules of a model holding parameters no gradient reached at an optimizer's
+        # first step: their id -> path in the model, until their next call is seen
+        self._ungraded: dict[int, str] = {}
+        # path of such a submodule -> the user's line that called it
+        self.ungraded_calls: dict[str, Site | None] = {}
         self.non_finite: NonFinite | None = None
         self.crash: dict[str, Any] | None = None
         self.grad_seen: set[int] = set()
@@ -212,13 +239,19 @@ class Recorder:
         self.numerics = NumericsRecord()  # gradient clipping and the losses' inputs
 
     # -- reporting ------------------------------------------------------------------------
-    def report(self, code: str, message: str, site: Site | None) -> None:
+    def report(self, code: str, message: str, site: Site | None,
+               related: list[tuple[Site | None, str]] | None = None) -> None:
+        """A finding at `site`; `related`: (site, what it is) of the other lines of the
+        mistake, each named at the end of the message and in SARIF's relatedLocations."""
         key = (code, site[0] if site else None, site[1] if site else 1)
         if any((f["code"], f["file"], f["line"]) == key for f in self.findings):
             return
         self.findings.append({"code": code, "message": message,
                               "file": site[0] if site else None,
-                              "line": site[1] if site else 1})
+                              "line": site[1] if site else 1,
+                              "related": [{"file": other[0], "line": other[1], "message": what}
+                                          for other, what in related or () if other
+                                          and other[:2] != (key[1], key[2])]})
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -273,6 +306,17 @@ class Recorder:
 
         patch(nn.Module, "train", train)
 
+        def setattr_(original):
+            def __setattr__(module, name, value):
+                if recorder._installed and recorder.optimizers and isinstance(value, nn.Module):
+                    old = module.__dict__.get("_modules", {}).get(name)
+                    if old is not None and old is not value:
+                        recorder._replacing(name, old)
+                return original(module, name, value)
+            return __setattr__
+
+        patch(nn.Module, "__setattr__", setattr_)
+
         def backward(original):
             def backward(tensors, *args, **kwargs):
                 if recorder._installed:
@@ -292,6 +336,7 @@ class Recorder:
         patch(DataLoader, "__iter__", self._loader_iter_patch)
         patch(DistributedSampler, "__iter__", self._sampler_iter_patch)
         self._undo.extend(numerics.install(self))
+        patch(warnings, "showwarning", self._showwarning_patch)
         self._installed = True
         return self
 
@@ -311,6 +356,13 @@ class Recorder:
             rec = OptimizerRecord(opt, len(self.optimizers))
             self.optimizers[id(opt)] = rec
         return rec
+
+    def _replacing(self, name: str, old) -> None:
+        """`model.fc = nn.Linear(...)` over a module whose parameters an optimizer holds."""
+        held = {id(p) for rec in self.optimizers.values() for p in rec.params()}
+        ids = {id(p) for p in old.parameters()}
+        if ids & held:
+            self.replaced.append((self.site(3), name, ids))
 
     def _step_pre(self, opt, args, kwargs) -> tuple[tuple, dict] | None:
         if self.budget is not None and self.total_steps >= self.budget:
@@ -393,6 +445,8 @@ class Recorder:
         rec = self._optimizer(opt)
         rec.steps += 1
         self._stepped()
+        if rec.steps == 1:
+            self._watch_ungraded(rec)
         if len(self.rank_prints) < 5 and _distributed():
             self._fingerprint_params(opt)
         if self.total_steps <= 3:  # which trainable parameters get gradients at all
@@ -409,6 +463,20 @@ class Recorder:
         self._stepping = False
         self._count_live_graphs()
 
+    def _watch_ungraded(self, rec: OptimizerRecord) -> None:
+        """The submodules owning parameters `rec` holds that its first step found without a
+        gradient: their next call names the line where the gradient stops (ML320)."""
+        lrs = rec.lrs[-1] if rec.lrs else []
+        waiting = {id(p) for group, lr in zip(rec.optimizer.param_groups, lrs, strict=False)
+                   if lr > 0 for p in group["params"]
+                   if p.requires_grad and id(p) not in rec.updated}
+        if not waiting:
+            return
+        for model in self.models.values():
+            for path, sub in model.model.named_modules():
+                if path and any(id(p) in waiting for p in sub.parameters(recurse=False)):
+                    self._ungraded.setdefault(id(sub), path)
+
     def _fingerprint_params(self, opt) -> None:
         rec = self._optimizer(opt)
         site = rec.step_sites[-1] if rec.step_sites else None
@@ -418,7 +486,10 @@ class Recorder:
                 for name, p in model.model.named_parameters():
                     if p.requires_grad and name not in sums:
                         sums[f"{model.name}.{name}"] = float(p.detach().double().sum())
-        self.rank_prints.append({"step": self.total_steps, "site": site, "params": sums})
+        calls = {model.name: model.forwards[0].site for model in self.models.values()
+                 if model.forwards and model.forwards[0].site}
+        self.rank_prints.append({"step": self.total_steps, "site": site, "params": sums,
+                                 "calls": calls})
 
     def stop(self, reason: str) -> None:
         self.stopped = reason
@@ -531,28 +602,42 @@ class Recorder:
             found = self._find_graph_holder()
             if found is not None:
                 self.graph_holder, frame = found
-                self.graph_holder_site = _accumulation_site(frame, self.graph_holder)
+                self.graph_holder_site = _accumulation_site(frame.f_code, self.graph_holder)
+                owner, _, attribute = self.graph_holder.partition(".")
+                if attribute:  # kept by a helper object: where its method adds to it
+                    helper = type(frame.f_locals.get(owner))
+                    sites = (_accumulation_site(code, f"self.{attribute}")
+                             for code in _methods(helper))
+                    self.graph_holder_inner = next((s for s in sites if s is not None), None)
 
     def _find_graph_holder(self) -> tuple[str, FrameType] | None:
         """The name of the user's variable that keeps earlier losses' graphs alive (a tensor
-        whose graph reaches a loss's node, or a list or dict of such tensors), with the frame
-        of the code it lives in."""
+        whose graph reaches a loss's node, or a list or dict of such tensors; `meter.sum`
+        for such an attribute of an object of the user's code), with the frame of the code
+        it lives in."""
         frame: FrameType | None = sys._getframe(2)
         while frame is not None:
             if self.user(frame.f_code.co_filename):
                 for name, value in list(frame.f_locals.items()):
-                    if isinstance(value, torch.Tensor):
-                        found = _holds_loss_graph(value, own=False)  # not the last loss itself
-                    elif isinstance(value, (list, tuple, dict)):
-                        items = list(value.values()) if isinstance(value, dict) else value
-                        found = len(items) >= 3 and all(
-                            _holds_loss_graph(item) for item in list(items)[-3:])
-                    else:
-                        found = False
-                    if found:
+                    if _keeps_losses(value):
                         return name, frame
+                    # an object of the user's code (an AverageMeter) keeping them in an
+                    # attribute: `meter.update(loss)` adds to `self.sum`
+                    if not isinstance(value, (torch.Tensor, list, tuple, dict, nn.Module,
+                                              type)) and self._user_object(value):
+                        try:
+                            attributes = dict(object.__getattribute__(value, "__dict__"))
+                        except (AttributeError, TypeError):
+                            continue
+                        for attribute, held in attributes.items():
+                            if _keeps_losses(held):
+                                return f"{name}.{attribute}", frame
             frame = frame.f_back
         return None
+
+    def _user_object(self, value) -> bool:
+        module = sys.modules.get(type(value).__module__)
+        return bool(self.user(getattr(module, "__file__", None) or ""))
 
     def _non_finite_loss(self, value: float, site: Site | None) -> None:
         module = None
@@ -636,6 +721,9 @@ class Recorder:
                     except RuntimeError:
                         pass
             return
+        if self._ungraded and id(module) in self._ungraded:
+            path = self._ungraded.pop(id(module))
+            self.ungraded_calls.setdefault(path, self.site())
         if self.non_finite is None and torch.is_grad_enabled() and not any(
                 True for _ in module.children()):
             tensor = _first_tensor(output)
@@ -658,6 +746,20 @@ class Recorder:
             return original(scheduler, *args, **kwargs)
 
         return step
+
+    def _showwarning_patch(self, original):
+        """torch's warnings name the caller of the function that warns (`stacklevel=2`):
+        where that caller is modellint's wrapper (`scheduler.step()` before
+        `optimizer.step()`), the user's line that called it instead."""
+        recorder = self
+
+        def showwarning(message, category, filename, lineno, file=None, line=None):
+            if recorder._installed and modellint_file(filename):
+                site = recorder.user.innermost_frame(sys._getframe(1))
+                if site is not None:
+                    filename, lineno, line = site[0], site[1], None
+            return original(message, category, filename, lineno, file, line)
+        return showwarning
 
     # -- mixed precision ------------------------------------------------------------------
     def _scaler_scale_patch(self, original):
@@ -705,6 +807,10 @@ class Recorder:
         if explicit:
             rec.explicit = True
             return
+        if not rec.steps:
+            from modellint.watching.loops import enclosing_loops, planned_epochs
+
+            rec.epochs_planned = planned_epochs(enclosing_loops(caller, self.user))
         rec.steps.append((site, steps, self._epoch_key()))
 
     # -- data -----------------------------------------------------------------------------
@@ -778,7 +884,12 @@ class Recorder:
             if recorder._installed:
                 rec = recorder.samplers.get(id(sampler))
                 if rec is None or rec.sampler is not sampler:
-                    rec = SamplerRecord(sampler, site=recorder.site())
+                    from modellint.watching.loops import enclosing_loops, epoch_loop
+
+                    loops = enclosing_loops(sys._getframe(1), recorder.user)
+                    loop = epoch_loop(loops)
+                    rec = SamplerRecord(sampler, site=recorder.site(),
+                                        epoch_loop=loop.site if loop is not None else None)
                     recorder.samplers[id(sampler)] = rec
                 rec.epochs_seen.append(int(getattr(sampler, "epoch", 0)))
             return original(sampler)
@@ -786,15 +897,22 @@ class Recorder:
         return __iter__
 
     # -- summary --------------------------------------------------------------------------
+    def _whole_models(self) -> list[ModelRecord]:
+        """The models called, less those called also as a part of another (`model.encoder(x)`
+        beside `model(x)`)."""
+        parts = {id(sub) for rec in self.models.values() for sub in rec.model.modules()
+                 if sub is not rec.model}
+        return [rec for rec in self.models.values() if id(rec.model) not in parts]
+
     def summary(self) -> dict[str, Any]:
         opts = list(self.optimizers.values())
         return {
             "steps": self.total_steps,
             "manual_steps": self.manual.updates,
             "optimizers": len(opts),
-            "models": len(self.models),
-            "epochs": (self._train_loader.epochs if self._train_loader is not None else
-                       max((rec.epochs for rec in self.loaders.values()), default=0)),
+            "models": len(self._whole_models()),
+            "epochs": (self._train_loader.passes if self._train_loader is not None else
+                       max((rec.passes for rec in self.loaders.values()), default=0)),
             "seconds": round(time.monotonic() - self.started, 2),
             "stopped": self.stopped,
             "losses": self.losses[-1000:],
@@ -811,9 +929,16 @@ class _CutIterator:
         self._rec = rec
         self._recorder = recorder
         self._count = 0
+        self._pass = False
 
-    def __iter__(self):
+    def __iter__(self):  # a `for` loop over the loader: one pass
+        self._count_pass()
         return self
+
+    def _count_pass(self) -> None:
+        if not self._pass:
+            self._pass = True
+            self._rec.passes += 1
 
     def __next__(self):
         limit = self._recorder.batches_per_epoch
@@ -822,6 +947,8 @@ class _CutIterator:
             raise StopIteration
         batch = next(self._iterator)
         self._count += 1
+        if self._count == 2:
+            self._count_pass()
         self._rec.batches += 1
         self._recorder._last_loader = self._rec
         return batch
@@ -835,17 +962,38 @@ class _CutIterator:
         return getattr(self._iterator, name)
 
 
-def _accumulation_site(frame: FrameType, name: str) -> Site | None:
-    """The first line of the code running in `frame` that adds to `name` (`name += ...`,
-    `name = name + ...`, `name.append(...)`, `name[key] = ...`): where the kept losses go
-    in. None when no such line is found (the finding stays on the `backward()` line)."""
-    code = frame.f_code
-    adds = re.compile(rf"^\s*{re.escape(name)}\s*(?:[-+*/]=|=\s*{re.escape(name)}\b|\.(?:append|"
-                      rf"extend|insert|add)\(|\[[^\]]*\]\s*=[^=])")
+def _accumulation_site(code: CodeType, name: str) -> Site | None:
+    """The first line of `code` that adds to `name` (`name += ...`, `name = name + ...`,
+    `name.append(...)`, `name[key] = ...`; for an attribute of a helper object, `meter.sum`,
+    also a call of its method, `meter.update(loss)`): where the kept losses go in. None when
+    no such line is found (the finding stays on the `backward()` line)."""
+    owner = name.rpartition(".")[0]
+    names = re.escape(name)
+    # a method call with arguments: `meter.update(loss)`, not `meter.reset()`
+    calls = rf"|^\s*{re.escape(owner)}\.\w+\(\s*[^)\s]" if owner and owner != "self" else ""
+    adds = re.compile(rf"^\s*{names}\s*(?:[-+*/]=|=\s*{names}\b|\.(?:append|"
+                      rf"extend|insert|add)\(|\[[^\]]*\]\s*=[^=]){calls}")
     for line in sorted({line for _, _, line in code.co_lines() if line}):
         if adds.match(linecache.getline(code.co_filename, line)):
             return code.co_filename, line, code.co_name
     return None
+
+
+def _methods(cls) -> list[CodeType]:
+    """The code of the functions a class defines (for the line of a helper method)."""
+    return [value.__code__ for value in vars(cls).values()
+            if isinstance(getattr(value, "__code__", None), CodeType)]
+
+
+def _keeps_losses(value) -> bool:
+    """A tensor whose graph reaches an earlier loss (not the last loss itself), or a list or
+    dict whose last three items are (or hold) losses."""
+    if isinstance(value, torch.Tensor):
+        return _holds_loss_graph(value, own=False)
+    if isinstance(value, (list, tuple, dict)):
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        return len(items) >= 3 and all(_holds_loss_graph(item) for item in items[-3:])
+    return False
 
 
 def _holds_loss_graph(value, own: bool = True, limit: int = 256) -> bool:

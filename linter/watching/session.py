@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from modellint.finding import Finding, line_finding
+from modellint.finding import Finding, Related, line_finding
 
 if TYPE_CHECKING:
     from modellint.runtime.api import Report
@@ -42,12 +42,19 @@ def to_findings(raws: list[dict[str, Any]], registry, enabled, suppressions=None
         if code not in enabled and code not in ("ML001",):
             continue
         file, line = raw.get("file"), raw.get("line") or 1
+        # the other lines of the mistake, named in the message as the report names files
+        related = tuple(Related(display_path(r["file"], displays or {}), r.get("line") or 1,
+                                r["message"])
+                        for r in raw.get("related") or () if r.get("file")
+                        and os.path.isfile(r["file"]))
+        message = raw["message"] + "".join(f"; {r.message}: {r.path}:{r.line}" for r in related)
         if file and os.path.isfile(file):
-            finding = line_finding(rule, code, raw["message"], display_path(file, displays or {}),
+            finding = line_finding(rule, code, message, display_path(file, displays or {}),
                                    line, source_line(file, line), pass_="run")
         else:
             file = None
-            finding = line_finding(rule, code, raw["message"], label, 1, "", pass_="run")
+            finding = line_finding(rule, code, message, label, 1, "", pass_="run")
+        finding.related = related
         if not suppressions.hides(finding, file):
             out.append(finding)
     out.sort(key=lambda f: f.sort_key())
