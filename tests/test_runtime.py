@@ -470,3 +470,20 @@ def test_ml706_exploding_gradients_but_not_layer_scale():
     assert report.codes() == ["ML706"]
     assert "`tiny`" in report.findings[0].message and "explodes" in report.findings[0].message
     assert modellint.check_model(_LayerScaled(), torch.randn(2, 16)).codes() == []
+
+
+def test_device_check_script_refuses_what_it_cannot_run():
+    """`scripts/device_check.sh` (its full run is the GPU check; `--device cpu` runs it here
+    in minutes): a device that is not there or not a device is a usage error, before any run."""
+    script = str(ROOT / "scripts" / "device_check.sh")
+    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+           "PYTHON": sys.executable}
+    wrong = subprocess.run(["bash", script, "--device", "tpu"], capture_output=True, text=True,
+                           env=env)
+    assert wrong.returncode == 2 and "cpu, cuda or cuda:N" in wrong.stderr
+    if not torch.cuda.is_available():
+        absent = subprocess.run(["bash", script, "--device", "cuda"], capture_output=True,
+                                text=True, env=env)
+        assert absent.returncode == 2 and "no CUDA device here" in absent.stderr, absent.stderr
+    helped = subprocess.run(["bash", script, "--help"], capture_output=True, text=True, env=env)
+    assert helped.returncode == 0 and "--device" in helped.stdout
