@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
         --device) device="${2:-}"; shift 2 || { echo "--device needs a value" >&2; exit 2; } ;;
         --device=*) device="${1#--device=}"; shift ;;
         --out) out="${2:-}"; shift 2 || { echo "--out needs a folder" >&2; exit 2; } ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "device_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
