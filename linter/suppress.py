@@ -103,7 +103,7 @@ class Suppressions:
                  read: Callable[[str], str] | None = None) -> None:
         self.config = config
         self.shown = shown
-        self._read = read or _read_text
+        self._read = read or read_text
         self._files: dict[str, FileSuppressions] = {}
 
     def of_file(self, path: str) -> FileSuppressions:
@@ -123,7 +123,7 @@ class Suppressions:
         return self.of_file(path).hides(finding)
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     from modellint.static.discover import read_file_bytes
     from modellint.static.source import decode
 

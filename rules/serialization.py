@@ -63,106 +63,6 @@ def _add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     return call.with_changes(args=args)
 
 
-class UnsafeTorchLoad(StaticRule):
-    """`torch.load` unpickles arbitrary objects, which can run code from the file.
-
-    ## What it does
-    Finds `torch.load(..., weights_only=False)`, and — when the configured
-    `target-torch-version` is older than 2.6, where `weights_only` still defaults to `False` —
-    `torch.load` calls that do not pass `weights_only` at all. Calls that pass `**kwargs` are
-    only reported for an explicit `weights_only=False`.
-
-    ## Why is this bad?
-    Without `weights_only=True`, `torch.load` is `pickle.load`: a checkpoint downloaded from the
-    internet can execute any code while it is loaded. A state dict of tensors loads fine with
-    `weights_only=True`. The fix is unsafe: files that pickle whole modules or custom classes
-    stop loading (save `state_dict()` instead, or allow the classes with
-    `torch.serialization.add_safe_globals`).
-
-    ## Example
-        state = torch.load("model.pt", weights_only=False)
-
-    ## Use instead
-        state = torch.load("model.pt", weights_only=True)
-    """
-
-    code = "ML501"
-    name = "unsafe-torch-load"
-    fix = "unsafe"
-    triggers = ("load",)
-    valid = [
-        HEADER + "state = torch.load('model.pt', weights_only=True)\n",
-        # 2.6 and later default to weights_only=True
-        Valid(HEADER + "state = torch.load('model.pt')\n", {"target_torch_version": (2, 6)}),
-        Valid(HEADER + "state = torch.load('model.pt', map_location='cpu')\n",
-              {"target_torch_version": (2, 8)}),
-        # the caller decides
-        Valid(HEADER + "def load(path, **kwargs):\n    return torch.load(path, **kwargs)\n",
-              {"target_torch_version": (2, 4)}),
-        Valid(HEADER + "def load(path, weights_only=True):\n"
-              "    return torch.load(path, weights_only=weights_only)\n",
-              {"target_torch_version": (2, 4)}),
-        # not torch's load
-        HEADER + "import pickle\nwith open('a.pkl', 'rb') as f:\n    obj = pickle.load(f)\n",
-        Valid(HEADER + "import json\nobj = json.load(open('a.json'))\n",
-              {"target_torch_version": (2, 0)}),
-    ]
-    invalid = [
-        Invalid(
-            HEADER + "state = torch.load('model.pt', weights_only=False)\n",
-            line=4,
-            fixed=HEADER + "state = torch.load('model.pt', weights_only=True)\n",
-        ),
-        Invalid(
-            HEADER + "state = torch.load('model.pt', map_location='cpu')\n",
-            line=4,
-            fixed=HEADER + "state = torch.load('model.pt', map_location='cpu', weights_only=True)\n",
-            options={"target_torch_version": (2, 4)},
-        ),
-        Invalid(
-            "from torch import load\n\nstate = load(\n    'model.pt',\n    map_location='cpu',\n)\n",
-            line=3,
-            fixed="from torch import load\n\nstate = load(\n    'model.pt',\n    map_location='cpu',\n"
-            "    weights_only=True,\n)\n",
-            options={"target_torch_version": (1, 13)},
-        ),
-        Invalid(
-            HEADER + "def load(path, **kwargs):\n"
-            "    return torch.load(path, weights_only=False, **kwargs)\n",
-            line=5,
-            fixed=HEADER + "def load(path, **kwargs):\n"
-            "    return torch.load(path, weights_only=True, **kwargs)\n",
-        ),
-    ]
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if not self.context.is_call_to(node, *_LOADS):
-            return
-        name = dotted_name(node.func) or "torch.load"
-        arg = argument(node, "weights_only")
-        if arg is not None:
-            if _is_false(arg.value):
-                self.report(
-                    node,
-                    f"`{name}(..., weights_only=False)` unpickles arbitrary objects and can run "
-                    "code from the file; load a state dict with `weights_only=True`",
-                    fix=Fix(((arg.value, cst.Name("True")),), "pass `weights_only=True`",
-                            safe=False),
-                )
-            return
-        version = tuple(self.context.options.get("target_torch_version") or (2, 6))
-        if version >= (2, 6) or _has_double_star(node):
-            return
-        target = ".".join(str(p) for p in version)
-        self.report(
-            node,
-            f"`{name}` without `weights_only` unpickles arbitrary objects on torch {target} "
-            "and can run code from the file; pass `weights_only=True`",
-            fix=Fix(((node, _add_keyword(node, "weights_only", "True")),),
-                    "pass `weights_only=True`", safe=False),
-        )
-
-
 class _ModuleNames:
     """Which local names hold a module, per function scope (module level is scope None)."""
 
@@ -322,7 +222,184 @@ def _path_argument(call: cst.Call, keyword: str) -> cst.BaseExpression | None:
     return positional[position].value if len(positional) > position else None
 
 
-class PickledModuleLoad(_TracksModules):
+class _SavesModules(_TracksModules):
+    """Knows the paths the file's `torch.save(module, path)` calls write a whole module to
+    (the rules on loading those files): `record_save` in `visit_Call`, then
+    `pickled_module(load_key(load))` once the walk is done."""
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.saves: dict[tuple, cst.BaseExpression] = {}
+
+    def record_save(self, node: cst.Call) -> bool:
+        """Whether `node` saves a whole module (its path is then remembered)."""
+        module = self.saved_module(node)
+        if module is None:
+            return False
+        path = _path_argument(node, "save")
+        key = self._path_key(path) if path is not None else None
+        if key is not None:
+            self.saves.setdefault(key, module)
+        return True
+
+    def load_key(self, call: cst.Call) -> tuple | None:
+        path = _path_argument(call, "load")
+        return self._path_key(path) if path is not None else None
+
+    def pickled_module(self, key: tuple | None) -> cst.BaseExpression | None:
+        """The module saved whole to the path of `key`, unless the file allows classes for
+        the weights-only unpickler (`torch.serialization.add_safe_globals`/`safe_globals`)."""
+        if key is None or "safe_globals" in self.context.source:
+            return None
+        return self.saves.get(key)
+
+    def _path_key(self, path: cst.BaseExpression) -> tuple | None:
+        """What identifies a path across the file: a literal's value, else the expression's
+        text with where it lives (its class for `self.x`, its function for a name bound in
+        that function)."""
+        if isinstance(path, cst.SimpleString):
+            return ("literal", path.evaluated_value)
+        text = source_of(path)
+        func = self.context.current_function
+        if func is None:
+            return ("text", text, None)
+        if text.startswith("self."):
+            cls = self.context.current_class
+            return ("text", text, id(cls) if cls is not None else None)
+        if _binds_any(func, _names(path)):
+            return ("text", text, id(func))
+        return ("text", text, None)
+
+
+class UnsafeTorchLoad(_SavesModules):
+    """`torch.load` unpickles arbitrary objects, which can run code from the file.
+
+    ## What it does
+    Finds `torch.load(..., weights_only=False)`, and — when the configured
+    `target-torch-version` is older than 2.6, where `weights_only` still defaults to `False` —
+    `torch.load` calls that do not pass `weights_only` at all. Calls that pass `**kwargs` are
+    only reported for an explicit `weights_only=False`.
+
+    ## Why is this bad?
+    Without `weights_only=True`, `torch.load` is `pickle.load`: a checkpoint downloaded from the
+    internet can execute any code while it is loaded. A state dict of tensors loads fine with
+    `weights_only=True`. The fix is unsafe: files that pickle whole modules or custom classes
+    stop loading (save `state_dict()` instead, or allow the classes with
+    `torch.serialization.add_safe_globals`). Where the same file writes that path with
+    `torch.save(model, ...)` of a whole module (as ML506 finds it), the load is still reported
+    but no fix is offered: it would make the load fail.
+
+    ## Example
+        state = torch.load("model.pt", weights_only=False)
+
+    ## Use instead
+        state = torch.load("model.pt", weights_only=True)
+    """
+
+    code = "ML501"
+    name = "unsafe-torch-load"
+    fix = "unsafe"
+    fix_availability = "sometimes"
+    triggers = ("load",)
+    valid = [
+        HEADER + "state = torch.load('model.pt', weights_only=True)\n",
+        # 2.6 and later default to weights_only=True
+        Valid(HEADER + "state = torch.load('model.pt')\n", {"target_torch_version": (2, 6)}),
+        Valid(HEADER + "state = torch.load('model.pt', map_location='cpu')\n",
+              {"target_torch_version": (2, 8)}),
+        # the caller decides
+        Valid(HEADER + "def load(path, **kwargs):\n    return torch.load(path, **kwargs)\n",
+              {"target_torch_version": (2, 4)}),
+        Valid(HEADER + "def load(path, weights_only=True):\n"
+              "    return torch.load(path, weights_only=weights_only)\n",
+              {"target_torch_version": (2, 4)}),
+        # not torch's load
+        HEADER + "import pickle\nwith open('a.pkl', 'rb') as f:\n    obj = pickle.load(f)\n",
+        Valid(HEADER + "import json\nobj = json.load(open('a.json'))\n",
+              {"target_torch_version": (2, 0)}),
+    ]
+    invalid = [
+        Invalid(
+            HEADER + "state = torch.load('model.pt', weights_only=False)\n",
+            line=4,
+            fixed=HEADER + "state = torch.load('model.pt', weights_only=True)\n",
+        ),
+        # the file holds a whole module: reported, not fixed (the fix would break the load)
+        Invalid(HEADER + "model = nn.Linear(2, 2)\ntorch.save(model, 'model.pt')\n"
+                "model = torch.load('model.pt', weights_only=False)\n", line=6),
+        Invalid(
+            HEADER + "state = torch.load('model.pt', map_location='cpu')\n",
+            line=4,
+            fixed=HEADER + "state = torch.load('model.pt', map_location='cpu', weights_only=True)\n",
+            options={"target_torch_version": (2, 4)},
+        ),
+        Invalid(
+            "from torch import load\n\nstate = load(\n    'model.pt',\n    map_location='cpu',\n)\n",
+            line=3,
+            fixed="from torch import load\n\nstate = load(\n    'model.pt',\n    map_location='cpu',\n"
+            "    weights_only=True,\n)\n",
+            options={"target_torch_version": (1, 13)},
+        ),
+        Invalid(
+            HEADER + "def load(path, **kwargs):\n"
+            "    return torch.load(path, weights_only=False, **kwargs)\n",
+            line=5,
+            fixed=HEADER + "def load(path, **kwargs):\n"
+            "    return torch.load(path, weights_only=True, **kwargs)\n",
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # (call, message, fix, path key, statement): reported once every save is known
+        self.pending: list[tuple[cst.Call, str, Fix, tuple | None, cst.CSTNode | None]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.record_save(node) or not self.context.is_call_to(node, *_LOADS):
+            return
+        name = dotted_name(node.func) or "torch.load"
+        arg = argument(node, "weights_only")
+        if arg is not None:
+            if _is_false(arg.value):
+                self._later(
+                    node,
+                    f"`{name}(..., weights_only=False)` unpickles arbitrary objects and can run "
+                    "code from the file; load a state dict with `weights_only=True`",
+                    Fix(((arg.value, cst.Name("True")),), "pass `weights_only=True`",
+                        safe=False),
+                )
+            return
+        version = tuple(self.context.options.get("target_torch_version") or (2, 6))
+        if version >= (2, 6) or _has_double_star(node):
+            return
+        target = ".".join(str(p) for p in version)
+        self._later(
+            node,
+            f"`{name}` without `weights_only` unpickles arbitrary objects on torch {target} "
+            "and can run code from the file; pass `weights_only=True`",
+            Fix(((node, _add_keyword(node, "weights_only", "True")),),
+                "pass `weights_only=True`", safe=False),
+        )
+
+    def _later(self, node: cst.Call, message: str, fix: Fix) -> None:
+        self.pending.append((node, message, fix, self.load_key(node),
+                             self.context.current_statement))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for call, message, fix, key, statement in self.pending:
+            module = self.pickled_module(key)
+            if module is None:
+                self.report(call, message, fix=fix, statement=statement)
+                continue
+            # the file holds a whole module: `weights_only=True` would make the load fail
+            name = snippet(module)
+            self.report(call, f"{message}; not fixed here: the file is written by "
+                        f"`torch.save({name}, ...)`, a whole module that a weights-only load "
+                        f"refuses: save `{name}.state_dict()` instead (ML506)",
+                        statement=statement)
+
+
+class PickledModuleLoad(_SavesModules):
     """`torch.load` of a file the same code wrote with `torch.save(model, ...)`: fails on 2.6.
 
     ## What it does
@@ -392,34 +469,11 @@ class PickledModuleLoad(_TracksModules):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.saves: dict[tuple, cst.BaseExpression] = {}
         # (call, path key, its statement)
         self.loads: list[tuple[cst.Call, tuple, cst.CSTNode | None]] = []
 
-    def _path_key(self, path: cst.BaseExpression) -> tuple | None:
-        """What identifies a path across the file: a literal's value, else the expression's
-        text with where it lives (its class for `self.x`, its function for a name bound in
-        that function)."""
-        if isinstance(path, cst.SimpleString):
-            return ("literal", path.evaluated_value)
-        text = source_of(path)
-        func = self.context.current_function
-        if func is None:
-            return ("text", text, None)
-        if text.startswith("self."):
-            cls = self.context.current_class
-            return ("text", text, id(cls) if cls is not None else None)
-        if _binds_any(func, _names(path)):
-            return ("text", text, id(func))
-        return ("text", text, None)
-
     def visit_Call(self, node: cst.Call) -> None:
-        module = self.saved_module(node)
-        if module is not None:
-            path = _path_argument(node, "save")
-            key = self._path_key(path) if path is not None else None
-            if key is not None:
-                self.saves.setdefault(key, module)
+        if self.record_save(node):
             return
         if not self.context.is_call_to(node, *_LOADS) or _has_double_star(node):
             return
@@ -429,16 +483,13 @@ class PickledModuleLoad(_TracksModules):
                 return
         elif not (isinstance(weights_only.value, cst.Name) and weights_only.value.value == "True"):
             return
-        path = _path_argument(node, "load")
-        key = self._path_key(path) if path is not None else None
+        key = self.load_key(node)
         if key is not None:
             self.loads.append((node, key, self.context.current_statement))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if "safe_globals" in self.context.source:
-            return
         for call, key, statement in self.loads:
-            module = self.saves.get(key)
+            module = self.pickled_module(key)
             if module is None:
                 continue
             name = snippet(module)

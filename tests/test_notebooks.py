@@ -594,3 +594,44 @@ def test_nothing_imports_a_notebooks_definitions(cli, tmp_path):
     found = cli(".", "--select", "ML308", "--format", "json",
                 env={"MODELLINT_CACHE_DIR": str(tmp_path / "cache")}).json()
     assert [f["path"] for f in found] == ["same.py"]
+
+
+# -- the runtime pass ----------------------------------------------------------------------
+NOTEBOOK_MODELS = [
+    "%matplotlib inline\nimport torch\nimport torch.nn as nn",
+    "class Block(nn.Module):\n    def __init__(self, channels):\n        super().__init__()\n"
+    "        self.conv = nn.Conv2d(channels, channels, 3, padding=1)\n\n"
+    "    def forward(self, x):\n        return self.conv(x).relu()",
+    "class TwoStageNet(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.stem = nn.Conv2d(3, 16, 3, padding=1)\n        self.stage1 = Block(16)\n"
+    "        self.stage2 = Block(32)  # gets 16 channels\n        self.head = nn.Linear(32, 10)\n\n"
+    "    def forward(self, x):\n        x = self.stage2(self.stage1(self.stem(x)))\n"
+    "        return self.head(x.mean((2, 3)))",
+    "!pip install nothing\nopen('ran.txt', 'w').write('the script body ran')\n"
+    "model = TwoStageNet()\nmodel(torch.randn(2, 3, 32, 32))",
+]
+
+
+def test_runtime_pass_builds_a_notebooks_models_and_reports_at_cells(modellint, tmp_path):
+    """A notebook's code cells' definitions are built (magics masked, the script cell left
+    out: it never runs); the channel mismatch is ML701 at the cell and line that built the
+    layer, the lines the message names are cell lines too; a noqa in a cell hides a finding."""
+    book = tmp_path / "models.ipynb"
+    book.write_text(notebook(nbformat.v4.new_markdown_cell("# Models"),
+                             *(code_cell(source) for source in NOTEBOOK_MODELS)),
+                    encoding="utf-8")
+    result = modellint("check", "--runtime", "--format", "json", "--select", "ML701,ML002",
+                       "models.ipynb")
+    found = result.json()
+    assert [(f["code"], f["cell"], f["line"]) for f in found] == [("ML701", 4, 6)], result
+    assert "models.ipynb:cell 3:4" in found[0]["message"], found[0]["message"]
+    assert found[0]["pass"] == "runtime"
+    assert not (tmp_path / "ran.txt").exists()
+    text = modellint("check", "--runtime", "--select", "ML701", "models.ipynb")
+    assert "models.ipynb:cell 4:6:9: ML701" in text.out and "1 notebook" in text.out, text
+    quiet = NOTEBOOK_MODELS[:2] + [NOTEBOOK_MODELS[2].replace(
+        "# gets 16 channels", "# noqa: ML701")]
+    book.write_text(notebook(*(code_cell(source) for source in quiet)), encoding="utf-8")
+    hidden = modellint("check", "--runtime", "--select", "ML701,ML002", "models.ipynb")
+    assert hidden.rc == 0 and "All checks passed" in hidden.out, hidden
+    assert "not checked" not in hidden.out

@@ -58,6 +58,44 @@ def test_fix_is_unsafe_and_sets_weights_only_true():
     assert lines(once, UnsafeTorchLoad, old) == []
 
 
+RESUME = HEADER + """\
+import os
+import sys
+
+os.chdir(sys.argv[1])
+model = nn.Linear(2, 2)
+torch.save(model, "model.pt")
+torch.save(model.state_dict(), "weights.pt")
+restored = torch.load("model.pt", weights_only=False)
+state = torch.load("weights.pt", weights_only=False)
+restored.load_state_dict(state)
+print("resumed", type(restored).__name__)
+"""
+
+
+def test_unsafe_fix_leaves_the_load_of_a_pickled_module_alone(modellint, tmp_path):
+    """`--unsafe-fixes` turns on `weights_only=True` for the state dict's load, not for the
+    load of the file `torch.save(model, ...)` wrote (it would stop the script); both are
+    still reported, and the fixed script still runs."""
+    import subprocess
+    import sys
+
+    script = write(tmp_path, "resume.py", RESUME)
+    found = modellint("--format", "json", "--select", "ML501", "resume.py")
+    assert found.codes() == [("ML501", 11), ("ML501", 12)], found
+    by_line = {f["line"]: f for f in found.json()}
+    assert by_line[11]["fix"] is None and "ML506" in by_line[11]["message"]
+    assert by_line[12]["fix"]["applicability"] == "unsafe"
+    fixed = modellint("--fix", "--unsafe-fixes", "--select", "ML501", "resume.py")
+    assert fixed.rc == 1, fixed  # the pickled module's load is still reported
+    text = script.read_text(encoding="utf-8")
+    assert 'torch.load("model.pt", weights_only=False)' in text
+    assert 'torch.load("weights.pt", weights_only=True)' in text
+    ran = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert ran.returncode == 0 and "resumed Linear" in ran.stdout, ran.stderr
+
+
 def test_load_through_alias_and_kwargs():
     old = {"target_torch_version": (2, 0)}
     aliased = "import torch as T\n\nsd = T.load('m.pt', weights_only=False)\n"

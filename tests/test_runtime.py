@@ -191,9 +191,32 @@ def test_trace_text_depth_and_errors():
     assert "conv1" in result.stdout and "[2, 6, 28, 28]" in result.stdout
     assert "62,006 parameters" in result.stdout
     bad = _cli("trace", "fixtures/runtime/channel_mismatch.py:TwoStageNet", "--input", "1,3,8,8")
-    assert bad.returncode == 2 and "stage2.conv" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 1 and "Traceback" not in bad.stdout + bad.stderr
+    assert "channel_mismatch.py:19:9: ML701" in bad.stdout and "[1, 16, 8, 8]" in bad.stdout
     missing = _cli("trace", "no_such_module:Net")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_trace_of_a_shape_bug_is_ml701_at_the_layer_with_the_layers_that_ran():
+    """No --input: the inferred input meets a channel mismatch that no other size cures;
+    `trace` says so as `check --runtime` does, after the table of the layers that ran."""
+    target = "fixtures/runtime/channel_mismatch.py:TwoStageNet"
+    traced = _cli("trace", target)
+    assert traced.returncode == 1, traced.stderr
+    assert "no inferred input fits" not in traced.stdout + traced.stderr
+    table, _, report = traced.stdout.partition("until the forward failed")
+    rows = {line.split()[0]: line for line in table.splitlines()[2:] if line.strip()}
+    assert "[2, 16, 32, 32]" in rows["stem"] and "raised" not in rows["stage1.bn"]
+    assert "raised" in rows["stage2.conv"] and "head" not in rows  # it never ran
+    assert "channel_mismatch.py:19:9: ML701 error:" in report
+    as_json = json.loads(_cli("trace", target, "--format", "json").stdout)
+    checked = _cli("check", "--runtime", "--format", "json", "-q", "--select", "ML701",
+                   "fixtures/runtime/channel_mismatch.py")
+    expected = [(f["code"], f["line"], f["message"]) for f in json.loads(checked.stdout)]
+    assert [(f["code"], f["line"], f["message"]) for f in as_json["findings"]] == expected
+    assert as_json["inputs"] == "[2, 3, 32, 32]"
+    assert [r["path"] for r in as_json["rows"] if r.get("raised")] == [
+        "", "stage2", "stage2.conv"]
 
 
 def test_python_api_check_model_and_check_optimizer():
@@ -447,3 +470,20 @@ def test_ml706_exploding_gradients_but_not_layer_scale():
     assert report.codes() == ["ML706"]
     assert "`tiny`" in report.findings[0].message and "explodes" in report.findings[0].message
     assert modellint.check_model(_LayerScaled(), torch.randn(2, 16)).codes() == []
+
+
+def test_device_check_script_refuses_what_it_cannot_run():
+    """`scripts/device_check.sh` (its full run is the GPU check; `--device cpu` runs it here
+    in minutes): a device that is not there or not a device is a usage error, before any run."""
+    script = str(ROOT / "scripts" / "device_check.sh")
+    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+           "PYTHON": sys.executable}
+    wrong = subprocess.run(["bash", script, "--device", "tpu"], capture_output=True, text=True,
+                           env=env)
+    assert wrong.returncode == 2 and "cpu, cuda or cuda:N" in wrong.stderr
+    if not torch.cuda.is_available():
+        absent = subprocess.run(["bash", script, "--device", "cuda"], capture_output=True,
+                                text=True, env=env)
+        assert absent.returncode == 2 and "no CUDA device here" in absent.stderr, absent.stderr
+    helped = subprocess.run(["bash", script, "--help"], capture_output=True, text=True, env=env)
+    assert helped.returncode == 0 and "--device" in helped.stdout

@@ -46,7 +46,8 @@ class Report:
         return self.ok
 
 
-def _finding(code: str, message: str, file: str | None, line: int) -> Finding:
+def runtime_finding(code: str, message: str, file: str | None, line: int) -> Finding:
+    """A raw runtime finding (a run's `Raw`) as a report's finding, its path as displayed."""
     rule = default_registry().rules.get(code)
     text = source_line(file, line) if file else ""
     path = display_path(file, {}) if file else "<model>"
@@ -97,7 +98,7 @@ def check_model(model_or_factory, *example_inputs, device: str = "cpu", inputs=N
                            specs=specs, device=device, enabled=enabled, label=label, train=train,
                            memory_target=memory_target)
     outcome = check.run()
-    findings = [_finding(r.code, r.message, r.file, r.line) for r in outcome.findings]
+    findings = [runtime_finding(r.code, r.message, r.file, r.line) for r in outcome.findings]
     return Report(findings=findings, trace=[r.to_json() for r in outcome.rows],
                   inputs=outcome.inputs, notes=outcome.notes)
 
@@ -116,21 +117,19 @@ def check_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer) -> Repor
     twice = [f"`{names.get(k, '?')}` (groups {', '.join(map(str, g))})"
              for k, g in seen.items() if len(g) > 1]
     if twice:
-        findings.append(_finding("ML305", f"{len(twice)} parameter(s) are in more than one "
-                                 f"optimizer group: {', '.join(twice[:5])}; give each parameter "
-                                 f"one group", file, line))
+        findings.append(runtime_finding(
+            "ML305", f"{len(twice)} parameter(s) are in more than one optimizer group: "
+            f"{', '.join(twice[:5])}; give each parameter one group", file, line))
     missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in seen]
     if missing:
-        findings.append(_finding("ML305", f"{len(missing)} trainable parameter(s) are in no "
-                                 f"optimizer group and never update: "
-                                 f"{', '.join(f'`{n}`' for n in missing[:5])}"
-                                 f"{', ...' if len(missing) > 5 else ''}; add them or freeze "
-                                 f"them", file, line))
+        findings.append(runtime_finding(
+            "ML305", f"{len(missing)} trainable parameter(s) are in no optimizer group and "
+            f"never update: {', '.join(f'`{n}`' for n in missing[:5])}"
+            f"{', ...' if len(missing) > 5 else ''}; add them or freeze them", file, line))
     frozen = [n for n, p in model.named_parameters() if not p.requires_grad and id(p) in seen]
     if frozen:
-        findings.append(_finding("ML305", f"{len(frozen)} frozen parameter(s) "
-                                 f"(requires_grad=False) were passed to the optimizer: "
-                                 f"{', '.join(f'`{n}`' for n in frozen[:5])}; pass only "
-                                 f"`p for p in model.parameters() if p.requires_grad`",
-                                 file, line))
+        findings.append(runtime_finding(
+            "ML305", f"{len(frozen)} frozen parameter(s) (requires_grad=False) were passed to "
+            f"the optimizer: {', '.join(f'`{n}`' for n in frozen[:5])}; pass only "
+            f"`p for p in model.parameters() if p.requires_grad`", file, line))
     return Report(findings=findings)

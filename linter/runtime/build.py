@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import linecache
 import os
 import sys
 from typing import Any
@@ -197,14 +198,20 @@ def import_file(path: str):
         name = stem if stem.isidentifier() and stem not in sys.modules else (
             f"_modellint_{abs(hash(path)):x}_{stem}".replace("-", "_")
         )
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
+    source = _notebook_program(path)
+    if source is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+    else:
+        spec = importlib.util.spec_from_loader(name, None, origin=path)
+    if spec is None or (source is None and spec.loader is None):
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    module.__file__ = path
     sys.modules[name] = module
     try:
         # bytes: Python's own reading of an encoding declaration
-        code = compile(definitions_only(read_file_bytes(path), path), path, "exec", dont_inherit=True)
+        code = compile(definitions_only(read_file_bytes(path) if source is None else source,
+                                        path), path, "exec", dont_inherit=True)
         exec(code, module.__dict__)  # noqa: S102 - the file's definitions, as an import would
     except BaseException:
         sys.modules.pop(name, None)
@@ -213,6 +220,24 @@ def import_file(path: str):
         setattr(sys.modules[package], name.rpartition(".")[2], module)
     _LOADED[path] = module
     return module
+
+
+def _notebook_program(path: str) -> str | None:
+    """A notebook's code cells joined, magics masked (None: `path` is no notebook), as the
+    static pass lints them: its lines are the ones the static pass gave its classes. They
+    become the file's lines for `inspect` and tracebacks (the JSON text would not be)."""
+    from modellint.static.notebook import NotebookError, read_notebook_file
+
+    try:
+        book = read_notebook_file(path)
+    except NotebookError as exc:
+        raise ImportError(f"{os.path.basename(path)} is not a notebook modellint can read: "
+                          f"{exc}") from None
+    if book is None:
+        return None
+    # no modification time: `linecache.checkcache` keeps the entry
+    linecache.cache[path] = (len(book.source), None, book.source.splitlines(True), path)
+    return book.source
 
 
 def resolve(job: dict[str, Any]):

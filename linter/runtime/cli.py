@@ -68,6 +68,9 @@ def trace_main(argv: list[str]) -> int:
     except TraceError as exc:
         print(f"modellint: error: {printable(str(exc))}", file=sys.stderr)
         return 2
+    except ForwardFailed as failed:
+        _print_failure(failed, args)
+        return 1
     except KeyboardInterrupt:
         print("modellint: interrupted", file=sys.stderr)
         return 130
@@ -91,6 +94,21 @@ def trace_main(argv: list[str]) -> int:
         for note in result.get("notes", []):
             print(f"modellint: note: {printable(note)}", file=sys.stderr)
     return 0
+
+
+def _print_failure(failed: ForwardFailed, args) -> None:
+    """The layers that ran up to the failure, as torchinfo prints them, and the finding as
+    `check --runtime` prints it."""
+    rows = [r for r in failed.result["rows"] if args.depth is None or r["depth"] <= args.depth]
+    if args.format == "json":
+        print(json.dumps({**failed.result, "rows": rows,
+                          "findings": [failed.finding.to_json()]}, indent=1))
+        return
+    from modellint.report import Summary
+    from modellint.report.text import TextReporter
+
+    print(render(rows, failed.result, failed=True))
+    TextReporter(sys.stdout).report([failed.finding], Summary(quiet=True))
 
 
 def _options(args) -> dict:
@@ -126,89 +144,109 @@ class TraceError(Exception):
     pass
 
 
+class ForwardFailed(Exception):
+    """The model's forward failed, as the runtime pass reports it (ML701): `finding`, and
+    `result` (the trace of the layers that ran, each one that raised marked)."""
+
+    def __init__(self, finding, result: dict) -> None:
+        super().__init__(finding.message)
+        self.finding = finding
+        self.result = result
+
+
 def trace(request: dict, kwargs: dict, specs, device: str, *, memory: bool = False,
           optimizer: str = "adamw", dtype: str | None = None, batch: int | None = None,
           target: int | None = None, feature_maps: str | None = None,
           layers: list[str] | None = None, image: str | None = None) -> dict:
-    import torch
-
-    from modellint.runtime import inputs as inputs_mod
-    from modellint.runtime.build import build, resolve
-    from modellint.runtime.engine import first_line
-    from modellint.runtime.tracer import Tracer, describe
+    from modellint.runtime.api import runtime_finding
+    from modellint.runtime.build import required_arguments, resolve
+    from modellint.runtime.engine import checks_for, first_line
+    from modellint.runtime.pass_ import stopped_code
+    from modellint.runtime.run import Runner
 
     start = time.perf_counter()
     try:
-        factory, _ = resolve(request)
+        factory, roots = resolve(request)
     except Exception as exc:  # noqa: BLE001
         raise TraceError(f"cannot import {request['label']}: {first_line(exc)}") from None
-    try:
-        model = build(factory, kwargs, device, None)
-    except Exception as exc:  # noqa: BLE001
-        raise TraceError(f"cannot build {request['label']}: {first_line(exc)}") from None
-    model.eval()
-    candidates = [specs] if specs else None
-    if candidates is None:
-        inference = inputs_mod.infer(model)
-        if inference is None:
-            raise TraceError("no input could be inferred; pass --input SHAPE")
-        candidates = inference.candidates
-    error = None
-    for candidate in candidates:
+    missing = required_arguments(factory) if not kwargs else []
+    if missing:
+        example = json.dumps({name: "..." for name in missing})
+        raise TraceError(f"cannot build {request['label']}: its constructor needs "
+                         f"{', '.join(f'`{m}`' for m in missing)}; pass --kwargs '{example}'")
+    # the runtime pass's first forward: the same inputs tried, the same judgement of whether
+    # another size may cure a failure, the same ML701 at the line that built the layer
+    checks = checks_for([stopped_code()])
+    hint = "pass --input SHAPE, e.g. --input 2,3,32,32"
+    run = Runner(checks, factory=factory, kwargs=kwargs, specs=specs or None, device=device,
+                 user_roots=roots, label=request["label"], train=False,
+                 input_hint=hint).run()
+    failed = [raw for raw in run.findings if raw.code in {c.code for c in checks}]
+    if failed and run.failures:
+        tracer = run.failures[0].tracer
+        rows = [{**row.to_json(), **({} if row.done else {"raised": True})}
+                for row in (tracer.rows if tracer is not None else [])]
+        raw = failed[0]
+        raise ForwardFailed(runtime_finding(raw.code, raw.message, raw.file, raw.line),
+                            _summary(request, run, rows, device))
+    if run.first is None or run.model is None or run.input_specs is None:
+        reason = next((raw.message for raw in run.findings), None)
+        raise TraceError(reason or f"{request['label']} could not be traced")
+    model, candidate = run.model, run.input_specs
+    result = _summary(request, run, [row.to_json() for row in run.first.rows], device)
+    if feature_maps is not None:
         if image is not None:
             candidate = _image_spec(candidate)
-        args, kw = inputs_mod.make_all(candidate, device)
-        if image is not None:
-            from modellint.runtime.featuremaps import FeatureMapError, load_image
+        result.update(_feature_maps(model, candidate, device, feature_maps, layers, image,
+                                    kwargs))
+    if memory:
+        result.update(_memory(model, candidate, device, optimizer, dtype, batch, target,
+                              result["param_bytes"]))
+    result["seconds"] = time.perf_counter() - start
+    return result
 
-            try:
-                args = (load_image(image, candidate[0]["shape"], device), *args[1:])
-            except FeatureMapError as exc:
-                raise TraceError(str(exc)) from None
-        tracer = Tracer(model)
-        maps = None
+
+def _summary(request: dict, run, rows: list[dict], device: str) -> dict:
+    model = run.model
+    assert model is not None
+    return {
+        "target": request["label"],
+        "inputs": run.inputs,
+        "rows": rows,
+        "total_params": sum(p.numel() for p in model.parameters()),
+        "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        "device": device,
+    }
+
+
+def _feature_maps(model, candidate, device: str, folder: str, layers, image, kwargs) -> dict:
+    """One more eval forward, on the picture when given, that keeps the chosen layers'
+    outputs and writes them as PNG grids; its rows are the table's."""
+    import torch
+
+    from modellint.runtime import inputs as inputs_mod
+    from modellint.runtime.engine import first_line
+    from modellint.runtime.featuremaps import FeatureMapError, FeatureMaps, load_image, notes
+    from modellint.runtime.tracer import Tracer
+
+    args, kw = inputs_mod.make_all(candidate, device)
+    if image is not None:
         try:
-            with tracer, torch.no_grad():
-                if feature_maps is not None:
-                    from modellint.runtime.featuremaps import FeatureMaps
-
-                    with FeatureMaps(model, layers) as maps:
-                        model(*args, **kw)
-                else:
-                    model(*args, **kw)
-        except Exception as exc:  # noqa: BLE001
-            path = tracer.innermost()
-            where = f" in `{path}` ({describe(model.get_submodule(path))})" if path else ""
-            error = f"forward failed{where}: {first_line(exc)}"
-            if specs:
-                raise TraceError(error) from None
-            continue
-        params = sum(p.numel() for p in model.parameters())
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        size = sum(p.numel() * p.element_size() for p in model.parameters())
-        result = {
-            "target": request["label"],
+            args = (load_image(image, candidate[0]["shape"], device), *args[1:])
+        except FeatureMapError as exc:
+            raise TraceError(str(exc)) from None
+    tracer = Tracer(model)
+    try:
+        with tracer, torch.no_grad(), FeatureMaps(model, layers) as maps:
+            model(*args, **kw)
+    except Exception as exc:  # noqa: BLE001
+        raise TraceError(f"the forward for --feature-maps failed: {first_line(exc)}") from None
+    if not maps.matched:
+        raise TraceError("no module matches --layers " + " or ".join(repr(p) for p in layers or ()))
+    return {"rows": [row.to_json() for row in tracer.rows],
             "inputs": inputs_mod.spec_text(candidate),
-            "rows": [row.to_json() for row in tracer.rows],
-            "total_params": params,
-            "trainable_params": trainable,
-            "param_bytes": size,
-            "device": device,
-        }
-        if maps is not None and feature_maps is not None:  # maps are made only for a folder
-            from modellint.runtime.featuremaps import notes
-
-            if not maps.matched:
-                raise TraceError("no module matches --layers "
-                                 + " or ".join(repr(p) for p in layers or ()))
-            result["feature_maps"] = maps.write(feature_maps)
-            result["notes"] = notes(image, kwargs)
-        if memory:
-            result.update(_memory(model, candidate, device, optimizer, dtype, batch, target,
-                                  size))
-        result["seconds"] = time.perf_counter() - start
-        return result
-    raise TraceError(f"no inferred input fits ({error}); pass --input SHAPE")
+            "feature_maps": maps.write(folder), "notes": notes(image, kwargs)}
 
 
 def _image_spec(candidate):
@@ -259,7 +297,9 @@ def _shapes(shapes) -> str:
     return text + (", ..." if len(shapes) > 3 else "")
 
 
-def render(rows: list[dict], result: dict) -> str:
+def render(rows: list[dict], result: dict, failed: bool = False) -> str:
+    """The table of `rows`; `failed`: the forward raised, in the rows marked `raised` (the
+    failing layer and those that called it)."""
     from modellint.runtime.memory import size_text, unit_for
 
     unit = result.get("unit") or unit_for(result["param_bytes"])
@@ -268,7 +308,8 @@ def render(rows: list[dict], result: dict) -> str:
     for row in rows:
         name = ("  " * max(row["depth"] - 1, 0) + row["path"]) if row["path"] else "(model)"
         table.append((name, row["type"], _shapes(row["input_shapes"]),
-                      _shapes(row["output_shapes"]), f"{row['params']:,}" if row["params"] else "-",
+                      "raised" if row.get("raised") else _shapes(row["output_shapes"]),
+                      f"{row['params']:,}" if row["params"] else "-",
                       row["device"] or "-", row["dtype"] or "-"))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = []
@@ -279,8 +320,9 @@ def render(rows: list[dict], result: dict) -> str:
         if index == 0:
             lines.append("-" * len(lines[0]))
     lines.append("-" * len(lines[0]))
+    calls = f"{len(rows)} module calls" + (" until the forward failed" if failed else "")
     lines.append(f"{result['target']} on {result['device']}, input {result['inputs']}: "
-                 f"{len(rows)} module calls, {result['total_params']:,} parameters "
+                 f"{calls}, {result['total_params']:,} parameters "
                  f"({result['trainable_params']:,} trainable, "
                  f"{size_text(result['param_bytes'], unit)})")
     return "\n".join(lines)

@@ -3,6 +3,7 @@ checked in a worker subprocess, turned into findings beside the static ones."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -123,7 +124,7 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
                        memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
-    suppressions = Suppressions(config, shown)
+    suppressions = Suppressions(config, shown, read=_program_text)
     models = unchecked = 0
     for job, result in results:
         notes.update(result.get("notes", []))
@@ -278,18 +279,61 @@ def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str,
     file, line = raw.get("file"), raw.get("line") or 1
     if not file:
         file, line = _job_location(job)
+    book = None
     if not file:
         display, text = job.label.rpartition(":")[0] or job.label, ""
         line = 1
     else:
         display = display_path(file, displays)
-        text = source_line(file, line)
+        book = _notebook(file)
+        text = source_line(file, line) if book is None else _line(book.source, line)
     finding = line_finding(rule, raw["code"], raw["message"], display, line, text,
                            pass_="runtime", target=job.label if job.configured else "")
     # the one suppression step, the same as the static engine's (modellint.suppress)
     if suppressions is not None and suppressions.hides(finding, file or None):
         return None
+    if file and book is not None:
+        from modellint.static.notebook import place
+
+        place(book, finding)  # at its cell and line there, as the static pass reports
+        finding.message = _cell_lines(finding.message, file, book)
     return finding
+
+
+def _cell_lines(message: str, file: str, book) -> str:
+    """`nb.ipynb:14` (a line of the joined cells) in a message as `nb.ipynb:cell 3:2`."""
+    import re
+
+    def cell_line(match: re.Match[str]) -> str:
+        cell, line = book.locate(int(match.group(2)))
+        return f"{match.group(1)}:cell {cell}:{line}"
+
+    return re.sub(rf"({re.escape(short_path(file))}):(\d+)\b", cell_line, message)
+
+
+@functools.lru_cache(maxsize=32)
+def _notebook(path: str):
+    """The notebook at `path` as the worker built its models (None: no notebook): the
+    runtime findings' lines are lines of its joined code cells."""
+    from modellint.static.notebook import NotebookError, read_notebook_file
+
+    try:
+        return read_notebook_file(path)
+    except (OSError, NotebookError):
+        return None
+
+
+def _line(source: str, line: int) -> str:
+    lines = source.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def _program_text(path: str) -> str:
+    """The text whose lines the runtime findings of `path` name (a notebook's joined cells)."""
+    from modellint.suppress import read_text
+
+    book = _notebook(path)
+    return read_text(path) if book is None else book.source
 
 
 def merge(static: list[Finding], runtime: list[Finding]) -> list[Finding]:

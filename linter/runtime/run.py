@@ -158,7 +158,11 @@ class ModelRun:
         self.is_instance = False  # a model given built (no factory: no twin, no build lines)
         self.built = False
         self.parameters = 0
-        self.inputs = ""  # text of the input fed
+        self.inputs = ""  # text of the input fed (that fitted, or whose failure is reported)
+        # the specs of that input (None: given); when the first forward failed, of its input
+        self.input_specs: list[dict[str, Any]] | None = None
+        # how to give an input where none fits: the configuration, or `trace --input`
+        self.input_hint: str | None = None
         self.inferred: str | None = None  # the layer the input was inferred from
         self.batch: int | None = None
         self.first: Tracer | None = None
@@ -219,6 +223,8 @@ class ModelRun:
         return f" (input inferred from {self.inferred})" if self.inferred else ""
 
     def config_hint(self) -> str:
+        if self.input_hint is not None:
+            return self.input_hint
         return (f"[[tool.modellint.runtime.models]] target = \"{self.label}\", "
                 f"inputs = [[2, 3, 32, 32]]")
 
@@ -325,6 +331,8 @@ class Runner:
     `instance` is an already-built model (the Python API), for which the TWIN phase is not
     possible. `specs` are input specs, or None to infer them; `given` are ready-made (args,
     kwargs) inputs (the Python API). `where(phase, module_path)` is told where the run is.
+    `input_hint` replaces the configuration hint of an input that could not be inferred or
+    did not fit (`trace` says `--input`).
     """
 
     def __init__(
@@ -343,6 +351,7 @@ class Runner:
         where: Callable[[str, str], None] | None = None,
         train: bool = True,
         memory_target: int | None = None,
+        input_hint: str | None = None,
     ) -> None:
         self.checks = list(checks)
         self.factory = factory
@@ -358,6 +367,7 @@ class Runner:
         codes = {c.code for c in self.checks} | set(own_codes)
         self.run_record = ModelRun(label=label, name=name, device=device, enabled=codes)
         self.run_record.memory_target = memory_target
+        self.run_record.input_hint = input_hint
         numeric = device != "meta"
         # a check that reads tensor values cannot run on meta: said once, in a note
         self.active = [c for c in self.checks if numeric or not c.numeric]
@@ -572,7 +582,9 @@ class Runner:
                 kwargs = {k: _to_device(v, self.device) for k, v in kwargs.items()}
             else:
                 args, kwargs = inputs_mod.make_all(specs, self.device)
-            tracer = self._tracer(model, numeric=run.numeric, fingerprints=run.numeric)
+            # values are looked at only for a check that reads them (`trace` runs none)
+            values = run.numeric and any(c.numeric for c in self.active)
+            tracer = self._tracer(model, numeric=values, fingerprints=values)
             try:
                 output = self._forward(tracer, args, kwargs, grad=False)
             except KeyboardInterrupt:
@@ -580,12 +592,17 @@ class Runner:
             except BaseException as exc:  # noqa: BLE001
                 failures.append((exc, tracer))
                 if run.inferred is None or not self._size_may_cure(failures, len(candidates)):
+                    # the failure reported is the first input's
+                    first = candidates[0]
+                    run.inputs = inputs_mod.spec_text(first) if first else _given_text(args)
+                    run.input_specs = first
                     self._first_failed(*failures[0])
                     return None
                 continue
             if specs is not None and run.inferred:
                 run.inferred += f": {inputs_mod.spec_text(specs)}"
             run.inputs = inputs_mod.spec_text(specs) if specs else _given_text(args)
+            run.input_specs = specs
             run.batch = _batch(specs, args if specs is None else None)
             run.first = tracer
             run.first_output = output

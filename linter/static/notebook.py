@@ -632,3 +632,19 @@ def from_cells(cells: Sequence[tuple[int, str]],
         for number, source in cells])
     _join(book, max_code_bytes)
     return book
+
+
+def read_notebook_file(path: str) -> Notebook | None:
+    """The notebook at `path` as the static pass reads it (code cells joined, magics masked),
+    or None when `path` is not a notebook (`modellint.static.runner.is_notebook`). Raises
+    OSError or NotebookError. What the runtime pass builds a notebook's models from."""
+    from pathlib import Path
+
+    from modellint.static.discover import MAX_FILE_BYTES, read_file_bytes
+    from modellint.static.runner import is_notebook
+
+    data = read_file_bytes(path, MAX_BYTES if path.endswith(SUFFIX) else MAX_FILE_BYTES)
+    if not is_notebook(Path(path), data):
+        return None
+    return read_notebook(data)
+

@@ -298,8 +298,10 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         if finding.fix is not None:
             finding.fix = Fix((), finding.fix.description, finding.fix.safe)
     outcome.findings = linted.findings
+    # lines of the joined cells, as the runtime pass builds them (`read_notebook_file`)
+    outcome.classes = linted.result.classes
     if key is not None and opts.cache is not None and not linted.result.tracebacks:
-        opts.cache.put(key, linted.findings)
+        opts.cache.put(key, linted.findings, linted.result.classes)
     return outcome
 
 
