@@ -204,3 +204,37 @@ def test_vision_models_get_the_input_size_they_declare_and_deliberate_zero_inits
     # never reported as a mistake of the model
     assert [code for code, message in found] == ["ML002"], found
     assert "AssertsItsSize" in found[0][1] and "no input size fits" in found[0][1]
+
+
+PLAIN_LISTS = """\
+import torch.nn as nn
+
+
+def make_blocks(width):
+    blocks = []
+    blocks.append(nn.Linear(width, width))
+    blocks.append(nn.ReLU())
+    blocks.append(nn.Linear(width, width))
+    return blocks
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 8)
+        self.blocks = make_blocks(8)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+"""
+
+
+def test_one_plain_list_is_one_ml101_naming_every_kind_it_holds(tmp_path):
+    write(tmp_path, "net.py", PLAIN_LISTS)
+    result = _check("--runtime", "--format", "json", "--", "net.py", cwd=tmp_path)
+    found = [f for f in json.loads(result.stdout) if f["code"] == "ML101"]
+    assert [(f["line"], f["pass"]) for f in found] == [(16, "runtime")], found
+    assert "3 module(s) (2 Linear, 1 ReLU)" in found[0]["message"]

@@ -4,7 +4,7 @@ classes in `modellint.rules.registration`): what a built and traced model shows.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from modellint.rule import Invalid, RuntimeCheck
 from modellint.runtime.phases import (
@@ -58,7 +58,7 @@ class UnregisteredModuleAtRuntime(RuntimeCheck):
             wrapper = "nn.ModuleDict" if isinstance(plain.value, dict) else "nn.ModuleList"
             run.report(self.code, f"`self.{plain.attr}` of {_owner(plain)} is a plain "
                        f"{type(plain.value).__name__} holding {len(plain.modules)} module(s) "
-                       f"({type(plain.modules[0]).__name__}) that `parameters()`, `.to()` and "
+                       f"({_kinds(plain.modules)}) that `parameters()`, `.to()` and "
                        f"`state_dict()` never see; wrap it in `{wrapper}`", loc)
         if run.first is None or run.repeat is None:
             return
@@ -227,6 +227,14 @@ def _follows_mode(module) -> bool:
     from torch import nn
 
     return isinstance(module, nn.modules.dropout._DropoutNd)
+
+
+def _kinds(modules) -> str:
+    """`2 Linear, 1 ReLU`: every kind of module a container holds, in its order."""
+    counts = Counter(type(module).__name__ for module in modules)
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{count} {name}" for name, count in counts.items())
 
 
 def _construction_line(path: str, line: int, type_name: str) -> tuple[str, int] | None:
