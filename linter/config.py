@@ -119,21 +119,19 @@ def find_pyproject(start: Path, warn: Callable[[str], None] = _warn_stderr) -> P
     `ignore` silently dropped would change the results). One that is a link to a file outside
     its own folder is neither read nor used (`warn` says so): the repository may have planted
     it to have modellint read, and quote, a file elsewhere."""
+    from modellint.static.discover import inside_folder
+
     start = _resolve(start)
     directory = start if os.path.isdir(start) else start.parent
     for candidate in (directory, *directory.parents):
         path = candidate / "pyproject.toml"
-        if os.path.islink(path) and not _inside(_resolve(path), candidate):
+        if os.path.islink(path) and not inside_folder(str(_resolve(path)), str(candidate)):
             warn(f"not reading {path}: it is a link to a file outside its folder (name it "
                  "with --config to use it)")
             continue
         if os.path.isfile(path) and "modellint" in _tool_table(_read_toml(path), path):
             return path
     return None
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return os.path.commonpath([path, folder]) == str(folder)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -131,10 +131,9 @@ class WriteError(Exception):
 
 
 def _inside(path: str, folders: Sequence[Path]) -> bool:
-    return any(
-        os.path.commonpath([path, real]) == real
-        for real in (os.path.realpath(folder) for folder in folders)
-    )
+    from modellint.static.discover import inside_folder
+
+    return any(inside_folder(path, os.path.realpath(folder)) for folder in folders)
 
 
 def write_atomically(

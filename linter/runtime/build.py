@@ -189,7 +189,7 @@ def import_file(path: str):
         importlib.import_module(package)
         name = dotted
         existing = sys.modules.get(name)
-        if existing is not None and os.path.abspath(getattr(existing, "__file__", "")) == path:
+        if existing is not None and os.path.abspath(getattr(existing, "__file__", None) or "") == path:
             # the package's `__init__.py` imported it already, top-level code and all
             _LOADED[path] = existing
             return existing
