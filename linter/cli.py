@@ -19,6 +19,7 @@ from modellint.config import (
     ConfigError,
     check_max_code_bytes,
     check_timeout,
+    closest,
     did_you_mean,
     enabled_codes,
     find_pyproject,
@@ -54,27 +55,62 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    # the subcommand of the command line being parsed: suggestions come from its options only
+    command: str | None = None
+
     def error(self, message: str):  # exit 2 with our prefix, like argparse but no usage dump
         raise UsageError(message + _suggestion(self, message))
 
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.command = getattr(parsed, "command", None)
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
+# words that turn an option's meaning around: `--exit-non-zero-on-fix` is not `--exit-zero`
+_NEGATIONS = frozenset({"no", "non", "not", "without", "disable", "skip"})
+
+
+def _same_sense(option: str, other: str) -> bool:
+    words = (set(option.lstrip("-").split("-")) & _NEGATIONS,
+             set(other.lstrip("-").split("-")) & _NEGATIONS)
+    return words[0] == words[1]
+
 
 def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
-    """The closest valid option or choice to what argparse refused."""
+    """The closest valid option or choice to what argparse refused: an option of the same
+    subcommand, never the one refused, never one of the opposite meaning."""
     choice = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
     if choice:
         return did_you_mean(choice.group(2), re.findall(r"'([^']*)'", choice.group(3)))
     unknown = re.match(r"unrecognized arguments: (.*)$", message)
     if unknown:
-        # argparse reports them on the top parser: look through every subcommand's options
-        parsers = [parser, *(sub for action in parser._subparsers._group_actions
-                             if isinstance(action, argparse._SubParsersAction)
-                             for sub in action.choices.values())] if parser._subparsers else [parser]
-        options = {o for p in parsers for action in p._actions for o in action.option_strings}
+        parsers: dict[str | None, argparse.ArgumentParser] = {None: parser}
+        command = getattr(parser, "command", None)
+        if parser._subparsers is not None:
+            # argparse reports a subcommand's unknown options on the top parser
+            parsers = {name: sub for action in parser._subparsers._group_actions
+                       if isinstance(action, argparse._SubParsersAction)
+                       for name, sub in action.choices.items()}
+        own = parsers.get(command, parser)
+        options = {o for action in own._actions for o in action.option_strings}
         for word in unknown.group(1).split():
-            if word.startswith("--"):
-                hint = did_you_mean(word.split("=", 1)[0], options)
-                if hint:
-                    return hint
+            if not word.startswith("--"):
+                continue
+            refused = word.split("=", 1)[0]
+            # compared without the dashes that every option shares
+            alike = {o[2:]: o for o in options
+                     if o.startswith("--") and o != refused and _same_sense(refused, o)}
+            best = closest(refused[2:], alike)
+            if best is not None:
+                return f" (did you mean `{alike[best]}`?)"
+            elsewhere = sorted(name for name, sub in parsers.items() if name is not None
+                               and any(refused in action.option_strings
+                                       for action in sub._actions))
+            if elsewhere:
+                return f" (`{refused}` is an option of `modellint {elsewhere[0]}`)"
     return ""
 
 
@@ -121,13 +157,13 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
     """The options `check` and `run` share: which codes to report, how, and with which
     configuration and plugins."""
     parser.add_argument("--select", type=_codes, metavar="CODES",
-                        help="comma-separated codes or prefixes, or ALL")
+                        help="comma-separated codes, prefixes or rule names, or ALL")
     parser.add_argument("--extend-select", type=_codes, action="extend", default=[],
                         metavar="CODES",
                         help="codes or prefixes to add to the selected ones (repeatable)")
     parser.add_argument("--ignore", type=_codes, action="extend", default=[], metavar="CODES",
                         help="codes or prefixes not to report (repeatable)")
-    parser.add_argument("--format", default="text",
+    parser.add_argument("--format", "--output-format", dest="format", default="text",
                         help=f"{', '.join(FORMATS)} (default text), or a plugin's")
     parser.add_argument("--output-file", "-o", metavar="FILE",
                         help="write the report to FILE instead of the standard output")
@@ -158,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
+    check.add_argument("--add-noqa", action="store_true",
+                       help="write `# noqa: CODE` on every line with a finding; report nothing")
+    check.add_argument("--exit-non-zero-on-fix", action="store_true",
+                       help="with --fix, exit 1 when a file was fixed, even if no finding is left")
     check.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
                        help="files linted in parallel (default: the number of CPUs)")
     check.add_argument("--no-cache", action="store_true",
@@ -184,13 +224,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="load a plugin module (repeatable)")
     rules.add_argument(ALLOW_CONFIG_PLUGINS_FLAG, action="store_true",
                        help="load the plugins the config names (runs the repository's code)")
-    rules.add_argument("--format", choices=("text", "json"), default="text",
+    rules.add_argument("--format", "--output-format", dest="format", choices=("text", "json"),
+                       default="text",
                        help="text (a table) or json")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("code", nargs="?", help="the rule's code, e.g. ML101")
     rule.add_argument("--all", action="store_true", help="every rule")
-    rule.add_argument("--format", choices=("text", "json"), default="text",
+    rule.add_argument("--format", "--output-format", dest="format", choices=("text", "json"),
+                      default="text",
                       help="text (markdown) or json")
     rule.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE",
                       help="load a plugin module (repeatable)")
@@ -581,16 +623,14 @@ def static_setup(config: Config, registry: Registry | LightRegistry, select: lis
     line's selectors merged in; raises ConfigError for an unknown code. `check` and the
     language server both start here."""
     # validate before merging, so that a bad code is blamed on the file or the command line
-    # it came from
-    validate_codes(
-        config,
-        set(registry.rules),
-        {"select": select or [], "extend-select": list(extend_select), "ignore": list(ignore)},
-    )
+    # it came from; rule names become codes in these lists
+    selectors = {"select": list(select or []), "extend-select": list(extend_select),
+                 "ignore": list(ignore)}
+    validate_codes(config, registry.rules, selectors)
     if select is not None:
-        config.select = select
-    config.extend_select = [*config.extend_select, *extend_select]
-    config.ignore = [*config.ignore, *ignore]
+        config.select = selectors["select"]
+    config.extend_select = [*config.extend_select, *selectors["extend-select"]]
+    config.ignore = [*config.ignore, *selectors["ignore"]]
     if registry.manager is not None:  # a manifest's registry has no configure hooks
         registry.manager.hook.modellint_configure(config=config)
     enabled = enabled_codes(config, registry.rules)
@@ -732,13 +772,42 @@ class _FileSettings:
                 for code, rule in settings.registry.rules.items()}
 
 
+def _add_noqa(findings: list, paths: dict[str, Path], tree: Sequence[Path]) -> int:
+    """`check --add-noqa`: a noqa for each finding at its line, as ruff adds them (the engine's
+    own ML000/ML001 excepted: a file that does not parse or could not be linted is not
+    edited)."""
+    from modellint.fix import add_noqa
+    from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR
+
+    wanted: dict[str, dict[int | None, dict[int, set[str]]]] = {}
+    for finding in findings:
+        if finding.code in (SYNTAX_ERROR[0], INTERNAL_ERROR[0]) or finding.path not in paths:
+            continue
+        lines = wanted.setdefault(finding.path, {}).setdefault(finding.cell, {})
+        lines.setdefault(finding.line, set()).add(finding.code)
+    added = 0
+    for display, codes in wanted.items():
+        count, messages = add_noqa(paths[display], codes, tree)
+        added += count
+        for message in messages:
+            print(f"modellint: {printable(message)}", file=sys.stderr)
+    print(f"Added {added} noqa directive{'' if added == 1 else 's'}.", file=sys.stderr)
+    return EXIT_CLEAN
+
+
 def _cmd_check(args) -> int:
     from modellint.report import Summary
     from modellint.static.discover import discover
     from modellint.static.runner import index_with_source, lint_file, run
 
     stdin_name = args.stdin_filename
+    if stdin_name is None and args.paths == ["-"]:
+        stdin_name = "-"  # as in ruff: `-` is standard input (`--stdin-filename` names it)
+    if args.add_noqa and (args.fix or args.diff):
+        raise UsageError("--add-noqa cannot be combined with --fix or --diff")
     if stdin_name is not None:
+        if args.add_noqa:
+            raise UsageError("--add-noqa writes files; it cannot take standard input")
         if args.paths not in ([], ["-"]):
             raise UsageError("--stdin-filename lints standard input: give no PATH (or `-`)")
         if args.runtime:
@@ -879,6 +948,8 @@ def _cmd_check(args) -> int:
         if args.debug:
             for text in outcome.tracebacks:
                 print(text, file=sys.stderr)
+    if args.add_noqa:
+        return _add_noqa(findings, {display: path for display, path, _ in tasks}, tree)
     diff_text = "".join(outcome.diff for outcome in outcomes)
     if stdin_name is not None and args.fix:
         # like ruff: the fixed source is the output; the findings go beside it
@@ -911,6 +982,8 @@ def _cmd_check(args) -> int:
         return EXIT_FINDINGS if diff_text else EXIT_CLEAN
     if args.exit_zero:
         return EXIT_CLEAN
+    if args.exit_non_zero_on_fix and any(outcome.fixed for outcome in outcomes):
+        return EXIT_FINDINGS
     counted = [f for f in findings if f.severity.value != "info"]
     if unchecked and fail_on_unchecked:
         return EXIT_FINDINGS

@@ -8,7 +8,7 @@ import os
 import re
 import reprlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,8 @@ DEFAULT_MAX_CODE_BYTES = 512 * 1024
 MAX_CODE_BYTES = 100 * 1024 * 1024
 
 
-def did_you_mean(word: str, choices) -> str:
-    """` (did you mean `x`?)` for the closest of `choices`, or "" when none is close."""
+def closest(word: str, choices) -> str | None:
+    """The choice closest to `word`, or None when none is close."""
     import difflib
 
     def closeness(choice: str) -> tuple[float, int]:
@@ -51,7 +51,13 @@ def did_you_mean(word: str, choices) -> str:
 
     scored = [(closeness(choice), choice) for choice in sorted(choices)]
     best = max(scored, default=None)
-    return f" (did you mean `{best[1]}`?)" if best and best[0][0] >= 0.6 else ""
+    return best[1] if best and best[0][0] >= 0.6 else None
+
+
+def did_you_mean(word: str, choices) -> str:
+    """` (did you mean `x`?)` for the closest of `choices`, or "" when none is close."""
+    best = closest(word, choices)
+    return f" (did you mean `{best}`?)" if best is not None else ""
 
 
 class ConfigError(Exception):
@@ -278,8 +284,12 @@ def matches(code: str, selectors: list[str]) -> bool:
     return any(sel == "ALL" or code.startswith(sel) for sel in selectors)
 
 
-def validate_codes(config: Config, known: set[str], cli: dict[str, list[str]]) -> None:
-    """Every selector must be ALL or a prefix of at least one known code."""
+def validate_codes(config: Config, rules: Mapping[str, Any], cli: dict[str, list[str]]) -> None:
+    """Every selector must be ALL, a prefix of at least one code of `rules`, or a rule's name
+    (`module-in-plain-container`, as ruff takes names); a name is replaced by its code where
+    it stands, in `config` and in `cli`'s lists alike."""
+    codes_by_name = {rule.name.upper(): code for code, rule in rules.items()}
+    known = set(rules)
     sources = {
         "select": (config.select or [], config.where()),
         "extend-select": (config.extend_select, config.where()),
@@ -290,12 +300,15 @@ def validate_codes(config: Config, known: set[str], cli: dict[str, list[str]]) -
     for key, values in cli.items():
         sources[f"--{key}"] = (values, "the command line")
     for key, (values, where) in sources.items():
-        for selector in values:
+        for position, selector in enumerate(values):
             if not selector.strip():  # a prefix of every code
                 raise ConfigError(f"{where}: empty rule code in `{key}`")
-            if selector != "ALL" and not any(code.startswith(selector) for code in known):
-                raise ConfigError(f"{where}: unknown rule code `{selector}` in `{key}`"
-                                  f"{did_you_mean(selector, known)}")
+            if selector.upper() in codes_by_name:
+                values[position] = codes_by_name[selector.upper()]
+            elif selector != "ALL" and not any(code.startswith(selector) for code in known):
+                hint = (did_you_mean(selector.lower(), [name.lower() for name in codes_by_name])
+                        if "-" in selector else did_you_mean(selector, known))
+                raise ConfigError(f"{where}: unknown rule code `{selector}` in `{key}`{hint}")
 
 
 def enabled_codes(config: Config, rules: dict[str, Any]) -> set[str]:

@@ -203,3 +203,61 @@ def _verify_unchanged(path: Path, real: str, before: os.stat_result, expected: b
         raise WriteError(f"cannot re-read {path}: {exc.strerror}; not fixed") from None
     if current != expected or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
         raise WriteError(f"{path} changed while it was being linted; not fixed")
+
+
+def add_noqa(path: Path, codes: dict[int | None, dict[int, set[str]]],
+             tree: Sequence[Path] = ()) -> tuple[int, list[str]]:
+    """Write `# noqa: CODE` on each line of `codes` (cell number, None in a Python file ->
+    line -> codes), added to a noqa the line already has: how a team adopts modellint on code
+    that has findings. Returns (lines that got a noqa, messages). The file is written
+    atomically, and only when what is written still parses (a notebook: still reads as one,
+    with exactly the new cell sources)."""
+    from modellint.static import notebook
+    from modellint.static.noqa import add_codes
+    from modellint.static.source import DecodeError, decode
+
+    original = path.read_bytes()
+    messages: list[str] = []
+    added = 0
+
+    def skipped(lines: list[int], where: str) -> None:
+        for line in lines:
+            messages.append(f"{path}:{where}{line}: no noqa added: the line ends inside a string "
+                            "or continues with a backslash")
+
+    if None not in codes:  # the findings are in cells
+        try:
+            book = notebook.read_notebook(original)
+        except notebook.NotebookError as exc:
+            return 0, [f"{path}: no noqa added: {exc}"]
+        sources: dict[int, str] = {}
+        for number, lines in codes.items():
+            cell = book.cell(number) if number is not None else None
+            if number is None or cell is None:
+                continue
+            sources[number], done, left = add_codes(cell.source, lines)
+            added += len(done)
+            skipped(left, f"cell {number}:")
+        data = book.with_sources(sources).encode("utf-8")
+        again = notebook.read_notebook(data)
+        if any(again.cell(number) is None or again.cell(number).source != source  # type: ignore[union-attr]
+               for number, source in sources.items()):
+            return 0, [f"{path}: no noqa added: the notebook would not keep its cells"]
+    else:
+        try:
+            text, encoding = decode(original)
+        except DecodeError as exc:
+            return 0, [f"{path}: no noqa added: {exc}"]
+        new, done, left = add_codes(text, codes[None])
+        skipped(left, "")
+        problem = check_parses(new)
+        if problem is not None:
+            return 0, [f"{path}: no noqa added: the file would not parse ({problem})"]
+        added = len(done)
+        data = new.encode(encoding)
+    if added:
+        try:
+            write_atomically(path, data, original, tree)
+        except WriteError as exc:
+            return 0, [*messages, str(exc)]
+    return added, messages

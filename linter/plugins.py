@@ -226,7 +226,7 @@ def _collect(registry: Registry) -> None:
 # packages with its size and mtime: installing, upgrading or editing a plugin (or modellint)
 # makes it stale, and that run imports the plugins and writes a new one.
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
 # the built-in formats that read nothing of the rules but their codes (SARIF describes them)
 LIGHT_FORMATS = ("text", "concise", "json", "github")
 
@@ -236,6 +236,8 @@ class RuleInfo:
     """A rule as the manifest knows it: enough to select rules and key the cache."""
 
     code: str
+    # kebab-case, a selector as good as the code (`--select module-in-plain-container`)
+    name: str
     default_enabled: bool
     passes: tuple[str, ...]
     # it has a static check (`report`)
@@ -338,9 +340,9 @@ def light_registry(store) -> LightRegistry | None:
         for file, stamp in manifest["files"].items():
             if _stamp(file) != stamp:
                 return None
-        rules = {code: RuleInfo(code, bool(default), tuple(passes), bool(static), module,
+        rules = {code: RuleInfo(code, name, bool(default), tuple(passes), bool(static), module,
                                 qualname)
-                 for code, (default, passes, static, module, qualname)
+                 for code, (name, default, passes, static, module, qualname)
                  in manifest["rules"].items()}
         reporters = {fmt: (module, qualname)
                      for fmt, (module, qualname) in manifest["reporters"].items()}
@@ -386,8 +388,8 @@ def save_manifest(store, registry: Registry) -> None:
         module, qualname = rule.__module__, rule.__qualname__
         if "<" in qualname:
             return
-        rules[code] = [bool(rule.default_enabled), list(rule.passes), is_static(rule), module,
-                       qualname]
+        rules[code] = [rule.name, bool(rule.default_enabled), list(rule.passes), is_static(rule),
+                       module, qualname]
         loaded = sys.modules.get(module)
         file = getattr(loaded, "__file__", None)
         if file and module not in sources:

@@ -592,15 +592,8 @@ class ModellintServer(LanguageServer):
         number = finding.line - 1
         line = lines[number] if 0 <= number < len(lines) else ""
         # a noqa inside a string on the line is text, not a comment to extend
-        column, comment = noqa.comments(source).get(number + 1, (0, "")) if "noqa" in line \
-            else (0, "")
-        existing = noqa.codes_end(comment)
-        if existing is not None:
-            start = end = column + existing
-            insert = f", {finding.code}"
-        else:
-            start, end = len(line.rstrip()), len(line)
-            insert = f"  # noqa: {finding.code}"
+        comment = noqa.comments(source).get(number + 1) if "noqa" in line else None
+        start, end, insert = noqa.noqa_insertion(line, comment, [finding.code])
         edit = types.TextEdit(range=self.to_client(lines, (number, start), (number, end)),
                               new_text=insert)
         return types.CodeAction(

@@ -61,7 +61,7 @@ def test_check_help_lists_every_report_format():
     text = " ".join(_help("check").split())
     formats = sorted(load_registry().reporters)
     assert {"text", "json", "sarif", "github", "concise"} <= set(formats)
-    match = re.search(r"--format FORMAT (.*?) \(default text\)", text)
+    match = re.search(r"--format FORMAT, --output-format FORMAT (.*?) \(default text\)", text)
     assert match, text
     assert sorted(f.strip() for f in match.group(1).split(",")) == formats
 

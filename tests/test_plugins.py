@@ -244,5 +244,5 @@ def test_a_run_from_the_manifest_imports_the_same_built_in_rule_classes(tmp_path
     assert light is not None
     infos = list(light.rules.values())
     assert builtin_rule_classes(infos) == [registry.rules[info.code] for info in infos]
-    other = RuleInfo("XMP101", True, ("static",), True, "modellint_example.rules", "NoPrint")
+    other = RuleInfo("XMP101", "no-print", True, ("static",), True, "modellint_example.rules", "NoPrint")
     assert builtin_rule_classes([*infos, other]) is None

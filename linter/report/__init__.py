@@ -54,6 +54,31 @@ class Summary:
     models_unchecked: int = 0
 
 
+def fixable(finding: Finding, summary: Summary) -> bool:
+    """Whether this run's `--fix` would fix `finding` (an unsafe fix needs --unsafe-fixes)."""
+    return finding.fix is not None and (finding.fix.safe or summary.unsafe_fixes)
+
+
+@dataclass(frozen=True)
+class RuleCount:
+    """One row of `--statistics`: how often a rule was reported, and how many it can fix."""
+
+    code: str
+    name: str
+    count: int
+    fixable: int
+
+
+def statistics(findings: list[Finding], summary: Summary) -> list[RuleCount]:
+    """The rules reported, most often first (ruff's `--statistics`)."""
+    from collections import Counter
+
+    counts = Counter((f.code, f.name) for f in findings)
+    fixes = Counter(f.code for f in findings if fixable(f, summary))
+    return [RuleCount(code, name, count, fixes[code]) for (code, name), count
+            in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
 def files_phrase(count: int, notebooks: int) -> str:
     """`3 files`, or `3 files, 1 of them a notebook` when notebooks were linted."""
     files = f"{count} file{'' if count == 1 else 's'}"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from modellint.finding import Finding, Severity
-from modellint.report import Reporter, Summary, files_phrase, printable
+from modellint.report import Reporter, Summary, files_phrase, fixable, printable, statistics
 
 _COLORS = {
     "path": "\033[1m",
@@ -27,11 +25,7 @@ def _plural(count: int, word: str) -> str:
 
 
 def _fix_marker(finding: Finding, summary: Summary) -> str:
-    if finding.fix is None:
-        return ""
-    if finding.fix.safe or summary.unsafe_fixes:
-        return "[*] "
-    return ""
+    return "[*] " if fixable(finding, summary) else ""
 
 
 class ConciseReporter(Reporter):
@@ -87,13 +81,12 @@ class ConciseReporter(Reporter):
         )
 
     def statistics(self, findings: list[Finding], summary: Summary) -> str:
-        counts = Counter((f.code, f.name) for f in findings)
-        fixable = Counter(f.code for f in findings if _fix_marker(f, summary))
         lines = []
-        for (code, name), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-            marker = "[*] " if fixable[code] else ""
-            fixes = f" ({fixable[code]} fixable)" if fixable[code] else ""
-            lines.append(f"{count:>5}\t{printable(code)}\t{marker}{printable(name)}{fixes}")
+        for row in statistics(findings, summary):
+            marker = "[*] " if row.fixable else ""
+            fixes = f" ({row.fixable} fixable)" if row.fixable else ""
+            lines.append(f"{row.count:>5}\t{printable(row.code)}\t{marker}{printable(row.name)}"
+                         f"{fixes}")
         return "\n".join(lines) + ("\n" if lines else "")
 
     @staticmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Sequence
 
 _LINE = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:[\s,]+[A-Za-z]+\d+)*))?", re.I)
 _FILE = re.compile(
@@ -94,3 +95,54 @@ def codes_end(line: str) -> int | None:
         if match.group("codes"):
             return match.end("codes")
     return None
+
+
+def noqa_insertion(line: str, comment: tuple[int, str] | None,
+                   codes: Sequence[str]) -> tuple[int, int, str]:
+    """(start, end, text): the edit of `line` that makes its noqa cover `codes`: added to the
+    code list of its `# noqa: ...` comment (`comment` is the line's real comment, with its
+    column), else a new `  # noqa: CODE` at the end of the line."""
+    listed = ", ".join(codes)
+    if comment is not None:
+        column, text = comment
+        end = codes_end(text)
+        if end is not None:
+            return column + end, column + end, f", {listed}"
+    stop = len(line.rstrip())
+    return stop, len(line), f"  # noqa: {listed}"
+
+
+def add_codes(source: str, codes_by_line: dict[int, set[str]]) -> tuple[str, list[int], list[int]]:
+    """`source` with a noqa for `codes_by_line` (line number -> codes) on each of those lines:
+    (the new source, the lines that got one, the lines that cannot hold a comment: their end
+    lies inside a string that goes on, or after a backslash that continues them)."""
+    readline = io.StringIO(source, newline=None).readline
+    found: dict[int, tuple[int, str]] = {}
+    inside: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(readline):
+            if token.type == tokenize.COMMENT:
+                found[token.start[0]] = (token.start[1], token.string)
+            elif token.start[0] < token.end[0]:
+                inside.update(range(token.start[0], token.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        return source, [], sorted(codes_by_line)
+    pieces = re.split(r"(\r\n|\r|\n)", source)  # lines and their ends, alternating
+    added, skipped = [], []
+    for number, codes in sorted(codes_by_line.items()):
+        index = 2 * (number - 1)
+        if index >= len(pieces):
+            continue
+        line = pieces[index]
+        comment = found.get(number)
+        missing = sorted(code for code in codes
+                         if comment is None or not line_suppresses(comment[1], code))
+        if not missing:
+            continue
+        if number in inside or line.rstrip().endswith("\\"):
+            skipped.append(number)
+            continue
+        start, end, text = noqa_insertion(line, comment, missing)
+        pieces[index] = line[:start] + text + line[end:]
+        added.append(number)
+    return "".join(pieces), added, skipped

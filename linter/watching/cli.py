@@ -135,9 +135,9 @@ def run_main(argv: list[str]) -> int:
     if args.plots:
         check_plots_folder(args.plots, tree)
     registry = cli._registry(config, args)
-    validate_codes(config, set(registry.rules), {"select": args.select or [],
-                                                 "extend-select": args.extend_select,
-                                                 "ignore": args.ignore})
+    validate_codes(config, registry.rules, {"select": args.select or [],
+                                            "extend-select": args.extend_select,
+                                            "ignore": args.ignore})
     if args.select is not None:
         config.select = args.select
     config.extend_select = [*config.extend_select, *args.extend_select]
