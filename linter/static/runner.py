@@ -171,36 +171,36 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     result = lint_source(display, original, opts.rules, opts.options, disabled,
                          index=opts.index)
     outcome.tracebacks.extend(result.tracebacks)
-    if wants_fix and result.module is None:
-        unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
-        if unparsed:
-            outcome.messages.append(
-                f"{display}: not fixed: the file does not parse on Python "
-                f"{sys.version_info[0]}.{sys.version_info[1]}, which runs modellint "
-                f"({unparsed[0]})")
-    wants_fix = wants_fix and result.module is not None
+    wants_fix = wants_fix and (result.module is not None or result.recovered)
     if wants_fix and any(applicable(f, opts.unsafe_fixes) for f in result.findings):
         text, result = fix_source(display, original, result, opts.rules, opts.options, disabled,
                                   opts.unsafe_fixes, outcome, opts.index)
-        if outcome.fixed:
-            if opts.diff:
-                outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
-                # --diff writes nothing: report what is still there now
+    if (opts.fix or opts.diff) and result.module is None:
+        unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
+        if unparsed:
+            outcome.messages.append(
+                f"{display}: {'partly fixed' if outcome.fixed else 'not fixed'}: the file "
+                f"does not parse on Python {sys.version_info[0]}.{sys.version_info[1]}, which "
+                f"runs modellint ({unparsed[0]}); its other fixes are made once it parses")
+    if wants_fix and outcome.fixed:
+        if opts.diff:
+            outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
+            # --diff writes nothing: report what is still there now
+            result.module = None  # one tree at a time (see fix_source)
+            result = lint_source(display, original, opts.rules, opts.options, disabled,
+                                 index=opts.index)
+            outcome.would_fix, outcome.fixed = outcome.fixed, 0
+        elif stdin is not None:
+            outcome.fixed_source = text.encode(result.encoding)
+        else:
+            try:
+                write_atomically(path, text.encode(result.encoding), original, opts.tree)
+            except WriteError as exc:
+                outcome.messages.append(str(exc))
+                outcome.fixed = 0
                 result.module = None  # one tree at a time (see fix_source)
                 result = lint_source(display, original, opts.rules, opts.options, disabled,
-                             index=opts.index)
-                outcome.would_fix, outcome.fixed = outcome.fixed, 0
-            elif stdin is not None:
-                outcome.fixed_source = text.encode(result.encoding)
-            else:
-                try:
-                    write_atomically(path, text.encode(result.encoding), original, opts.tree)
-                except WriteError as exc:
-                    outcome.messages.append(str(exc))
-                    outcome.fixed = 0
-                    result.module = None  # one tree at a time (see fix_source)
-                    result = lint_source(display, original, opts.rules, opts.options, disabled,
-                             index=opts.index)
+                                     index=opts.index)
     for finding in result.findings:
         if finding.fix is not None:
             # the nodes stay in this process; reporters only need to know it is fixable
@@ -219,10 +219,31 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
     """Apply the fixes of `result` (the lint of `original`) round after round until none is
     left: (the fixed text, the lint of it). Counts go to `outcome.fixed`; a fix that fails or
     breaks the code leaves the text as it was, with a message in `outcome.messages`."""
+    from modellint.fix import apply_text_fixes
+
     text = result.source
     for _ in range(MAX_FIX_ROUNDS):
-        if result.module is None:
+        if result.module is None and not result.recovered:
             break
+        if result.recovered:
+            # a file that does not parse: only its syntax errors' text edits, then (once it
+            # parses) the other fixes in the next rounds
+            new_text, fixed = apply_text_fixes(result.source, result.findings, unsafe)
+            if fixed == 0 or new_text == text:
+                break
+            errors = _syntax_errors(result)
+            result = lint_source(display, new_text.encode(result.encoding), rules, options,
+                                 disabled, index=index)
+            if _syntax_errors(result) > errors - fixed:
+                outcome.messages.append(
+                    f"{display}: a fix of a syntax error left it in place; file left unchanged")
+                outcome.fixed = 0
+                result = lint_source(display, original, rules, options, disabled, index=index)
+                text = result.source
+                break
+            outcome.fixed += fixed
+            text = new_text
+            continue
         try:
             new_text, fixed = apply_fixes_deeply(
                 result.module, result.findings, unsafe, result.source
@@ -258,6 +279,12 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
             display, new_text.encode(result.encoding), rules, options, disabled, index=index
         )
     return text, result
+
+
+def _syntax_errors(result: Any) -> int:
+    from modellint.static.engine import SYNTAX_ERROR
+
+    return sum(1 for finding in result.findings if finding.code == SYNTAX_ERROR[0])
 
 
 def is_notebook(path: Path, data: bytes) -> bool:
