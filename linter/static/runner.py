@@ -317,6 +317,11 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
                                     index=opts.index)
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
+    if (opts.fix or opts.diff) and result.recovered and any(
+            applicable(f, opts.unsafe_fixes) for f in linted.findings):
+        linted, original, book = _fix_notebook_syntax(display, path, original, book, linted,
+                                                      disabled, opts, outcome, piped)
+        result = linted.result
     if (opts.fix or opts.diff) and result.module is not None and any(
             applicable(f, opts.unsafe_fixes) for f in linted.findings):
         linted = _fix_notebook(display, path, original, book, linted, disabled, opts, outcome,
@@ -335,7 +340,6 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
 def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome, piped):
     """Apply the fixes to the joined cells, round after round, then splice the changed cell
     sources into the notebook's text; the linting of what was written is returned."""
-    from modellint.fix import WriteError, unified_diff, write_atomically
 
     result = linted.result
     text = result.source
@@ -369,6 +373,39 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
         outcome.messages.append(f"{display}: the fixes moved code across cells; "
                                 "notebook left unchanged")
         return linted
+    return _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
+                        outcome, piped)[0]
+
+
+def _fix_notebook_syntax(display, path, original, book, linted, disabled, opts, outcome, piped):
+    """Apply the text edits of the syntax errors in the notebook's cells (`Fix.edits`, in
+    lines of the cell): (the linting of what was written, its bytes, its notebook), or what
+    was given when nothing was written."""
+    from modellint.fix import apply_text_fixes
+
+    sources = {}
+    fixed = 0
+    for cell in book.cells:
+        ours = [f for f in linted.findings if f.cell == cell.number and f.fix is not None
+                and f.fix.edits]
+        if ours:
+            text, count = apply_text_fixes(cell.source, ours, opts.unsafe_fixes)
+            if count:
+                sources[cell.number], fixed = text, fixed + count
+    if not fixed:
+        return linted, original, book
+    return _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
+                        outcome, piped)
+
+
+def _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
+                 outcome, piped):
+    """Write the notebook with the cells of `sources` changed by `fixed` fixes (or show the
+    diff): (the linting of what was written, its bytes, its notebook), or `linted`, `original`
+    and `book` when nothing was written."""
+    from modellint.fix import WriteError, unified_diff, write_atomically
+
+    unchanged = linted, original, book
     new_bytes = book.with_sources(sources).encode("utf-8")
     try:
         # read back what would be written: it must be a notebook with exactly those sources
@@ -378,14 +415,14 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
     except notebook.NotebookError as exc:
         outcome.messages.append(f"{display}: writing the fixes would not give a valid notebook "
                                 f"({exc}); notebook left unchanged")
-        return linted
+        return unchanged
     if opts.diff:
-        outcome.diff = "".join(
+        outcome.diff += "".join(
             unified_diff(f"{display}:cell {number}", _ended(book.cell(number).source),
                          _ended(source))
             for number, source in sources.items() if source != book.cell(number).source)
-        outcome.would_fix = fixed
-        return linted
+        outcome.would_fix += fixed
+        return unchanged
     try:
         if piped:
             outcome.fixed_source = new_bytes
@@ -393,10 +430,10 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
             write_atomically(path, new_bytes, original, opts.tree)
     except WriteError as exc:
         outcome.messages.append(str(exc))
-        return linted
-    outcome.fixed = fixed
+        return unchanged
+    outcome.fixed += fixed
     return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled,
-                                  index=opts.index)
+                                  index=opts.index), new_bytes, again
 
 
 def _ended(cell_source: str) -> str:
