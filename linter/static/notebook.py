@@ -35,7 +35,7 @@ from typing import Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static.outline import parse
-from modellint.static.recover import Problem, recover
+from modellint.static.recover import Problem, Recovery, recover
 
 SUFFIX = ".ipynb"
 # a notebook's outputs (plots, tables) make it far larger than any source file: its own limit
@@ -539,9 +539,32 @@ def _join(notebook: Notebook, max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> N
             # its statements that parse are linted with the other cells
             recovery = recover(cell.masked)
             if recovery.tree is not None and recovery.problems:
-                cell.error, cell.problems, cell.recovered = None, recovery.problems, recovery.text
+                cell.error, cell.problems = None, recovery.problems
+                cell.recovered, cell.originals = _mark_blanked(cell.masked, recovery,
+                                                               cell.originals)
     _assemble(notebook)
     notebook.tree = parse(notebook.source)
+
+
+def _mark_blanked(masked: str, recovery: Recovery, originals: dict[int, str]
+                  ) -> tuple[str, dict[int, str]]:
+    """The recovered text of a cell with each blanked line marked as a masked line is, and
+    the originals with those lines': splitting the joined cells back (`cell_sources`, after
+    fixes) puts the statements that did not parse back in place."""
+    lines = _LINE_END.split(recovery.text)
+    ends = _LINE_END.findall(recovery.text)
+    before = _LINE_END.split(masked)
+    originals = dict(originals)
+    marked: set[int] = set()
+    for problem in recovery.problems:
+        for index in range(problem.first_line - 1, min(problem.last_line, len(lines))):
+            if index in marked:
+                continue
+            marked.add(index)
+            originals.setdefault(index, before[index])
+            tag = _MASK_TAG.format(index)
+            lines[index] = f"{lines[index]}  {tag}" if lines[index].strip() else tag
+    return _join_lines(lines, ends), originals
 
 
 def _cells_whole(tree: ast.Module, line_map: list[tuple[int, int]]) -> bool:
@@ -591,7 +614,7 @@ def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, An
     """Every finding in the notebook's code cells, each naming its cell (1-based) and its line
     and column in that cell. In a cell that does not parse each failing statement is an
     ML000 and is left out (`modellint.static.recover`); the cells are linted as one program,
-    in order (the result then has no tree to fix: only the ML000s' own fixes apply). `index`: the project index of the run
+    in order (their blanked lines are masked: `cell_sources` puts them back). `index`: the project index of the run
     (`modellint.static.index.ProjectIndex`), through which `from models import Net` in a cell
     is the project's Net, as in a .py file."""
     from modellint.static.engine import (
@@ -620,9 +643,6 @@ def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, An
         return NotebookLint(findings, FileResult(path=display))
     result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled,
                          tree=notebook.tree, index=index)
-    if any(cell.problems for cell in notebook.cells):
-        # the joined text holds blanked statements: fixing it would write them
-        result.module, result.recovered = None, True
     for finding in result.findings:
         place(notebook, finding)
     findings.extend(result.findings)

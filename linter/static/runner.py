@@ -317,8 +317,8 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
                                     index=opts.index)
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
-    if (opts.fix or opts.diff) and result.recovered and any(
-            applicable(f, opts.unsafe_fixes) for f in linted.findings):
+    if (opts.fix or opts.diff) and any(
+            applicable(f, opts.unsafe_fixes) and f.fix.edits for f in linted.findings):
         linted, original, book = _fix_notebook_syntax(display, path, original, book, linted,
                                                       disabled, opts, outcome, piped)
         result = linted.result
