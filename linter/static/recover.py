@@ -357,21 +357,21 @@ def _async_fix(lines: list[str], first: int, last: int) -> tuple[tuple[Edit, ...
         for token in tokenize.generate_tokens(readline):
             if token.type in (tokenize.NL, tokenize.COMMENT):
                 continue
-            if token.type == tokenize.OP and token.string in "([{":
-                name = None
+            if token.type == tokenize.OP and token.string in ("(", "[", "{"):
+                method = None
                 if (token.string == "(" and len(previous) >= 2 and previous[-1].type ==
                         tokenize.NAME and previous[-2].string == "."):
-                    name = previous[-1].string
-                opened.append(name)
-            elif token.type == tokenize.OP and token.string in ")]}":
+                    method = previous[-1].string
+                opened.append(method)
+            elif token.type == tokenize.OP and token.string in (")", "]", "}"):
                 if opened:
                     opened.pop()
             elif (token.string == "=" and previous and previous[-1].string == "async"
                   and len(previous) >= 2 and previous[-2].string in ("(", ",")
                   and opened and opened[-1] in ASYNC_METHODS):
-                name = previous[-1]
-                edits.append(Edit(first + name.start[0] - 1, name.start[1], name.end[1],
-                                  "non_blocking"))
+                keyword = previous[-1]
+                edits.append(Edit(first + keyword.start[0] - 1, keyword.start[1],
+                                  keyword.end[1], "non_blocking"))
             previous = [*previous[-1:], token]
     except (tokenize.TokenError, SyntaxError):
         pass
