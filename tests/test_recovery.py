@@ -269,6 +269,7 @@ CASES = [
     "}{][)(\n@@@\n",
     "x = 1\r\ny = a.to(d, async=True)\r\nz\r\n",
     "x = a.cuda(async=True)",
+    "(\r(\n",  # a line end `\r`, then a line emptied: they must not join into one `\r\n`
     "\n".join("    " * (n % 7) + f"if x{n} oops:" for n in range(40)),
 ]
 
@@ -304,3 +305,14 @@ def test_recovery_of_any_mix_of_lines_is_bounded_and_keeps_lines(lines):
         assert 1 <= problem.first_line <= problem.last_line
         for edit in problem.edits:
             assert python_lines(text)[edit.line - 1][edit.start:edit.end] == "async"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([
+    *"()[]{}'\"\\#:=@ \t\n\rabxy.,\f", "async", "def ", "class ", "if ", "else:", "'''",
+    "    ", "print "]), max_size=120).map("".join))
+def test_recovery_of_any_text_keeps_its_lines(text):
+    recovery = recover(text)
+    assert len(python_lines(recovery.text)) == len(python_lines(text))
+    assert len(recovery.problems) <= MAX_ERRORS + 1
+    assert recovery.tree is not None or not recovery.problems

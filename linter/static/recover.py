@@ -181,8 +181,12 @@ def _blank(lines: list[str], first: int, last: int, replacement: str) -> None:
     """Lines `first` to `last` (1-based) emptied, `replacement` on the first, their ends kept."""
     for number in range(first, last + 1):
         line = lines[number - 1]
-        body = line.rstrip("\r\n")
-        lines[number - 1] = (replacement if number == first else "") + line[len(body):]
+        end = line[len(line.rstrip("\r\n")):]
+        content = replacement if number == first else ""
+        if not content and end.startswith("\n") and number > 1 and lines[number - 2].endswith(
+                "\r"):
+            content = " "  # an empty line would join the line end before it into one `\r\n`
+        lines[number - 1] = content + end
 
 
 def _joined(lines: list[str]) -> str:
