@@ -177,11 +177,14 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                                   opts.unsafe_fixes, outcome, opts.index)
     if (opts.fix or opts.diff) and result.module is None:
         unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
+        waiting = any(applicable(f, opts.unsafe_fixes) and not f.fix.edits
+                      for f in result.findings)
         if unparsed:
             outcome.messages.append(
                 f"{display}: {'partly fixed' if outcome.fixed else 'not fixed'}: the file "
                 f"does not parse on Python {sys.version_info[0]}.{sys.version_info[1]}, which "
-                f"runs modellint ({unparsed[0]}); its other fixes are made once it parses")
+                f"runs modellint ({unparsed[0]})"
+                + ("; its other fixes are made once it parses" if waiting else ""))
     if wants_fix and outcome.fixed:
         if opts.diff:
             outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
@@ -340,7 +343,6 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
 def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome, piped):
     """Apply the fixes to the joined cells, round after round, then splice the changed cell
     sources into the notebook's text; the linting of what was written is returned."""
-
     result = linted.result
     text = result.source
     fixed = 0
