@@ -19,7 +19,8 @@ class Severity(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Fix:
-    """Replace LibCST nodes of the parsed file by new ones.
+    """Replace LibCST nodes of the parsed file by new ones (or, in a file that does not
+    parse, edit its text: `edits`).
 
     `replacements` maps an original node (by identity) to its replacement. `safe` fixes are
     applied by `--fix`; unsafe ones only with `--unsafe-fixes`.
@@ -28,6 +29,9 @@ class Fix:
     replacements: tuple[tuple[Any, Any], ...]
     description: str
     safe: bool = True
+    # text edits (`modellint.static.recover.Edit`) instead, for a file that has no tree: a
+    # statement that does not parse
+    edits: tuple[Any, ...] = ()
 
     @property
     def applicability(self) -> str:

@@ -64,6 +64,28 @@ def apply_fixes(
     return new_module.code + tail, fixed
 
 
+def apply_text_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> tuple[str, int]:
+    """(new source, number of findings fixed) for the fixes that edit the text (`Fix.edits`,
+    those of statements that do not parse: there is no tree). A fix whose edits overlap an
+    earlier one's is left for the next round."""
+    from modellint.static.recover import apply_edits
+
+    taken: list = []
+    fixed = 0
+    for finding in findings:
+        fix = finding.fix
+        if fix is None or not fix.edits or not applicable(finding, unsafe):
+            continue
+        if any(edit.line == other.line and edit.start < other.end and other.start < edit.end
+               for edit in fix.edits for other in taken):
+            continue
+        taken.extend(fix.edits)
+        fixed += 1
+    if not taken:
+        return source, 0
+    return apply_edits(source, taken), fixed
+
+
 def _lost_tail(module: cst.Module, source: str) -> str:
     """What LibCST's rendering of `module` leaves off the end of `source`: it takes only `\n`
     for a final line break, so a file ending in a lone `\r` would lose it."""

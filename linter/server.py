@@ -35,7 +35,7 @@ from pygls.uris import to_fs_path
 import modellint
 from modellint.config import Config, ConfigError, find_pyproject, is_excluded, load_config
 from modellint.finding import Finding, Severity
-from modellint.fix import applicable, check_parses
+from modellint.fix import applicable, apply_text_fixes, check_parses
 from modellint.plugins import PluginError
 from modellint.static import noqa
 from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult, lint_source
@@ -566,6 +566,8 @@ class ModellintServer(LanguageServer):
     def fix_action(self, uri: str, linted: Linted, finding: Finding,
                    diagnostic: types.Diagnostic) -> types.CodeAction | None:
         module, source, fix = linted.result.module, linted.result.source, finding.fix
+        if fix is not None and fix.edits:
+            return self.text_fix_action(uri, linted, finding, diagnostic)
         if module is None or source is None or fix is None:
             return None
         try:
@@ -584,6 +586,26 @@ class ModellintServer(LanguageServer):
             title = f"modellint: {fix.description} ({finding.code}, unsafe fix)"
         return types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
                                 diagnostics=[diagnostic], edit=edit, is_preferred=safe)
+
+    def text_fix_action(self, uri: str, linted: Linted, finding: Finding,
+                        diagnostic: types.Diagnostic) -> types.CodeAction | None:
+        """The quick fix of a statement that does not parse (ML000's `async=`): an edit of
+        the text of the document, or of its cell, whose lines the finding's are."""
+        assert finding.fix is not None and finding.fix.edits
+        cell = getattr(finding, "cell", None)
+        target = uri if cell is None else linted.cells.get(cell)
+        if target is None or (cell is not None and cell not in linted.sources):
+            return None
+        old = linted.source(cell)
+        new, fixed = apply_text_fixes(old, [finding], True)
+        if not fixed or new == old:
+            return None
+        edit = self.workspace_edit({target: [self.text_edit(old, new)]},
+                                   linted.version if cell is None else None)
+        return types.CodeAction(
+            title=f"modellint: {finding.fix.description} ({finding.code})",
+            kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic], edit=edit,
+            is_preferred=finding.fix.safe)
 
     def noqa_action(self, uri: str, linted: Linted, finding: Finding, cell: int | None,
                     diagnostic: types.Diagnostic) -> types.CodeAction:

@@ -10,7 +10,7 @@ from typing import Any
 
 from modellint.config import DEFAULT_TORCH_VERSION
 from modellint.finding import Finding
-from modellint.fix import apply_fixes
+from modellint.fix import apply_fixes, apply_text_fixes
 from modellint.plugins import Registry, load_registry
 from modellint.rule import DOC_SECTIONS, Invalid, Rule, StaticRule, Valid
 from modellint.static.engine import lint_source
@@ -83,9 +83,13 @@ def fix_text(
     rules = _visitors(rules)
     for _ in range(10):
         result = lint_source("example.py", text.encode(), rules, _options(options))
-        if result.module is None:
+        if result.recovered:
+            # a file that does not parse: the text edits of its syntax errors (ML000) first
+            new_text, fixed = apply_text_fixes(text, result.findings, unsafe)
+        elif result.module is None:
             return text
-        new_text, fixed = apply_fixes(result.module, result.findings, unsafe)
+        else:
+            new_text, fixed = apply_fixes(result.module, result.findings, unsafe)
         if not fixed or new_text == text:
             return text
         text = new_text

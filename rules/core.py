@@ -13,29 +13,44 @@ from modellint.rule import Invalid, Rule, Severity
 
 
 class SyntaxError_(Rule):
-    """A file that could not be parsed.
+    """A statement that could not be parsed.
 
     ## What it does
-    Reports a file that is not valid Python (or cannot be decoded) at the line and column of
-    the error. The other files are still linted.
+    Reports each statement that is not valid Python on the Python that runs modellint at
+    CPython's line and column, with its message (and a file that cannot be decoded). The rest
+    of the file is still linted: the failing statement is blanked with text of the same line
+    count, so every other statement keeps its position (`modellint.static.recover`; up to 20
+    per file, then one last finding for the rest). `async=` given to `.cuda`, `.to`, `.copy_`
+    or `.type` (PyTorch 0.3's spelling; `async` is a keyword since Python 3.7) has a safe fix:
+    `non_blocking=`, the same argument renamed in PyTorch 0.4. A Python 2 `print "x"` has none:
+    the file's other Python 2 meanings (integer `/`, `print x,`) need a port, not a rename.
 
     ## Why is this bad?
-    Python cannot import the file, and no other rule can check it.
+    Python cannot import the file, and the failing statement cannot be checked.
 
     ## Example
         def forward(self, x:
             return x
 
+        x = x.cuda(async=True)
+
     ## Use instead
         def forward(self, x):
             return x
+
+        x = x.cuda(non_blocking=True)
     """
 
     code = "ML000"
     name = "syntax-error"
     passes = ("static",)
-    valid = ["def forward(self, x):\n    return x\n"]
-    invalid = [Invalid("x = 1\ndef forward(self, x:\n    return x\n", line=2)]
+    fix = "safe"
+    fix_availability = "sometimes"
+    valid = ["def forward(self, x):\n    return x\n",
+             "x = x.cuda(non_blocking=True)\n"]
+    invalid = [Invalid("x = 1\ndef forward(self, x:\n    return x\n", line=2),
+               Invalid("import torch\nx = torch.ones(2).cuda(async=True)\n", line=2,
+                       fixed="import torch\nx = torch.ones(2).cuda(non_blocking=True)\n")]
 
 
 class InternalError(Rule):

@@ -279,6 +279,22 @@ def test_a_file_that_does_not_parse_is_ml000_and_the_server_goes_on(session, pro
     assert codes(nul) == ["ML000"]
 
 
+def test_a_statement_that_does_not_parse_has_its_quick_fix_and_the_rest_is_linted(
+        session, project):
+    path = project / "old.py"
+    text = ("import torch.nn.functional as F\n"
+            "x = torch.ones(2).cuda(async=True)\n"
+            "y = F.tanh(x)\n")
+    diagnostics = session.open(path, text)
+    assert [(d.code, d.range.start.line) for d in diagnostics] == [("ML000", 1), ("ML903", 2)]
+    actions = session.actions(path.as_uri(), 1)
+    assert [a.title for a in actions] == [
+        "modellint: rename `async=` to `non_blocking=` (its name since PyTorch 0.4) (ML000)"]
+    new = apply(text, actions[0].edit, path.as_uri())
+    assert new == text.replace("async=", "non_blocking=")
+    assert codes(session.replace(path, new, 2)) == ["ML903"]
+
+
 def test_config_is_read_again_when_pyproject_changes(session, project):
     path = project / "configured.py"
     assert codes(session.open(path, MISTAKES)) == ["ML903", "ML903", "ML907"]
@@ -473,6 +489,20 @@ def test_notebook_cell_that_does_not_parse_and_fixes_across_cells(session, proje
                     text="def f():\n    return F.tanh(1)\n")])]))))
     assert codes(session.wait(uris[1], before[1] + 1)) == ["ML903"]
     assert codes(session.wait(uris[3], count)) == ["ML903"]
+
+
+def test_notebook_cell_statement_that_does_not_parse_has_its_quick_fix(session, project):
+    code = types.NotebookCellKind.Code
+    cells = [("import torch\nimport torch.nn.functional as F\n", code),
+             ("x = torch.ones(1).cuda(async=True)\ny = F.tanh(x)", code)]
+    path = project / "old.ipynb"
+    before = session.count(f"{path.as_uri()}#cell1")
+    uris = open_notebook(session, path, cells)
+    diagnostics = session.wait(uris[1], before)
+    assert [(d.code, d.range.start.line) for d in diagnostics] == [("ML000", 0), ("ML903", 1)]
+    [fix] = [a for a in session.actions(uris[1], 0) if "non_blocking" in a.title]
+    assert apply(cells[1][0], fix.edit, uris[1]) == (
+        "x = torch.ones(1).cuda(non_blocking=True)\ny = F.tanh(x)")
 
 
 def test_hover_on_a_finding_shows_the_rule_documentation(session, project):

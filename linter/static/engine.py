@@ -18,11 +18,12 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
-from modellint.finding import Finding, Severity
+from modellint.finding import Finding, Fix, Severity
 from modellint.rule import StaticRule
 from modellint.static import noqa
 from modellint.static.context import FileContext
 from modellint.static.outline import MAIN_STACK_NESTING, Outline
+from modellint.static.recover import Problem, recover
 from modellint.static.source import DecodeError, decode
 from modellint.static.walk import dispatch_table, every_node, walk
 from modellint.suppress import FileSuppressions
@@ -52,6 +53,9 @@ class FileResult:
     # of them, so that the runtime pass does not parse the file again
     classes: tuple[tuple[str, int], ...] = ()
     suppressions: FileSuppressions = field(default_factory=FileSuppressions)
+    # the file does not parse: its failing statements were blanked (one ML000 each) and the
+    # rest linted; `source` is the file's text, `module` None (only ML000's text edits fix it)
+    recovered: bool = False
 
 
 class _Tracker(cst.BatchableCSTVisitor):
@@ -191,26 +195,39 @@ def error_finding(code_name: tuple[str, str], path: str, message: str, line: int
     )
 
 
-def _parse_with_cpython(path: str, text: str) -> tuple[ast.Module | None, Finding | None]:
-    """(tree, None), or (None, ML000) when this Python cannot parse `text`: a syntax error,
-    syntax newer than this Python, or nesting beyond CPython's own limits."""
+def _parse_with_cpython(path: str, text: str
+                        ) -> tuple[ast.Module | None, str, list[Finding]]:
+    """(tree, the text it is the parse of, ML000s): `text` itself when it parses; when this
+    Python cannot parse it (a syntax error, syntax newer than this Python), the recovery of it
+    (`modellint.static.recover`: each failing statement blanked, one ML000 for each), or no
+    tree (nesting beyond CPython's own limits)."""
     try:
         with warnings.catch_warnings():
             # CPython warns about odd but valid code (`1if x else 2`); not ours to print
             warnings.simplefilter("ignore")
-            return ast.parse(text), None
+            return ast.parse(text), text, []
     except SyntaxError as exc:
-        line = exc.lineno or 1
-        return None, error_finding(
-            SYNTAX_ERROR, path, f"SyntaxError: {exc.msg}", line, exc.offset or 1,
-            _line(noqa.python_lines(text), line),
-        )
+        recovery = recover(text, exc)
+        lines = noqa.python_lines(text)
+        return recovery.tree, recovery.text, [
+            syntax_error(path, problem, _line(lines, problem.line))
+            for problem in recovery.problems]
     except RecursionError as exc:
-        return None, error_finding(
+        return None, text, [error_finding(
             SYNTAX_ERROR, path,
-            f"the code is nested too deeply for Python to parse (RecursionError: {exc})", 1, 1)
+            f"the code is nested too deeply for Python to parse (RecursionError: {exc})", 1, 1)]
     except (ValueError, MemoryError) as exc:
-        return None, error_finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)
+        return None, text, [error_finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)]
+
+
+def syntax_error(path: str, problem: Problem, source_line: str) -> Finding:
+    """The ML000 of one statement that does not parse, with its mechanical fix if any (a text
+    edit: the file has no tree to change)."""
+    found = error_finding(SYNTAX_ERROR, path, problem.message, problem.line, problem.column,
+                          source_line)
+    if problem.edits:
+        found.fix = Fix((), problem.fix_description, True, edits=problem.edits)
+    return found
 
 
 def lint_source(
@@ -271,14 +288,18 @@ def _lint_source(
     # project index parsed most files already: what the lint needs of that parse is kept
     outline = index.outline(path, data) if index is not None and tree is None else None
     if outline is None:
-        tree, error = (tree, None) if tree is not None else _parse_with_cpython(path, text)
-        if error is not None:
-            result.findings.append(error)
-            return result
-        assert tree is not None  # _parse_with_cpython gives a tree or an error
+        if tree is None:
+            # a file that does not parse is linted without its failing statements
+            tree, text, problems = _parse_with_cpython(path, text)
+            result.findings.extend(problems)
+            result.recovered = bool(problems)
+            if tree is None:
+                return result
         outline = Outline.of(tree, text)
         del tree
-    result.classes = outline.classes
+    if not result.recovered:
+        # the runtime pass imports the file: one that does not parse has no models to build
+        result.classes = outline.classes
     if not active:
         return result
     nesting, lines = outline.nesting, outline.lines
@@ -312,7 +333,9 @@ def _lint_source(
         result.findings.append(error_finding(
             INTERNAL_ERROR, path, "the file is nested too deeply to be linted", 1, 1))
         return result
-    result.module = module
+    if not result.recovered:
+        # fixes change the tree: one of a recovered text would write the blanked statements
+        result.module = module
     return result
 
 

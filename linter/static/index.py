@@ -35,10 +35,11 @@ from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static import kinds as K
 from modellint.static.kinds import Kind
 from modellint.static.outline import Outline, ast_code_children, ast_walk, parse
+from modellint.static.recover import recover
 from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 4  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
+FACTS_VERSION = 5  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers; 5: a file that does not parse has the facts of what does
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -341,11 +342,15 @@ def _top_level(body: list[ast.stmt]) -> Iterable[ast.stmt]:
 
 
 def extract(text: str, tree: ast.Module | None = None) -> dict:
-    """The facts of one file's text (empty facts when it does not parse)."""
+    """The facts of one file's text; of a text that does not parse, the facts of its
+    statements that do (`modellint.static.recover`)."""
     facts: dict[str, Any] = {"v": FACTS_VERSION, "imports": {}, "classes": {}, "functions": {},
                              "globals": {}}
     if tree is None:
         tree = parse(text)
+        if tree is None and text:
+            recovery = recover(text)
+            text, tree = recovery.text, recovery.tree
         if tree is None:
             return facts
     try:
@@ -1336,7 +1341,9 @@ def _facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
     except DecodeError:
         return None
     tree = parse(text)
-    return (extract(text, tree) if tree is not None else extract("")), text, tree
+    # (a file that does not parse: the facts of what does, and no tree kept for the outline:
+    # the file's lint recovers it again and reports its syntax errors)
+    return extract(text, tree), text, tree
 
 
 def _notebook_facts(book: Any) -> dict:

@@ -10,8 +10,8 @@ The public API (used by `check` and by the editor server):
   (None when the cell boundaries did not survive), and `Notebook.with_sources(...)`: the
   notebook's text with only those `"source"` values replaced, everything else byte for byte.
 - `lint_notebook(display, notebook, rules, options, disabled, index)`: the engine's findings,
-  each naming its cell; a cell that does not parse is one ML000 and the other cells are still
-  linted; with the run's project index, names imported from the project's files are known.
+  each naming its cell; each statement of a cell that does not parse is one ML000, and the
+  rest of the cell and the other cells are still linted; with the run's project index, names imported from the project's files are known.
 
 Cells are numbered as ruff numbers them: 1-based, by position among all the notebook's cells
 (markdown and raw cells count), so `cell 3` is the third cell from the top whatever its kind.
@@ -35,6 +35,7 @@ from typing import Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static.outline import parse
+from modellint.static.recover import Problem, Recovery, recover
 
 SUFFIX = ".ipynb"
 # a notebook's outputs (plots, tables) make it far larger than any source file: its own limit
@@ -86,7 +87,11 @@ class CodeCell:
     item_offsets: list[int] = field(default_factory=list)
     masked: str = ""  # the source with its magics masked
     originals: dict[int, str] = field(default_factory=dict)  # masked line -> original line
-    error: tuple[str, int, int] | None = None  # does not parse: (message, line, column)
+    error: tuple[str, int, int] | None = None  # cannot be parsed: (message, line, column)
+    # its statements that do not parse (`modellint.static.recover`), and the masked source
+    # with them blanked: what is joined in its place
+    problems: tuple[Problem, ...] = ()
+    recovered: str | None = None
     first_line: int = 0  # its first line in the joined source (0: not in it)
     added_newline: bool = False  # joining added a "\n" after its last line
 
@@ -512,8 +517,8 @@ def _syntax_error(text: str) -> tuple[str, int, int] | None:
 
 
 def _join(notebook: Notebook, max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> None:
-    """Mask each code cell, set aside the ones that do not parse, and join the rest, a
-    separator comment between two cells, with the map from joined lines to cell lines. Cells
+    """Mask each code cell, blank the statements that do not parse (a cell that cannot be
+    parsed even so is set aside), and join the cells, a separator comment between two cells, with the map from joined lines to cell lines. Cells
     holding more than `max_code_bytes` together are joined and not parsed: their lint is
     one ML001 (`engine.too_much_code`), and a parse could take gigabytes."""
     for position, cell in enumerate(notebook.cells):
@@ -530,8 +535,36 @@ def _join(notebook: Notebook, max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> N
         return
     for cell in notebook.cells:
         cell.error = _syntax_error(cell.masked)
+        if cell.error is not None:
+            # its statements that parse are linted with the other cells
+            recovery = recover(cell.masked)
+            if recovery.tree is not None and recovery.problems:
+                cell.error, cell.problems = None, recovery.problems
+                cell.recovered, cell.originals = _mark_blanked(cell.masked, recovery,
+                                                               cell.originals)
     _assemble(notebook)
     notebook.tree = parse(notebook.source)
+
+
+def _mark_blanked(masked: str, recovery: Recovery, originals: dict[int, str]
+                  ) -> tuple[str, dict[int, str]]:
+    """The recovered text of a cell with each blanked line marked as a masked line is, and
+    the originals with those lines': splitting the joined cells back (`cell_sources`, after
+    fixes) puts the statements that did not parse back in place."""
+    lines = _LINE_END.split(recovery.text)
+    ends = _LINE_END.findall(recovery.text)
+    before = _LINE_END.split(masked)
+    originals = dict(originals)
+    marked: set[int] = set()
+    for problem in recovery.problems:
+        for index in range(problem.first_line - 1, min(problem.last_line, len(lines))):
+            if index in marked:
+                continue
+            marked.add(index)
+            originals.setdefault(index, before[index])
+            tag = _MASK_TAG.format(index)
+            lines[index] = f"{lines[index]}  {tag}" if lines[index].strip() else tag
+    return _join_lines(lines, ends), originals
 
 
 def _cells_whole(tree: ast.Module, line_map: list[tuple[int, int]]) -> bool:
@@ -555,8 +588,9 @@ def _assemble(notebook: Notebook) -> None:
             pieces.append(_SEPARATOR.format(cell.number) + "\n")
             line_map.append((cell.number, 0))
             line += 1
-        cell.added_newline = not _ends_with_line_end(cell.masked)
-        text = cell.masked + "\n" if cell.added_newline else cell.masked
+        masked = cell.masked if cell.recovered is None else cell.recovered
+        cell.added_newline = not _ends_with_line_end(masked)
+        text = masked + "\n" if cell.added_newline else masked
         pieces.append(text)
         cell.first_line = line
         count = len(_LINE_END.findall(text))
@@ -578,21 +612,33 @@ class NotebookLint:
 def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, Any],
                   disabled: frozenset[str] = frozenset(), index: Any = None) -> NotebookLint:
     """Every finding in the notebook's code cells, each naming its cell (1-based) and its line
-    and column in that cell. A cell that does not parse is one ML000 and is left out; the
-    others are linted as one program, in order. `index`: the project index of the run
+    and column in that cell. In a cell that does not parse each failing statement is an
+    ML000 and is left out (`modellint.static.recover`); the cells are linted as one program,
+    in order (their blanked lines are masked: `cell_sources` puts them back). `index`: the project index of the run
     (`modellint.static.index.ProjectIndex`), through which `from models import Net` in a cell
     is the project's Net, as in a .py file."""
-    from modellint.static.engine import SYNTAX_ERROR, FileResult, error_finding, lint_source
+    from modellint.static.engine import (
+        SYNTAX_ERROR,
+        FileResult,
+        error_finding,
+        lint_source,
+        syntax_error,
+    )
 
     findings = []
     for cell in notebook.cells:
-        if cell.error is not None and SYNTAX_ERROR[0] not in disabled:
+        if SYNTAX_ERROR[0] in disabled:
+            break
+        if cell.error is not None:
             message, line, column = cell.error
-            found = error_finding(SYNTAX_ERROR, display, message, line, column,
-                                  _line_of(cell.source, line))
-            found.cell = cell.number
-            found.notebook_line = notebook.file_line(cell.number, line)
-            findings.append(found)
+            findings.append(error_finding(SYNTAX_ERROR, display, message, line, column,
+                                          _line_of(cell.source, line)))
+            findings[-1].cell = cell.number
+            findings[-1].notebook_line = notebook.file_line(cell.number, line)
+        for problem in cell.problems:
+            findings.append(syntax_error(display, problem, _line_of(cell.source, problem.line)))
+            findings[-1].cell = cell.number
+            findings[-1].notebook_line = notebook.file_line(cell.number, problem.line)
     if not notebook.source:
         return NotebookLint(findings, FileResult(path=display))
     result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled,

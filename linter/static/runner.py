@@ -171,36 +171,39 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     result = lint_source(display, original, opts.rules, opts.options, disabled,
                          index=opts.index)
     outcome.tracebacks.extend(result.tracebacks)
-    if wants_fix and result.module is None:
-        unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
-        if unparsed:
-            outcome.messages.append(
-                f"{display}: not fixed: the file does not parse on Python "
-                f"{sys.version_info[0]}.{sys.version_info[1]}, which runs modellint "
-                f"({unparsed[0]})")
-    wants_fix = wants_fix and result.module is not None
+    wants_fix = wants_fix and (result.module is not None or result.recovered)
     if wants_fix and any(applicable(f, opts.unsafe_fixes) for f in result.findings):
         text, result = fix_source(display, original, result, opts.rules, opts.options, disabled,
                                   opts.unsafe_fixes, outcome, opts.index)
-        if outcome.fixed:
-            if opts.diff:
-                outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
-                # --diff writes nothing: report what is still there now
+    if (opts.fix or opts.diff) and result.module is None:
+        unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
+        waiting = any(applicable(f, opts.unsafe_fixes) and not f.fix.edits
+                      for f in result.findings)
+        if unparsed:
+            outcome.messages.append(
+                f"{display}: {'partly fixed' if outcome.fixed else 'not fixed'}: the file "
+                f"does not parse on Python {sys.version_info[0]}.{sys.version_info[1]}, which "
+                f"runs modellint ({unparsed[0]})"
+                + ("; its other fixes are made once it parses" if waiting else ""))
+    if wants_fix and outcome.fixed:
+        if opts.diff:
+            outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
+            # --diff writes nothing: report what is still there now
+            result.module = None  # one tree at a time (see fix_source)
+            result = lint_source(display, original, opts.rules, opts.options, disabled,
+                                 index=opts.index)
+            outcome.would_fix, outcome.fixed = outcome.fixed, 0
+        elif stdin is not None:
+            outcome.fixed_source = text.encode(result.encoding)
+        else:
+            try:
+                write_atomically(path, text.encode(result.encoding), original, opts.tree)
+            except WriteError as exc:
+                outcome.messages.append(str(exc))
+                outcome.fixed = 0
                 result.module = None  # one tree at a time (see fix_source)
                 result = lint_source(display, original, opts.rules, opts.options, disabled,
-                             index=opts.index)
-                outcome.would_fix, outcome.fixed = outcome.fixed, 0
-            elif stdin is not None:
-                outcome.fixed_source = text.encode(result.encoding)
-            else:
-                try:
-                    write_atomically(path, text.encode(result.encoding), original, opts.tree)
-                except WriteError as exc:
-                    outcome.messages.append(str(exc))
-                    outcome.fixed = 0
-                    result.module = None  # one tree at a time (see fix_source)
-                    result = lint_source(display, original, opts.rules, opts.options, disabled,
-                             index=opts.index)
+                                     index=opts.index)
     for finding in result.findings:
         if finding.fix is not None:
             # the nodes stay in this process; reporters only need to know it is fixable
@@ -219,10 +222,31 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
     """Apply the fixes of `result` (the lint of `original`) round after round until none is
     left: (the fixed text, the lint of it). Counts go to `outcome.fixed`; a fix that fails or
     breaks the code leaves the text as it was, with a message in `outcome.messages`."""
+    from modellint.fix import apply_text_fixes
+
     text = result.source
     for _ in range(MAX_FIX_ROUNDS):
-        if result.module is None:
+        if result.module is None and not result.recovered:
             break
+        if result.recovered:
+            # a file that does not parse: only its syntax errors' text edits, then (once it
+            # parses) the other fixes in the next rounds
+            new_text, fixed = apply_text_fixes(result.source, result.findings, unsafe)
+            if fixed == 0 or new_text == text:
+                break
+            errors = _syntax_errors(result)
+            result = lint_source(display, new_text.encode(result.encoding), rules, options,
+                                 disabled, index=index)
+            if _syntax_errors(result) > errors - fixed:
+                outcome.messages.append(
+                    f"{display}: a fix of a syntax error left it in place; file left unchanged")
+                outcome.fixed = 0
+                result = lint_source(display, original, rules, options, disabled, index=index)
+                text = result.source
+                break
+            outcome.fixed += fixed
+            text = new_text
+            continue
         try:
             new_text, fixed = apply_fixes_deeply(
                 result.module, result.findings, unsafe, result.source
@@ -260,6 +284,12 @@ def fix_source(display: str, original: bytes, result, rules: Sequence[type[Stati
     return text, result
 
 
+def _syntax_errors(result: Any) -> int:
+    from modellint.static.engine import SYNTAX_ERROR
+
+    return sum(1 for finding in result.findings if finding.code == SYNTAX_ERROR[0])
+
+
 def is_notebook(path: Path, data: bytes) -> bool:
     """A `.ipynb` file, or a file not named as Python whose content is a notebook (a notebook
     saved as `.json`, or without a suffix)."""
@@ -290,6 +320,11 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
                                     index=opts.index)
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
+    if (opts.fix or opts.diff) and any(
+            applicable(f, opts.unsafe_fixes) and f.fix.edits for f in linted.findings):
+        linted, original, book = _fix_notebook_syntax(display, path, original, book, linted,
+                                                      disabled, opts, outcome, piped)
+        result = linted.result
     if (opts.fix or opts.diff) and result.module is not None and any(
             applicable(f, opts.unsafe_fixes) for f in linted.findings):
         linted = _fix_notebook(display, path, original, book, linted, disabled, opts, outcome,
@@ -308,8 +343,6 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
 def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome, piped):
     """Apply the fixes to the joined cells, round after round, then splice the changed cell
     sources into the notebook's text; the linting of what was written is returned."""
-    from modellint.fix import WriteError, unified_diff, write_atomically
-
     result = linted.result
     text = result.source
     fixed = 0
@@ -342,6 +375,39 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
         outcome.messages.append(f"{display}: the fixes moved code across cells; "
                                 "notebook left unchanged")
         return linted
+    return _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
+                        outcome, piped)[0]
+
+
+def _fix_notebook_syntax(display, path, original, book, linted, disabled, opts, outcome, piped):
+    """Apply the text edits of the syntax errors in the notebook's cells (`Fix.edits`, in
+    lines of the cell): (the linting of what was written, its bytes, its notebook), or what
+    was given when nothing was written."""
+    from modellint.fix import apply_text_fixes
+
+    sources = {}
+    fixed = 0
+    for cell in book.cells:
+        ours = [f for f in linted.findings if f.cell == cell.number and f.fix is not None
+                and f.fix.edits]
+        if ours:
+            text, count = apply_text_fixes(cell.source, ours, opts.unsafe_fixes)
+            if count:
+                sources[cell.number], fixed = text, fixed + count
+    if not fixed:
+        return linted, original, book
+    return _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
+                        outcome, piped)
+
+
+def _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
+                 outcome, piped):
+    """Write the notebook with the cells of `sources` changed by `fixed` fixes (or show the
+    diff): (the linting of what was written, its bytes, its notebook), or `linted`, `original`
+    and `book` when nothing was written."""
+    from modellint.fix import WriteError, unified_diff, write_atomically
+
+    unchanged = linted, original, book
     new_bytes = book.with_sources(sources).encode("utf-8")
     try:
         # read back what would be written: it must be a notebook with exactly those sources
@@ -351,14 +417,14 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
     except notebook.NotebookError as exc:
         outcome.messages.append(f"{display}: writing the fixes would not give a valid notebook "
                                 f"({exc}); notebook left unchanged")
-        return linted
+        return unchanged
     if opts.diff:
-        outcome.diff = "".join(
+        outcome.diff += "".join(
             unified_diff(f"{display}:cell {number}", _ended(book.cell(number).source),
                          _ended(source))
             for number, source in sources.items() if source != book.cell(number).source)
-        outcome.would_fix = fixed
-        return linted
+        outcome.would_fix += fixed
+        return unchanged
     try:
         if piped:
             outcome.fixed_source = new_bytes
@@ -366,10 +432,10 @@ def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome
             write_atomically(path, new_bytes, original, opts.tree)
     except WriteError as exc:
         outcome.messages.append(str(exc))
-        return linted
-    outcome.fixed = fixed
+        return unchanged
+    outcome.fixed += fixed
     return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled,
-                                  index=opts.index)
+                                  index=opts.index), new_bytes, again
 
 
 def _ended(cell_source: str) -> str:
