@@ -473,6 +473,442 @@ def _attribute_heads(expr: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
+# -- ML329 ------------------------------------------------------------------------------------
+
+# the arguments that size each scheduler of `torch.optim.lr_scheduler` (position, keyword);
+# its classes are those of the engine's table (`static.kinds.SCHEDULERS`)
+_SIZE_ARGUMENTS = {
+    "StepLR": ((1, "step_size"),),
+    "MultiStepLR": ((1, "milestones"),),
+    "CosineAnnealingLR": ((1, "T_max"),),
+    "PolynomialLR": ((1, "total_iters"),),
+    "CosineAnnealingWarmRestarts": ((1, "T_0"),),
+    "LinearLR": ((3, "total_iters"),),
+    "ConstantLR": ((2, "total_iters"),),
+    "OneCycleLR": ((2, "total_steps"),),
+    "CyclicLR": ((3, "step_size_up"), (4, "step_size_down")),
+    "LambdaLR": ((1, "lr_lambda"),),
+    "MultiplicativeLR": ((1, "lr_lambda"),),
+}
+# transformers' schedule builders (`get_linear_schedule_with_warmup`, `get_scheduler`): a
+# `LambdaLR` sized in optimizer steps (`num_training_steps`, `num_warmup_steps`)
+_TRANSFORMERS_SCHEDULE = re.compile(r"^transformers\.(?:optimization\.)?get_\w*schedul")
+
+
+def _scheduler_built(context, scope: Scope, name: str) -> tuple[str, cst.Call] | None:
+    """(`OneCycleLR`, its call) for a name that holds a torch scheduler built in this scope
+    (or a `self` attribute assigned once in the class); (`get_linear_schedule_with_warmup`,
+    its call) for one of transformers' builders."""
+    call = constructor_of(context, scope, name)
+    if call is None:
+        return None
+    qualified = context.call_name(call) or ""
+    kind = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith("torch.optim.lr_scheduler.") and kind in SCHEDULERS:
+        return kind, call
+    if _TRANSFORMERS_SCHEDULE.match(qualified):
+        return kind, call
+    return None
+
+
+def _counted_text(scope: Scope, expr: cst.BaseExpression, before: int) -> str:
+    """The argument's text and, for a plain name, the value last assigned to it here."""
+    text = _text(expr)
+    if isinstance(expr, cst.Name):
+        found = scope.assigned(expr.value, before)
+        if found and found[-1].value is not None:
+            text += " " + _text(found[-1].value)
+    return text
+
+
+def _iteration_sized(scope: Scope, kind: str, call: cst.Call) -> str | None:
+    """How the scheduler's arguments count optimizer steps (`T_max=len(loader) * epochs`),
+    or None when they do not, or may count epochs."""
+    site = scope.site(call)
+    before = site.order if site is not None else None
+    if kind not in SCHEDULERS:  # a transformers builder: every argument after the optimizer
+        for arg in call.args[1:]:
+            text = _counted_text(scope, arg.value, before or 0)
+            if _ITERATION_COUNT.search(text) and not arg.star:
+                return f"`{_short(arg)}`"
+        return None
+    if kind == "OneCycleLR" and _argument(call, 4, "steps_per_epoch") is not None:
+        return "`steps_per_epoch=`"
+    if kind == "CyclicLR":
+        if any(_EPOCH.search(_text(arg.value)) for arg in call.args[1:]):
+            return None
+        if _argument(call, 3, "step_size_up") is None:
+            return "its default `step_size_up=2000` iterations"
+    for position, keyword in _SIZE_ARGUMENTS.get(kind, ()):
+        value = _argument(call, position, keyword)
+        if value is None:
+            continue
+        if keyword == "lr_lambda" and not isinstance(value, cst.Lambda):
+            continue  # a function of the project: what it counts is not known here
+        text = _counted_text(scope, value, before or 0)
+        if _ITERATION_COUNT.search(text):
+            return f"`{keyword}={_short_text(_text(value))}`"
+    return None
+
+
+def _short(arg: cst.Arg) -> str:
+    text = _text(arg.value)
+    return (f"{arg.keyword.value}=" if arg.keyword is not None else "") + _short_text(text)
+
+
+def _short_text(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _per_epoch_evidence(context, scope: Scope, site: CallSite, scheduler: str) -> str | None:
+    """For `scheduler.step()` whose innermost loop is the epoch loop: what in that loop
+    runs the batches (a batch loop nested in it that steps the optimizer, or a call of a
+    function that does); None when nothing shows it."""
+    if not site.loops:
+        return None
+    loop = site.loops[-1]
+    for step in optimizer_steps(context, scope):
+        if len(step.loops) >= 2 and step.loops[-2] is loop:
+            return f"the batch loop `{_loop_text(step.loops[-1])}` inside it steps the optimizer"
+    for call in scope.calls:
+        if not call.loops or call.loops[-1] is not loop or _passes(call.node, scheduler):
+            continue
+        callee = _callee(context, scope, call.node)
+        called = dotted_name(call.node.func) or _function_name(call.node)
+        if callee is not None and _steps_in_a_loop(context, callee):
+            return f"`{called}()`, called in it, loops over the batches and steps the optimizer"
+        if callee is None and _EPOCH.search(_function_name(call.node)) and re.search(
+                r"train|fit|run", _function_name(call.node), re.IGNORECASE):
+            return f"`{called}()`, called in it, trains one epoch"
+    return None
+
+
+class IterationSchedulerSteppedPerEpoch(ScopeRule):
+    """A scheduler sized in iterations is stepped once per epoch.
+
+    ## What it does
+    The mirror of ML301. Finds `scheduler.step()` called once per epoch (in the epoch loop,
+    after the batch loop that steps the optimizer, or after a call of a function of the
+    file that runs the batch loop, or of a `train_one_epoch`-like function) when the
+    scheduler was built in the same function (or is a `self` attribute assigned once in the
+    class) with arguments that count optimizer steps: a `torch.optim.lr_scheduler` class
+    whose period names iterations (`CosineAnnealingLR(optimizer, T_max=len(loader) *
+    epochs)`, `LinearLR(..., total_iters=warmup_iters)`, `StepLR(..., step_size=10 *
+    len(loader))`, a `LambdaLR` whose lambda counts `warmup_steps`), `OneCycleLR` with
+    `steps_per_epoch=` or a `total_steps=` in iterations, `CyclicLR` (sized in iterations
+    by default), and transformers' `get_*_schedule_with_warmup` / `get_scheduler` with
+    `num_training_steps=` in steps. Arguments that name epochs (`T_max=args.epochs`), plain
+    numbers, lambdas defined elsewhere and `scheduler.step(epoch)` are left alone.
+
+    ## Why is this bad?
+    The scheduler counts its `step()` calls. Sized for `len(loader) * epochs` steps but
+    stepped once per epoch, it has moved `1 / len(loader)` of the way through its schedule
+    when training ends: a cosine or linear decay never decays, a warm-up never finishes (the
+    learning rate stays near zero for the whole run), a one-cycle schedule never reaches
+    its peak.
+
+    ## Example
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=0.1, epochs=epochs, steps_per_epoch=len(loader))
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+            scheduler.step()
+
+    ## Use instead
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=0.1, epochs=epochs, steps_per_epoch=len(loader))
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+                scheduler.step()
+    """
+
+    code = "ML329"
+    name = "iteration-scheduler-stepped-per-epoch"
+    severity = Severity.WARNING
+    triggers = ("lr_scheduler", "schedule")
+    _TRAIN = (HEADER + "def train(model, loader, criterion, epochs):\n"
+              "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "    scheduler = {scheduler}\n"
+              "    for epoch in range(epochs):\n"
+              "        for x, y in loader:\n"
+              "            optimizer.zero_grad()\n"
+              "            criterion(model(x), y).backward()\n"
+              "            optimizer.step()\n"
+              "{batch_end}"
+              "{epoch_end}")
+    valid = [
+        # stepped per batch, as sized
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, "
+                      "epochs=epochs, steps_per_epoch=len(loader))",
+                      batch_end="            scheduler.step()\n", epoch_end=""),
+        # sized in epochs, stepped per epoch
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, "
+                      "T_max=epochs)", batch_end="", epoch_end="        scheduler.step()\n"),
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.MultiStepLR(optimizer, "
+                      "milestones=args.lr_steps)", batch_end="",
+                      epoch_end="        scheduler.step()\n"),
+        # a plain number: epochs or iterations, not known
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.LinearLR(optimizer, "
+                      "total_iters=5)", batch_end="", epoch_end="        scheduler.step()\n"),
+        # a lambda of the project: what it counts is not known
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.LambdaLR(optimizer, warmup)",
+                      batch_end="", epoch_end="        scheduler.step()\n"),
+        # an explicit position in the schedule
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.CosineAnnealingWarmRestarts("
+                      "optimizer, T_0=len(loader))", batch_end="",
+                      epoch_end="        scheduler.step(epoch)\n"),
+        # a builder of the project
+        _TRAIN.format(scheduler="build_scheduler(optimizer, len(loader))", batch_end="",
+                      epoch_end="        scheduler.step()\n"),
+        # the scheduler handed to the epoch function, which steps it per batch
+        HEADER + "from engine import train_one_epoch\n\n"
+        "def main(model, loader, epochs):\n"
+        "    optimizer = torch.optim.AdamW(model.parameters())\n"
+        "    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 1e-3, "
+        "total_steps=epochs * len(loader))\n"
+        "    for epoch in range(epochs):\n"
+        "        train_one_epoch(model, loader, optimizer, scheduler)\n",
+        # one loop: the batch loop itself
+        HEADER + "def fit(model, loader, criterion, optimizer):\n"
+        "    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, len(loader))\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        criterion(model(x), y).backward()\n"
+        "        optimizer.step()\n"
+        "        scheduler.step()\n",
+    ]
+    invalid = [
+        invalid_at(_TRAIN.format(scheduler="torch.optim.lr_scheduler.OneCycleLR(optimizer, "
+                                 "0.1, epochs=epochs, steps_per_epoch=len(loader))",
+                                 batch_end="", epoch_end="        scheduler.step()\n"),
+                   "        scheduler.step()"),
+        invalid_at(_TRAIN.format(scheduler="torch.optim.lr_scheduler.CosineAnnealingLR("
+                                 "optimizer, T_max=epochs * len(loader))",
+                                 batch_end="", epoch_end="        scheduler.step()\n"),
+                   "        scheduler.step()"),
+        # sized through a local name
+        invalid_at(HEADER + "from torch.optim.lr_scheduler import LinearLR\n\n"
+                   "def train(model, loader, criterion, epochs):\n"
+                   "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    warmup_iters = 500\n"
+                   "    scheduler = LinearLR(optimizer, 0.01, total_iters=warmup_iters)\n"
+                   "    for epoch in range(epochs):\n"
+                   "        for x, y in loader:\n"
+                   "            optimizer.zero_grad()\n"
+                   "            criterion(model(x), y).backward()\n"
+                   "            optimizer.step()\n"
+                   "        scheduler.step()\n",
+                   "        scheduler.step()"),
+        invalid_at(_TRAIN.format(scheduler="torch.optim.lr_scheduler.LambdaLR(optimizer, "
+                                 "lambda step: min(1.0, (step + 1) / warmup_steps))",
+                                 batch_end="", epoch_end="        scheduler.step()\n"),
+                   "        scheduler.step()"),
+        invalid_at(HEADER + "from transformers import get_linear_schedule_with_warmup\n\n"
+                   "def train(model, loader, epochs):\n"
+                   "    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5)\n"
+                   "    total_steps = len(loader) * epochs\n"
+                   "    scheduler = get_linear_schedule_with_warmup(optimizer, 0, total_steps)\n"
+                   "    for epoch in range(epochs):\n"
+                   "        for batch in loader:\n"
+                   "            model(**batch).loss.backward()\n"
+                   "            optimizer.step()\n"
+                   "            optimizer.zero_grad()\n"
+                   "        scheduler.step()\n",
+                   "        scheduler.step()"),
+        # the batch loop in a function of the file
+        invalid_at(HEADER + "def run_epoch(model, loader, optimizer):\n"
+                   "    for x, y in loader:\n"
+                   "        optimizer.zero_grad()\n"
+                   "        F.cross_entropy(model(x), y).backward()\n"
+                   "        optimizer.step()\n\n\n"
+                   "def main(model, loader, epochs):\n"
+                   "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    scheduler = torch.optim.lr_scheduler.CyclicLR(optimizer, 0.001, 0.1)\n"
+                   "    for epoch in range(epochs):\n"
+                   "        run_epoch(model, loader, optimizer)\n"
+                   "        scheduler.step()\n",
+                   "        scheduler.step()"),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        for site, name in scheduler_steps(self.context, scope):
+            if site.node.args:
+                continue  # an explicit position in the schedule
+            built = _scheduler_built(self.context, scope, name)
+            if built is None:
+                continue
+            kind, constructor = built
+            sized = _iteration_sized(scope, kind, constructor)
+            if sized is None:
+                continue
+            evidence = _per_epoch_evidence(self.context, scope, site, name)
+            if evidence is None:
+                continue
+            self.report_at(
+                site, site.node,
+                f"`{name}` ({kind}) is sized in optimizer steps ({sized}) but `{name}.step()` "
+                f"runs once per epoch ({evidence}): the schedule advances one step per epoch "
+                f"instead of one per batch, so training ends near its start; call it after each `optimizer.step()`, in "
+                f"the batch loop, or size it in epochs",
+            )
+
+
+# -- ML340 ------------------------------------------------------------------------------------
+
+# base classes and schedulers whose `get_lr()` raises or is the closed form: not flagged
+_NOT_CHAINABLE = frozenset({"LRScheduler", "_LRScheduler", "ReduceLROnPlateau"})
+
+
+class SchedulerGetLr(ScopeRule):
+    """`scheduler.get_lr()` is read instead of `scheduler.get_last_lr()`.
+
+    ## What it does
+    Finds a call of `get_lr()` on a learning-rate scheduler of `torch.optim.lr_scheduler`
+    (as the semantic model knows the value: built in the function, a `self` attribute set
+    in the class, a factory of the project) or on one of transformers' schedules (a
+    `LambdaLR`). A class of the project with its own `get_lr`, a scheduler subclass calling
+    its own `get_lr`, and receivers of unknown kind (`trainer.get_lr()`,
+    `optim_wrapper.get_lr()`) are left alone.
+
+    ## Why is this bad?
+    Since PyTorch 1.4, `get_lr()` is the scheduler's internal step: it computes the *next*
+    learning rate from the current one, and is meant to run only inside `step()`. Called
+    from outside, it warns ("To get the last learning rate computed by the scheduler, please
+    use `get_last_lr()`") and, for the chainable schedulers (`StepLR`, `MultiStepLR`,
+    `ExponentialLR`, `CosineAnnealingLR`, ...), returns a wrong value: on the epochs where
+    the rate changes, `StepLR(gamma=0.5)` reports a quarter of the rate in use instead of
+    half. Logs, and any learning rate set from them, are wrong.
+
+    ## Example
+        print(f"lr {scheduler.get_lr()[0]:.5f}")
+
+    ## Use instead
+        print(f"lr {scheduler.get_last_lr()[0]:.5f}")
+    """
+
+    code = "ML340"
+    name = "scheduler-get-lr"
+    severity = Severity.WARNING
+    fix = "unsafe"
+    triggers = ("get_lr",)
+    _LOOP = (HEADER + "def train(model, loader, epochs):\n"
+             "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "    scheduler = {scheduler}\n"
+             "    for epoch in range(epochs):\n"
+             "        for x, y in loader:\n"
+             "            optimizer.zero_grad()\n"
+             "            F.cross_entropy(model(x), y).backward()\n"
+             "            optimizer.step()\n"
+             "        scheduler.step()\n"
+             "        print('lr', scheduler.{read}()[0])\n")
+    valid = [
+        _LOOP.format(scheduler="torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+                     read="get_last_lr"),
+        # a scheduler of the project, with its own get_lr
+        HEADER + "class Warmup:\n"
+        "    def __init__(self, optimizer, steps):\n"
+        "        self.optimizer, self.steps, self.n = optimizer, steps, 0\n\n"
+        "    def get_lr(self):\n"
+        "        return [0.1 * min(1.0, self.n / self.steps)]\n\n\n"
+        "def log(optimizer):\n"
+        "    scheduler = Warmup(optimizer, 100)\n"
+        "    print(scheduler.get_lr())\n",
+        # a subclass of a torch scheduler computing its rate in get_lr
+        HEADER + "class Scaled(torch.optim.lr_scheduler.LRScheduler):\n"
+        "    def get_lr(self):\n"
+        "        return [lr * 0.5 for lr in super().get_lr()]\n\n"
+        "    def _get_closed_form_lr(self):\n"
+        "        return self.get_lr()\n",
+        # an object of unknown kind
+        HEADER + "def log(trainer):\n    print(trainer.get_lr())\n",
+        # ReduceLROnPlateau has no get_lr to misread (it raises)
+        _LOOP.format(scheduler="torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)",
+                     read="get_last_lr"),
+    ]
+    invalid = [
+        invalid_at(
+            _LOOP.format(scheduler="torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+                         read="get_lr"),
+            "get_lr()",
+            fixed=_LOOP.format(scheduler="torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+                               read="get_last_lr"),
+        ),
+        # an attribute of a trainer
+        invalid_at(
+            HEADER + "from torch.optim import lr_scheduler\n\n"
+            "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.optimizer = torch.optim.Adam(model.parameters())\n"
+            "        self.scheduler = lr_scheduler.CosineAnnealingLR(self.optimizer, 100)\n\n"
+            "    def log(self, writer, epoch):\n"
+            "        writer.add_scalar('lr', self.scheduler.get_lr()[0], epoch)\n",
+            "get_lr()",
+            fixed=HEADER + "from torch.optim import lr_scheduler\n\n"
+            "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.optimizer = torch.optim.Adam(model.parameters())\n"
+            "        self.scheduler = lr_scheduler.CosineAnnealingLR(self.optimizer, 100)\n\n"
+            "    def log(self, writer, epoch):\n"
+            "        writer.add_scalar('lr', self.scheduler.get_last_lr()[0], epoch)\n",
+        ),
+        invalid_at(
+            HEADER + "from transformers import get_linear_schedule_with_warmup\n\n"
+            "def train(optimizer, steps):\n"
+            "    scheduler = get_linear_schedule_with_warmup(optimizer, 100, steps)\n"
+            "    lr = scheduler.get_lr()[0]\n",
+            "get_lr()",
+            fixed=HEADER + "from transformers import get_linear_schedule_with_warmup\n\n"
+            "def train(optimizer, steps):\n"
+            "    scheduler = get_linear_schedule_with_warmup(optimizer, 100, steps)\n"
+            "    lr = scheduler.get_last_lr()[0]\n",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        for site, receiver in scope.method_calls("get_lr"):
+            if site.node.args:
+                continue
+            name = dotted_name(receiver)
+            if name is None:
+                continue  # `super().get_lr()` in a scheduler's own method
+            kind = self._scheduler_kind(scope, site, receiver, name)
+            if kind is None:
+                continue
+            func = site.node.func
+            assert isinstance(func, cst.Attribute)
+            self.report_at(
+                site, site.node,
+                f"`{name}.get_lr()` on a {kind} computes the scheduler's next step, and warns, "
+                f"outside `step()`; it is not the learning rate in use: read "
+                f"`{name}.get_last_lr()`",
+                fix=Fix(((func, func.with_changes(attr=cst.Name("get_last_lr"))),),
+                        "read `get_last_lr()`", safe=False),
+            )
+
+    def _scheduler_kind(self, scope: Scope, site: CallSite, receiver: cst.BaseExpression,
+                        name: str) -> str | None:
+        """`StepLR` when the receiver holds one of torch's schedulers; None when not known."""
+        kind = self.context.semantic.kind(receiver, scope, site.order)
+        if kind is not None:
+            if kind.kind != SCHEDULER or not (kind.cls or "").startswith(
+                    "torch.optim.lr_scheduler."):
+                return None
+            cls = (kind.cls or "").rsplit(".", 1)[-1]
+            return None if cls in _NOT_CHAINABLE else f"`{cls}`"
+        built = _scheduler_built(self.context, scope, name)
+        if built is not None and built[0] not in SCHEDULERS:
+            return f"transformers `{built[0]}` schedule (a `LambdaLR`)"
+        return None
+
+
 @hookimpl
 def modellint_add_rules():
-    return [OptimizerRebuiltPerEpoch]
+    return [OptimizerRebuiltPerEpoch, IterationSchedulerSteppedPerEpoch,
+            SchedulerGetLr]
