@@ -15,7 +15,7 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Severity, dotted_name, source_of
+from modellint.rule import Fix, Severity, code_nodes, dotted_name, source_of
 from modellint.rules._loops import (
     LOOPS,
     CallSite,
@@ -75,10 +75,6 @@ def _conditional_below(site: Site, loop: cst.CSTNode) -> bool:
                for a in site.ancestors_below(loop))
 
 
-def _conditional(site: Site) -> bool:
-    return any(isinstance(a, (cst.If, cst.Else, cst.Try, cst.ExceptHandler))
-               for a in site.ancestors)
-
 
 def _loop_text(loop: cst.CSTNode) -> str:
     """`for epoch in range(epochs)`, `while step < total`, shortened for a message."""
@@ -115,6 +111,67 @@ def _steps_in_a_loop(context, callee: cst.FunctionDef) -> bool:
     """A function of this file that steps an optimizer inside a loop of its own: it runs
     (at least) one pass over the batches each call."""
     return any(step.loops for step in optimizer_steps(context, scope_of(context, callee)))
+
+
+def _closures(root: cst.CSTNode) -> dict[str, list[cst.FunctionDef]]:
+    """The functions defined inside a function's body (at any depth of its statements, not
+    inside another function or class), by name: one per branch of an `if` may share it."""
+    found: dict[str, list[cst.FunctionDef]] = {}
+    if isinstance(root, cst.FunctionDef):
+        for node in code_nodes(root.body, stop=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(node, cst.FunctionDef):
+                found.setdefault(node.name.value, []).append(node)
+    return found
+
+
+def _steps_of(context, scope: Scope, name: str, after: int) -> list[CallSite]:
+    """Where the scope steps the optimizer held by `name` after `after`: `name.step()`, or a
+    call of a function defined inside this one (a closure such as `def train_step(batch)`,
+    any of its definitions) that does."""
+    found = [site for site, receiver in scope.method_calls("step")
+             if dotted_name(receiver) == name and site.order > after]
+    closures = _closures(scope.root)
+    if closures:
+        stepping = {
+            func_name for func_name, funcs in closures.items() if any(
+                dotted_name(receiver) == name
+                for func in funcs for _, receiver in scope_of(context, func).method_calls("step"))
+        }
+        found += [site for site in scope.calls if site.order > after
+                  and isinstance(site.node.func, cst.Name) and site.node.func.value in stepping]
+    return sorted(found, key=lambda site: site.order)
+
+
+def _built_once_under(site: Site, name: str, root: cst.CSTNode) -> bool:
+    """In a function: an `if` around the site makes it a one-off (`if self.optimizer is
+    None:`, `if epoch == 0:`); a test of configuration (`if args.optim == "adam":`) does not,
+    nor does `if opt is None:` of a parameter `opt` (a default, built on every call that
+    passes none)."""
+    params = _parameters(root)
+    for ancestor in site.ancestors:
+        if not isinstance(ancestor, cst.If):
+            continue
+        if name in params and _is_none_test(ancestor.test, name):
+            continue
+        text = _text(ancestor.test)
+        if _EPOCH.search(text) or re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text):
+            return True
+    return False
+
+
+def _parameters(root: cst.CSTNode) -> list[str]:
+    if not isinstance(root, cst.FunctionDef):
+        return []
+    return [p.name.value for p in (*root.params.posonly_params, *root.params.params,
+                                   *root.params.kwonly_params)]
+
+
+def _is_none_test(test: cst.BaseExpression, name: str) -> bool:
+    return (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name)
+            and test.left.value == name and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None")
 
 
 # -- ML328 ------------------------------------------------------------------------------------
@@ -381,9 +438,7 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
     def _epoch_loop_evidence(self, scope: Scope, site: CallSite, loop: cst.CSTNode,
                              name: str) -> str | None:
         """What shows that `loop` runs once per epoch of the optimizer `name`'s training."""
-        for step, receiver in scope.method_calls("step"):
-            if dotted_name(receiver) != name or step.order < site.order:
-                continue
+        for step in _steps_of(self.context, scope, name, site.order):
             loops = step.loops
             if len(loops) >= 2 and loops[-2] is loop:
                 return f"whose inner loop `{_loop_text(loops[-1])}` steps it"
@@ -403,41 +458,62 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
     # -- an optimizer built in a function that runs once per epoch ---------------------------
 
     def _check_epoch_functions(self, module: cst.Module) -> None:
-        candidates = {}
+        candidates: dict[str, list] = {}
         for func in self._functions:
             scope = scope_of(self.context, func)
             for site in scope.calls:
-                if site.loops or _conditional(site):
+                if site.loops:
                     continue
                 optimizer = self._optimizer_built(scope, site)
                 if optimizer is None:
                     continue
                 name, cls = optimizer
-                steps = [s for s, receiver in scope.method_calls("step")
-                         if dotted_name(receiver) == name and s.order > site.order]
+                if _built_once_under(site, name, func):
+                    continue
+                steps = _steps_of(self.context, scope, name, site.order)
                 if not steps or any(len(s.loops) != 1 for s in steps):
                     continue  # not one pass over the batches per call
                 if self._fresh_run(scope, site, scope.root):
                     continue
-                candidates.setdefault(func.name.value, []).append((func, scope, site, name, cls))
+                candidates.setdefault(func.name.value, []).append((func, site, name, cls))
         if not candidates:
             return
         callers = self._epoch_loop_callers(module, set(candidates))
         for func_name, found in candidates.items():
-            for _func, _scope, site, name, cls in found:
+            for func, site, name, cls in found:
+                default = name in _parameters(func)
+                if default and self._passed_by_a_caller(module, func, name):
+                    continue
                 if _EPOCH.search(func_name):
                     why = "its name says it runs once per epoch"
                 elif func_name in callers:
                     why = f"it is called once per epoch, in `{callers[func_name]}`"
                 else:
                     continue
+                unless = f" that is not given `{name}`" if default else ""
                 self.report_at(
                     site, site.node,
-                    f"`{func_name}` builds a new {cls} (`{name}`) every time it runs, and "
-                    f"{why}: the optimizer's state (momentum, Adam's moments and step "
+                    f"`{func_name}` builds a new {cls} (`{name}`) every time it runs{unless}, "
+                    f"and {why}: the optimizer's state (momentum, Adam's moments and step "
                     f"count, the schedulers attached to it) starts over every epoch; build "
                     f"it once outside and pass it in",
                 )
+
+    def _passed_by_a_caller(self, module: cst.Module, func: cst.FunctionDef, name: str) -> bool:
+        """A call of `func` in this file passes the parameter `name` (by keyword or place)."""
+        position = _parameters(func).index(name)
+        if self.context.method_owners.get(id(func)) is not None:
+            position -= 1  # `self` is not passed
+        for root in [module, *self._functions]:
+            for call in scope_of(self.context, root).calls:
+                if _function_name(call.node) != func.name.value:
+                    continue
+                positional = [a for a in call.node.args if a.keyword is None]
+                if any(a.star for a in call.node.args) or any(
+                        a.keyword is not None and a.keyword.value == name
+                        for a in call.node.args) or len(positional) > position:
+                    return True
+        return False
 
     def _epoch_loop_callers(self, module: cst.Module, names: set[str]) -> dict[str, str]:
         """Function name -> the loop over epochs (`for epoch in range(...)`) of this file in
