@@ -838,8 +838,14 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
 
 # -- ML340 ------------------------------------------------------------------------------------
 
-# base classes and schedulers whose `get_lr()` raises or is the closed form: not flagged
-_NOT_CHAINABLE = frozenset({"LRScheduler", "_LRScheduler", "ReduceLROnPlateau"})
+# base classes and schedulers whose `get_lr()` raises (NotImplementedError): not flagged
+_GET_LR_RAISES = frozenset({"LRScheduler", "_LRScheduler", "ReduceLROnPlateau", "SequentialLR",
+                            "ChainedScheduler"})
+# schedulers whose `get_lr()` is computed from the step count alone: the value read outside
+# `step()` is the rate in use, only the warning is wrong (checked against the installed torch
+# by tests/test_rules_training_schedule.py); the others compute the next rate from the
+# current one
+_CLOSED_FORM = frozenset({"LambdaLR", "CyclicLR", "OneCycleLR", "CosineAnnealingWarmRestarts"})
 
 
 class SchedulerGetLr(ScopeRule):
@@ -850,17 +856,21 @@ class SchedulerGetLr(ScopeRule):
     (as the semantic model knows the value: built in the function, a `self` attribute set
     in the class, a factory of the project) or on one of transformers' schedules (a
     `LambdaLR`). A class of the project with its own `get_lr`, a scheduler subclass calling
-    its own `get_lr`, and receivers of unknown kind (`trainer.get_lr()`,
-    `optim_wrapper.get_lr()`) are left alone.
+    its own `get_lr`, the schedulers whose `get_lr()` raises, and receivers of unknown kind
+    (`trainer.get_lr()`, `optim_wrapper.get_lr()`) are left alone. The fix (unsafe: the
+    value read changes) calls `get_last_lr()`.
 
     ## Why is this bad?
-    Since PyTorch 1.4, `get_lr()` is the scheduler's internal step: it computes the *next*
-    learning rate from the current one, and is meant to run only inside `step()`. Called
-    from outside, it warns ("To get the last learning rate computed by the scheduler, please
-    use `get_last_lr()`") and, for the chainable schedulers (`StepLR`, `MultiStepLR`,
-    `ExponentialLR`, `CosineAnnealingLR`, ...), returns a wrong value: on the epochs where
-    the rate changes, `StepLR(gamma=0.5)` reports a quarter of the rate in use instead of
-    half. Logs, and any learning rate set from them, are wrong.
+    Since PyTorch 1.4, `get_lr()` is the scheduler's internal step, meant to run only inside
+    `step()`. Called from outside, it warns on every call ("To get the last learning rate
+    computed by the scheduler, please use `get_last_lr()`"), and for the chainable
+    schedulers (`StepLR`, `MultiStepLR`, `ExponentialLR`, `CosineAnnealingLR`, `LinearLR`,
+    `ConstantLR`, `PolynomialLR`, `MultiplicativeLR`) it computes the *next* rate from the
+    current one, which is not the rate in use on the steps where it changes:
+    `StepLR(gamma=0.5)` reports a quarter of the rate instead of half. Logs, and any
+    learning rate set from them, are wrong. (`LambdaLR`, `OneCycleLR`, `CyclicLR` and
+    `CosineAnnealingWarmRestarts` compute it from the step count: their value is right and
+    only the warning is; `SequentialLR`, `ChainedScheduler` and `ReduceLROnPlateau` raise.)
 
     ## Example
         print(f"lr {scheduler.get_lr()[0]:.5f}")
@@ -870,7 +880,7 @@ class SchedulerGetLr(ScopeRule):
     """
 
     code = "ML340"
-    name = "scheduler-get-lr"
+    name = "scheduler-get-lr-read"
     severity = Severity.WARNING
     fix = "unsafe"
     triggers = ("get_lr",)
@@ -954,34 +964,61 @@ class SchedulerGetLr(ScopeRule):
             name = dotted_name(receiver)
             if name is None:
                 continue  # `super().get_lr()` in a scheduler's own method
-            kind = self._scheduler_kind(scope, site, receiver, name)
-            if kind is None:
+            found = self._scheduler_kind(scope, site, receiver, name)
+            if found is None:
                 continue
+            kind, chainable = found
             func = site.node.func
             assert isinstance(func, cst.Attribute)
+            if not chainable:
+                consequence = "it returns the rate in use, but warns on every call"
+            else:
+                which = "it" if len(chainable) == 1 and " or " not in kind else (
+                    "for " + " or ".join(f"`{cls}`" for cls in chainable) + " it")
+                consequence = (f"it warns on every call, and {which} computes the next rate "
+                               f"from the current one, which on the steps where the rate "
+                               f"changes is not the rate in use")
             self.report_at(
                 site, site.node,
-                f"`{name}.get_lr()` on a {kind} computes the scheduler's next step, and warns, "
-                f"outside `step()`; it is not the learning rate in use: read "
-                f"`{name}.get_last_lr()`",
+                f"`{name}.get_lr()` on a {kind} is the scheduler's internal step, meant to run "
+                f"only inside `step()`: {consequence}; read `{name}.get_last_lr()`",
                 fix=Fix(((func, func.with_changes(attr=cst.Name("get_last_lr"))),),
                         "read `get_last_lr()`", safe=False),
             )
 
     def _scheduler_kind(self, scope: Scope, site: CallSite, receiver: cst.BaseExpression,
-                        name: str) -> str | None:
-        """`StepLR` when the receiver holds one of torch's schedulers; None when not known."""
+                        name: str) -> tuple[str, list[str]] | None:
+        """(`StepLR`, those of its possible classes whose get_lr is not the closed form) when
+        the receiver holds one of torch's schedulers (or transformers' `LambdaLR`s); None
+        when not known."""
         kind = self.context.semantic.kind(receiver, scope, site.order)
         if kind is not None:
             if kind.kind != SCHEDULER or not (kind.cls or "").startswith(
                     "torch.optim.lr_scheduler."):
                 return None
-            cls = (kind.cls or "").rsplit(".", 1)[-1]
-            return None if cls in _NOT_CHAINABLE else f"`{cls}`"
+            classes = self._branch_classes(scope, name, site.order) or [
+                (kind.cls or "").rsplit(".", 1)[-1]]
+            if any(cls in _GET_LR_RAISES for cls in classes):
+                return None
+            described = " or ".join(f"`{cls}`" for cls in classes)
+            return described, [cls for cls in classes if cls not in _CLOSED_FORM]
         built = _scheduler_built(self.context, scope, name)
         if built is not None and built[0] not in SCHEDULERS:
-            return f"transformers `{built[0]}` schedule (a `LambdaLR`)"
+            return f"transformers `{built[0]}` schedule (a `LambdaLR`)", []
         return None
+
+    def _branch_classes(self, scope: Scope, name: str, before: int) -> list[str]:
+        """The torch scheduler classes assigned to `name` in this scope before `before`, when
+        there are several (one per branch of `if config == ...:`), in source order."""
+        classes: list[str] = []
+        for assignment in scope.assigned(name, before):
+            value = assignment.value
+            qualified = self.context.call_name(value) if isinstance(value, cst.Call) else None
+            if qualified and qualified.startswith("torch.optim.lr_scheduler."):
+                cls = qualified.rsplit(".", 1)[-1]
+                if cls not in classes:
+                    classes.append(cls)
+        return classes if len(classes) > 1 else []
 
 
 @hookimpl

@@ -319,3 +319,49 @@ def test_receivers_not_known_to_be_a_chainable_torch_scheduler(receiver_setup):
               f"    {receiver_setup}\n"
               f"    print({name}.get_lr())\n")
     assert found(source, [SchedulerGetLr]) == []
+
+
+def _stepped_reads(cls_name):
+    """(get_lr(), get_last_lr()) after each of six steps of a torch scheduler of this class."""
+    import warnings
+
+    import torch
+    from torch.optim import lr_scheduler as schedulers
+
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1, momentum=0.9)
+    build = {
+        "LambdaLR": lambda: schedulers.LambdaLR(optimizer, lambda e: 0.5 ** e),
+        "MultiplicativeLR": lambda: schedulers.MultiplicativeLR(optimizer, lambda e: 0.5),
+        "StepLR": lambda: schedulers.StepLR(optimizer, 2, 0.5),
+        "MultiStepLR": lambda: schedulers.MultiStepLR(optimizer, [2, 4], 0.5),
+        "ConstantLR": lambda: schedulers.ConstantLR(optimizer, 0.5, 3),
+        "LinearLR": lambda: schedulers.LinearLR(optimizer, 0.1, 1.0, 5),
+        "ExponentialLR": lambda: schedulers.ExponentialLR(optimizer, 0.5),
+        "PolynomialLR": lambda: schedulers.PolynomialLR(optimizer, 5, 1.0),
+        "CosineAnnealingLR": lambda: schedulers.CosineAnnealingLR(optimizer, 5),
+        "CyclicLR": lambda: schedulers.CyclicLR(optimizer, 0.01, 0.1, 2),
+        "OneCycleLR": lambda: schedulers.OneCycleLR(optimizer, 0.1, total_steps=10),
+        "CosineAnnealingWarmRestarts": lambda: schedulers.CosineAnnealingWarmRestarts(
+            optimizer, 3),
+    }
+    reads = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scheduler = build[cls_name]()
+        for _ in range(6):
+            optimizer.step()
+            scheduler.step()
+            reads.append((scheduler.get_lr(), scheduler.get_last_lr()))
+    return reads
+
+
+@pytest.mark.parametrize("cls_name", [
+    "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+    "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "CyclicLR", "OneCycleLR",
+    "CosineAnnealingWarmRestarts",
+])
+def test_which_schedulers_get_lr_misreads_matches_the_installed_torch(cls_name):
+    from modellint.rules.training_schedule import _CLOSED_FORM
+
+    wrong = [a != pytest.approx(b) for a, b in _stepped_reads(cls_name)]
+    assert any(wrong) == (cls_name not in _CLOSED_FORM)
