@@ -668,7 +668,9 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
     after the batch loop that steps the optimizer, or after a call of a function of the
     file that runs the batch loop, or of a `train_one_epoch`-like function) when the
     scheduler was built in the same function (or is a `self` attribute assigned once in the
-    class) with arguments that count optimizer steps: a `torch.optim.lr_scheduler` class
+    class, or was built by the caller and passed to a function of the same file that steps
+    it in its epoch loop, or after its batch loop while the caller calls it once per epoch)
+    with arguments that count optimizer steps: a `torch.optim.lr_scheduler` class
     whose period names iterations (`CosineAnnealingLR(optimizer, T_max=len(loader) *
     epochs)`, `LinearLR(..., total_iters=warmup_iters)`, `StepLR(..., step_size=10 *
     len(loader))`, a `LambdaLR` whose lambda counts `warmup_steps`), `OneCycleLR` with
@@ -751,6 +753,19 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
         "total_steps=epochs * len(loader))\n"
         "    for epoch in range(epochs):\n"
         "        train_one_epoch(model, loader, optimizer, scheduler)\n",
+        # handed to a function of the file that steps it per batch
+        HEADER + "def train_epoch(model, loader, optimizer, scheduler):\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n"
+        "        optimizer.step()\n"
+        "        scheduler.step()\n\n\n"
+        "def main(model, loader, epochs):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, epochs=epochs, "
+        "steps_per_epoch=len(loader))\n"
+        "    for epoch in range(epochs):\n"
+        "        train_epoch(model, loader, optimizer, scheduler)\n",
         # one loop: the batch loop itself
         HEADER + "def fit(model, loader, criterion, optimizer):\n"
         "    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, len(loader))\n"
@@ -811,29 +826,119 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
                    "        run_epoch(model, loader, optimizer)\n"
                    "        scheduler.step()\n",
                    "        scheduler.step()"),
+        # handed to a function of the file that steps it after its batch loop, once per call
+        invalid_at(HEADER + "def train_epoch(model, loader, optimizer, scheduler):\n"
+                   "    for x, y in loader:\n"
+                   "        optimizer.zero_grad()\n"
+                   "        F.cross_entropy(model(x), y).backward()\n"
+                   "        optimizer.step()\n"
+                   "    scheduler.step()\n\n\n"
+                   "def main(model, loader, epochs):\n"
+                   "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, "
+                   "epochs=epochs, steps_per_epoch=len(loader))\n"
+                   "    for epoch in range(epochs):\n"
+                   "        train_epoch(model, loader, optimizer, scheduler)\n",
+                   "    scheduler.step()"),
+        # ... or to a training function with its own epoch loop
+        invalid_at(HEADER + "def fit(model, optimizer, loader, epochs, scheduler=None):\n"
+                   "    for epoch in range(epochs):\n"
+                   "        for x, y in loader:\n"
+                   "            optimizer.zero_grad()\n"
+                   "            F.cross_entropy(model(x), y).backward()\n"
+                   "            optimizer.step()\n"
+                   "        if scheduler is not None:\n"
+                   "            scheduler.step()\n\n\n"
+                   "optimizer = torch.optim.NAdam(model.parameters(), lr=1e-3)\n"
+                   "onecycle = torch.optim.lr_scheduler.OneCycleLR(\n"
+                   "    optimizer, epochs=60, steps_per_epoch=len(train_loader), max_lr=1e-2)\n"
+                   "fit(model, optimizer, train_loader, 60, scheduler=onecycle)\n",
+                   "            scheduler.step()"),
     ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._reported: set[int] = set()
 
     def check(self, scope: Scope) -> None:
         for site, name in scheduler_steps(self.context, scope):
             if site.node.args:
                 continue  # an explicit position in the schedule
-            built = _scheduler_built(self.context, scope, name)
+            built = self._iteration_sized(scope, name)
             if built is None:
                 continue
-            kind, constructor = built
-            sized = _iteration_sized(scope, kind, constructor)
-            if sized is None:
-                continue
             evidence = _per_epoch_evidence(self.context, scope, site, name)
-            if evidence is None:
+            if evidence is not None:
+                self._report(site, name, *built, evidence)
+        self._check_passed(scope)
+
+    def _iteration_sized(self, scope: Scope, name: str) -> tuple[str, str] | None:
+        """(its class, how it counts steps) for a scheduler built here in iterations."""
+        built = _scheduler_built(self.context, scope, name)
+        if built is None:
+            return None
+        kind, constructor = built
+        sized = _iteration_sized(scope, kind, constructor)
+        return None if sized is None else (kind, sized)
+
+    def _check_passed(self, scope: Scope) -> None:
+        """A scheduler built here in iterations and passed to a function of this file that
+        steps it once per epoch: in its own epoch loop, or once per call after its batch loop
+        when this scope calls it in a loop."""
+        for call in scope.calls:
+            callee = _callee(self.context, scope, call.node)
+            if callee is None:
                 continue
-            self.report_at(
-                site, site.node,
-                f"`{name}` ({kind}) is sized in optimizer steps ({sized}) but `{name}.step()` "
-                f"runs once per epoch ({evidence}): the schedule advances one step per epoch "
-                f"instead of one per batch, so training ends near its start; call it after each `optimizer.step()`, in "
-                f"the batch loop, or size it in epochs",
-            )
+            for arg, parameter in _arguments_to_parameters(self.context, call.node, callee):
+                name = dotted_name(arg)
+                built = self._iteration_sized(scope, name) if name else None
+                if built is None:
+                    continue
+                inner = scope_of(self.context, callee)
+                for step, receiver in inner.method_calls("step"):
+                    if dotted_name(receiver) != parameter or step.node.args:
+                        continue
+                    evidence = _per_epoch_evidence(self.context, inner, step, parameter)
+                    if evidence is None and not step.loops and call.loops and any(
+                            s.loops and s.order < step.order
+                            for s in optimizer_steps(self.context, inner)):
+                        evidence = (f"`{callee.name.value}()` steps it once per call, after "
+                                    f"its batch loop, and is called in "
+                                    f"`{_loop_text(call.loops[-1])}`")
+                    if evidence is not None:
+                        self._report(step, parameter, *built, evidence, built_as=name)
+
+    def _report(self, site: CallSite, name: str, kind: str, sized: str, evidence: str,
+                built_as: str | None = None) -> None:
+        if id(site.node) in self._reported:
+            return
+        self._reported.add(id(site.node))
+        passed = f", passed in as `{built_as}`" if built_as and built_as != name else ""
+        self.report_at(
+            site, site.node,
+            f"`{name}` ({kind}{passed}) is sized in optimizer steps ({sized}) but "
+            f"`{name}.step()` runs once per epoch ({evidence}): the schedule advances one "
+            f"step per epoch instead of one per batch, so training ends near its start; call "
+            f"it after each `optimizer.step()`, in the batch loop, or size it in epochs",
+        )
+
+
+def _arguments_to_parameters(context, call: cst.Call, callee: cst.FunctionDef
+                             ) -> list[tuple[cst.BaseExpression, str]]:
+    """(argument, the callee's parameter it binds) for each plain argument of the call."""
+    params = _parameters(callee)
+    if context.method_owners.get(id(callee)) is not None and isinstance(
+            call.func, cst.Attribute):
+        params = params[1:]  # `self.fit(...)`: self is bound
+    found = []
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            if arg.keyword.value in params:
+                found.append((arg.value, arg.keyword.value))
+        elif index < len(params):
+            found.append((arg.value, params[index]))
+    return found
 
 
 # -- ML340 ------------------------------------------------------------------------------------
