@@ -15,9 +15,8 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Severity, code_nodes, dotted_name, source_of
+from modellint.rule import Fix, Severity, argument, code_nodes, dotted_name, source_of
 from modellint.rules._loops import (
-    LOOPS,
     CallSite,
     Scope,
     ScopeRule,
@@ -46,26 +45,16 @@ _ITERATION_COUNT = re.compile(
 )
 
 
-def _text(node: cst.CSTNode) -> str:
-    return source_of(node)
-
-
 def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    for index, arg in enumerate(call.args):
-        if arg.star:
-            continue
-        if (arg.keyword is not None and arg.keyword.value == keyword) or (
-            arg.keyword is None and index == position
-        ):
-            return arg.value
-    return None
+    found = argument(call, keyword, position)
+    return found.value if found is not None else None
 
 
 def _loop_header(loop: cst.CSTNode) -> str:
     if isinstance(loop, cst.For):
-        return _text(loop.target) + " " + _text(loop.iter)
+        return source_of(loop.target) + " " + source_of(loop.iter)
     if isinstance(loop, cst.While):
-        return _text(loop.test)
+        return source_of(loop.test)
     return ""
 
 
@@ -75,11 +64,10 @@ def _conditional_below(site: Site, loop: cst.CSTNode) -> bool:
                for a in site.ancestors_below(loop))
 
 
-
 def _loop_text(loop: cst.CSTNode) -> str:
     """`for epoch in range(epochs)`, `while step < total`, shortened for a message."""
     text = ("for " if isinstance(loop, cst.For) else "while ") + (
-        _text(loop.target) + " in " + _text(loop.iter) if isinstance(loop, cst.For)
+        source_of(loop.target) + " in " + source_of(loop.iter) if isinstance(loop, cst.For)
         else _loop_header(loop))
     text = " ".join(text.split())
     return text if len(text) <= 60 else text[:57] + "..."
@@ -153,7 +141,7 @@ def _built_once_under(site: Site, name: str, root: cst.CSTNode) -> bool:
             continue
         if name in params and _is_none_test(ancestor.test, name):
             continue
-        text = _text(ancestor.test)
+        text = source_of(ancestor.test)
         if _EPOCH.search(text) or re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text):
             return True
     return False
@@ -423,8 +411,7 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
             target = assignment.target
             inside = body is scope.root or assignment.site.inside(body)
             if inside and assignment.site.order < site.order and (
-                    target in names or target.split(".", 1)[0] in names and "." not in target
-                    or any(n.startswith(target + ".") or n == target for n in names)):
+                    target in names or any(n.startswith(target + ".") for n in names)):
                 return True
         for other in scope.calls:
             if not (body is scope.root or other.inside(body)):
@@ -490,7 +477,7 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
                     why = f"it is called once per epoch, in `{callers[func_name]}`"
                 else:
                     continue
-                unless = f" that is not given `{name}`" if default else ""
+                unless = f" without being given `{name}`" if default else ""
                 self.report_at(
                     site, site.node,
                     f"`{func_name}` builds a new {cls} (`{name}`) every time it runs{unless}, "
@@ -536,17 +523,12 @@ _RELOADS = frozenset({"load_state_dict", "reset_parameters", "apply", "init_weig
                       "load_weights", "load_checkpoint", "to_empty"})
 
 
-def _attribute_heads(expr: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every `a.b.c` attribute chain inside `expr`, outermost first."""
-    found: list[cst.CSTNode] = []
-
-    class Collect(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            found.append(node.value)
-            return True
-
-    expr.visit(Collect())
-    return found
+def _attribute_heads(expr: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What each attribute inside `expr` is read from (`model.fc` for `model.fc.parameters`),
+    not looking into nested functions, classes and lambdas."""
+    return [node.value for node in code_nodes(expr, prune=(cst.FunctionDef, cst.ClassDef,
+                                                            cst.Lambda))
+            if isinstance(node, cst.Attribute)]
 
 
 # -- ML329 ------------------------------------------------------------------------------------
@@ -589,11 +571,11 @@ def _scheduler_built(context, scope: Scope, name: str) -> tuple[str, cst.Call] |
 
 def _counted_text(scope: Scope, expr: cst.BaseExpression, before: int) -> str:
     """The argument's text and, for a plain name, the value last assigned to it here."""
-    text = _text(expr)
+    text = source_of(expr)
     if isinstance(expr, cst.Name):
         found = scope.assigned(expr.value, before)
         if found and found[-1].value is not None:
-            text += " " + _text(found[-1].value)
+            text += " " + source_of(found[-1].value)
     return text
 
 
@@ -611,7 +593,7 @@ def _iteration_sized(scope: Scope, kind: str, call: cst.Call) -> str | None:
     if kind == "OneCycleLR" and _argument(call, 4, "steps_per_epoch") is not None:
         return "`steps_per_epoch=`"
     if kind == "CyclicLR":
-        if any(_EPOCH.search(_text(arg.value)) for arg in call.args[1:]):
+        if any(_EPOCH.search(source_of(arg.value)) for arg in call.args[1:]):
             return None
         if _argument(call, 3, "step_size_up") is None:
             return "its default `step_size_up=2000` iterations"
@@ -623,12 +605,12 @@ def _iteration_sized(scope: Scope, kind: str, call: cst.Call) -> str | None:
             continue  # a function of the project: what it counts is not known here
         text = _counted_text(scope, value, before or 0)
         if _ITERATION_COUNT.search(text):
-            return f"`{keyword}={_short_text(_text(value))}`"
+            return f"`{keyword}={_short_text(source_of(value))}`"
     return None
 
 
 def _short(arg: cst.Arg) -> str:
-    text = _text(arg.value)
+    text = source_of(arg.value)
     return (f"{arg.keyword.value}=" if arg.keyword is not None else "") + _short_text(text)
 
 

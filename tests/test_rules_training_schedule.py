@@ -365,3 +365,88 @@ def test_which_schedulers_get_lr_misreads_matches_the_installed_torch(cls_name):
 
     wrong = [a != pytest.approx(b) for a, b in _stepped_reads(cls_name)]
     assert any(wrong) == (cls_name not in _CLOSED_FORM)
+
+
+# DeepSensor's train_epoch before its fix, reduced: the torch branch of a backend switch builds
+# Adam when no optimizer is passed, and a closure steps it once per batch
+DEEPSENSOR = """\
+import numpy as np
+
+def train_epoch(model, tasks, lr=5e-5, batch_size=None, opt=None):
+    if backend == "tf":
+        import tensorflow as tf
+        if opt is None:
+            opt = tf.keras.optimizers.Adam(lr)
+
+        def train_step(tasks):
+            return tape_step(opt, tasks)
+    elif backend == "torch":
+        import torch.optim as optim
+        if opt is None:
+            opt = optim.Adam(model.model.parameters(), lr=lr)
+
+        def train_step(tasks):
+            opt.zero_grad()
+            loss = model.loss_fn(tasks)
+            loss.backward()
+            opt.step()
+            return loss.detach().cpu().numpy()
+    batch_losses = []
+    for task in np.random.permutation(tasks):
+        batch_losses.append(train_step(task))
+    return batch_losses
+"""
+
+
+def test_a_default_optimizer_of_a_per_epoch_function_stepped_by_a_closure():
+    findings = lint_text(DEEPSENSOR, [OptimizerRebuiltPerEpoch])
+    assert [f.line for f in findings] == [line_of(DEEPSENSOR, "opt = optim.Adam")]
+    assert "without being given `opt`" in findings[0].message
+
+
+def test_a_default_optimizer_that_the_file_always_passes_is_not_rebuilt():
+    source = DEEPSENSOR + (
+        "\n\nclass Trainer:\n"
+        "    def __init__(self, model, lr=5e-5):\n"
+        "        import torch.optim as optim\n"
+        "        self.model = model\n"
+        "        self.opt = optim.Adam(model.model.parameters(), lr=lr)\n\n"
+        "    def __call__(self, tasks, batch_size=None):\n"
+        "        return train_epoch(self.model, tasks, batch_size=batch_size, opt=self.opt)\n")
+    assert found(source) == []
+
+
+def test_an_optimizer_built_lazily_once_is_not_rebuilt():
+    source = """\
+    import torch
+
+    class Trainer:
+        def train_epoch(self, loader):
+            if self.optimizer is None:
+                self.optimizer = torch.optim.Adam(self.model.parameters())
+            for x, y in loader:
+                self.optimizer.zero_grad()
+                self.model(x).sum().backward()
+                self.optimizer.step()
+    """
+    assert found(source) == []
+
+
+def test_get_lr_on_a_scheduler_chosen_by_configuration_names_every_choice():
+    source = """\
+    import torch
+    from torch import optim
+
+    def train(model, config, epochs):
+        optimizer = optim.Adam(model.parameters())
+        if config == "cosine":
+            scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
+        else:
+            scheduler = optim.lr_scheduler.CyclicLR(optimizer, 0.001, 0.1)
+        for epoch in range(epochs):
+            lr = scheduler.get_lr()[0]
+    """
+    findings = lint_text(source, [SchedulerGetLr])
+    assert [f.line for f in findings] == [line_of(source, "get_lr()")]
+    assert "`CosineAnnealingLR` or `CyclicLR`" in findings[0].message
+    assert "for `CosineAnnealingLR` it computes the next rate" in findings[0].message
