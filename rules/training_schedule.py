@@ -175,13 +175,17 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
     them) built unconditionally inside the epoch loop: the loop whose body holds the batch
     loop that steps that optimizer (or that passes the new optimizer to a function of the
     file that loops over the batches, or to a `train_one_epoch`-like function). Also finds a
-    function that builds an optimizer and steps it in its batch loop when that function runs
+    function that builds an optimizer and steps it in its batch loop (itself, or through a
+    function defined inside it, such as a `train_step` closure) when that function runs
     once per epoch: its name says so (`train_epoch`, `train_one_epoch`) or this file calls it
-    inside a loop over epochs (`for epoch in range(...)`). A loop (or function) that also
-    builds, copies or reloads the model the optimizer updates is a fresh run (a fold of a
-    cross-validation, a trial, a meta-learning task) and is left alone, as is an optimizer
-    rebuilt under a condition (`if epoch == unfreeze_at:`) or over parameters the loop
-    itself chooses.
+    inside a loop over epochs (`for epoch in range(...)`). `if opt is None: opt = Adam(...)`
+    of a parameter `opt` counts, unless a call in the file passes `opt`. A loop (or
+    function) that also builds, copies or reloads the model the optimizer updates is a fresh
+    run (a fold of a cross-validation, a trial, a meta-learning task) and is left alone, as
+    is an optimizer rebuilt under a condition (`if epoch == unfreeze_at:`, `if
+    self.optimizer is None:`) or over parameters the loop itself chooses. Callers in other
+    files are not looked at: a per-epoch function whose name does not say so is found only
+    when its own file calls it in the epoch loop.
 
     ## Why is this bad?
     An optimizer's state lives in the object: SGD's momentum buffers, Adam's first and
