@@ -383,6 +383,11 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
 
     def _optimizer_built(self, scope: Scope, site: CallSite) -> tuple[str, str] | None:
         """(the name it is assigned to, its class) for a call that builds a torch optimizer."""
+        called = (self.context.call_name(site.node) or _function_name(site.node)).lower()
+        if "opt" not in called.rsplit(".", 1)[-1] and not called.startswith("torch.optim."):
+            # asking the semantic model of every call is costly: a torch optimizer class
+            # (`optim.SGD`) or a factory named for what it builds (`build_optimizer`)
+            return None
         kind = self.context.semantic.kind(site.node, scope, site.order)
         if kind is None or kind.kind != OPTIMIZER:
             return None
