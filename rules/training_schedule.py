@@ -28,10 +28,8 @@ from modellint.rules._loops import (
     scheduler_steps,
     scope_of,
 )
-from modellint.rules.training import _callee
+from modellint.rules.training import HEADER, _callee
 from modellint.static.kinds import OPTIMIZER, SCHEDULER, SCHEDULERS
-
-HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
 # a loop header or function name that says it counts epochs
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)
@@ -164,15 +162,14 @@ def _is_none_test(test: cst.BaseExpression, name: str) -> bool:
 
 # -- ML328 ------------------------------------------------------------------------------------
 
-_OPTIMIZER_SETUP = ("optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n")
-
 
 class OptimizerRebuiltPerEpoch(ScopeRule):
     """An optimizer is built anew every epoch, so its state starts over each time.
 
     ## What it does
-    Finds a torch optimizer (`torch.optim.SGD`, `Adam`, ... as the semantic model knows
-    them) built unconditionally inside the epoch loop: the loop whose body holds the batch
+    Finds a torch optimizer (`torch.optim.SGD`, `Adam`, ..., or what a factory of the
+    project named for it returns, `build_optimizer(...)`, when the semantic model knows it is
+    one) built unconditionally inside the epoch loop: the loop whose body holds the batch
     loop that steps that optimizer (or that passes the new optimizer to a function of the
     file that loops over the batches, or to a `train_one_epoch`-like function). Also finds a
     function that builds an optimizer and steps it in its batch loop (itself, or through a
