@@ -754,6 +754,24 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
         "steps_per_epoch=len(loader))\n"
         "    for epoch in range(epochs):\n"
         "        train_epoch(model, loader, optimizer, scheduler)\n",
+        # the configuration picks the scheduler, and whether it steps per batch or per epoch
+        HEADER + "def train(model, loader, epochs, name):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    per_batch = False\n"
+        "    if name == 'cosine':\n"
+        "        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)\n"
+        "    else:\n"
+        "        scheduler = torch.optim.lr_scheduler.CyclicLR(optimizer, 0.001, 0.1)\n"
+        "        per_batch = True\n"
+        "    for epoch in range(epochs):\n"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            F.cross_entropy(model(x), y).backward()\n"
+        "            optimizer.step()\n"
+        "            if per_batch:\n"
+        "                scheduler.step()\n"
+        "        if not per_batch:\n"
+        "            scheduler.step()\n",
         # one loop: the batch loop itself
         HEADER + "def fit(model, loader, criterion, optimizer):\n"
         "    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, len(loader))\n"
@@ -854,19 +872,36 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
             built = self._iteration_sized(scope, name)
             if built is None:
                 continue
+            if _also_stepped_per_batch(scope, site, name):
+                continue  # a switch between the two (`if step_per_batch:`)
             evidence = _per_epoch_evidence(self.context, scope, site, name)
             if evidence is not None:
                 self._report(site, name, *built, evidence)
         self._check_passed(scope)
 
     def _iteration_sized(self, scope: Scope, name: str) -> tuple[str, str] | None:
-        """(its class, how it counts steps) for a scheduler built here in iterations."""
+        """(its class, how it counts steps) for a scheduler built here in iterations; None
+        when one of several schedulers assigned to the name (one per branch of a
+        configuration switch) may count epochs."""
         built = _scheduler_built(self.context, scope, name)
         if built is None:
             return None
         kind, constructor = built
         sized = _iteration_sized(scope, kind, constructor)
-        return None if sized is None else (kind, sized)
+        if sized is None:
+            return None
+        for assignment in scope.assigned(name):
+            value = assignment.value
+            if value is constructor:
+                continue
+            qualified = self.context.call_name(value) if isinstance(value, cst.Call) else None
+            other = (qualified or "").rsplit(".", 1)[-1]
+            if not isinstance(value, cst.Call) or not (
+                    (qualified or "").startswith("torch.optim.lr_scheduler.")
+                    or _TRANSFORMERS_SCHEDULE.match(qualified or "")) or _iteration_sized(
+                    scope, other, value) is None:
+                return None
+        return kind, sized
 
     def _check_passed(self, scope: Scope) -> None:
         """A scheduler built here in iterations and passed to a function of this file that
@@ -883,7 +918,8 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
                     continue
                 inner = scope_of(self.context, callee)
                 for step, receiver in inner.method_calls("step"):
-                    if dotted_name(receiver) != parameter or step.node.args:
+                    if dotted_name(receiver) != parameter or step.node.args or (
+                            _also_stepped_per_batch(inner, step, parameter)):
                         continue
                     evidence = _per_epoch_evidence(self.context, inner, step, parameter)
                     if evidence is None and not step.loops and call.loops and any(
@@ -908,6 +944,20 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
             f"step per epoch instead of one per batch, so training ends near its start; call "
             f"it after each `optimizer.step()`, in the batch loop, or size it in epochs",
         )
+
+
+def _also_stepped_per_batch(scope: Scope, site: CallSite, name: str) -> bool:
+    """`name.step()` is also called in a loop nested in the loop (or function body) of `site`:
+    the code steps it per batch or per epoch by configuration."""
+    outer = site.loops[-1] if site.loops else None
+    for other, receiver in scope.method_calls("step"):
+        if other is site or dotted_name(receiver) != name:
+            continue
+        loops = other.loops
+        if outer is None and loops or outer is not None and any(
+                loop is outer for loop in loops[:-1]):
+            return True
+    return False
 
 
 def _arguments_to_parameters(context, call: cst.Call, callee: cst.FunctionDef

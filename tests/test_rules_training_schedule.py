@@ -442,3 +442,26 @@ def test_get_lr_on_a_scheduler_chosen_by_configuration_names_every_choice():
     assert [f.line for f in findings] == [line_of(source, "get_lr()")]
     assert "`CosineAnnealingLR` or `CyclicLR`" in findings[0].message
     assert "for `CosineAnnealingLR` it computes the next rate" in findings[0].message
+
+
+def test_a_scheduler_chosen_by_configuration_is_iteration_sized_only_if_every_choice_is():
+    source = """\
+    import torch
+
+    def train(model, loader, epochs, name):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        if name == "cosine":
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, {period})
+        else:
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(
+                optimizer, 0.1, epochs=epochs, steps_per_epoch=len(loader))
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+            scheduler.step()
+    """
+    assert found(source.replace("{period}", "epochs")) == []
+    sized = source.replace("{period}", "epochs * len(loader)")
+    assert found(sized) == [("ML329", line_of(sized, "    scheduler.step()"))]
