@@ -35,6 +35,7 @@ BUILTIN_PLUGINS = (
     "modellint.rules.torch_api",
     "modellint.rules.numerics",
     "modellint.rules.training_script",
+    "modellint.rules.training_schedule",
     "modellint.rules.runtime.checks",
     "modellint.rules.run",
     "modellint.rules.run_numerics",

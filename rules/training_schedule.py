@@ -1,0 +1,1170 @@
+"""Built-in rules: optimizer and scheduler state across epochs (ML328, ML329, ML340).
+
+Mistakes seen in real training code (issue 25) that keep training running with the wrong
+learning rate or the wrong optimizer state: an optimizer built anew every epoch, a scheduler
+sized in iterations but stepped once per epoch (the mirror of ML301), `scheduler.get_lr()`
+read instead of `get_last_lr()`. Loops come from `_loops.Scope`; what a value is comes from
+the semantic model (`context.semantic`); the scheduler table is `static.kinds.SCHEDULERS`,
+the same as ML301's. A name whose origin is unknown is never assumed to be anything.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from modellint.hookspecs import hookimpl
+from modellint.rule import Fix, Severity, argument, code_nodes, dotted_name, source_of
+from modellint.rules._loops import (
+    CallSite,
+    Scope,
+    ScopeRule,
+    Site,
+    constructor_of,
+    invalid_at,
+    names_in,
+    optimizer_steps,
+    scheduler_steps,
+    scope_of,
+)
+from modellint.rules.training import HEADER, _callee
+from modellint.static.kinds import OPTIMIZER, SCHEDULER, SCHEDULERS
+
+# a loop header or function name that says it counts epochs
+_EPOCH = re.compile(r"epoch", re.IGNORECASE)
+# text of an argument that counts iterations (optimizer steps), not epochs: `len(loader)`,
+# `total_steps`, `max_iter`, `num_batches`. Plain `steps` is not enough (`--lr-steps` often
+# lists epochs).
+_ITERATION_COUNT = re.compile(
+    r"len\(|iter|batch|(?:total|training|train|num|max|warmup|n|optim|optimizer)_?steps|"
+    r"steps_per_epoch|global_step",
+    re.IGNORECASE,
+)
+
+
+def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    found = argument(call, keyword, position)
+    return found.value if found is not None else None
+
+
+def _loop_header(loop: cst.CSTNode) -> str:
+    if isinstance(loop, cst.For):
+        return source_of(loop.target) + " " + source_of(loop.iter)
+    if isinstance(loop, cst.While):
+        return source_of(loop.test)
+    return ""
+
+
+def _conditional_below(site: Site, loop: cst.CSTNode) -> bool:
+    """The site runs only under an `if`/`else`/`try` between `loop` and itself."""
+    return any(isinstance(a, (cst.If, cst.Else, cst.Try, cst.ExceptHandler))
+               for a in site.ancestors_below(loop))
+
+
+def _loop_text(loop: cst.CSTNode) -> str:
+    """`for epoch in range(epochs)`, `while step < total`, shortened for a message."""
+    text = ("for " if isinstance(loop, cst.For) else "while ") + (
+        source_of(loop.target) + " in " + source_of(loop.iter) if isinstance(loop, cst.For)
+        else _loop_header(loop))
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _assigned_name(scope: Scope, site: CallSite) -> str | None:
+    """The dotted name the call's result is assigned to (`optimizer = Adam(...)`)."""
+    for assignment in scope.assignments:
+        if assignment.value is site.node:
+            return assignment.target
+    return None
+
+
+def _function_name(call: cst.Call) -> str:
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    if isinstance(func, cst.Name):
+        return func.value
+    return ""
+
+
+def _passes(call: cst.Call, name: str) -> bool:
+    """`name` is one of the call's arguments (`train(model, optimizer)`)."""
+    return any(dotted_name(arg.value) == name for arg in call.args)
+
+
+def _steps_in_a_loop(context, callee: cst.FunctionDef) -> bool:
+    """A function of this file that steps an optimizer inside a loop of its own: it runs
+    (at least) one pass over the batches each call."""
+    return any(step.loops for step in optimizer_steps(context, scope_of(context, callee)))
+
+
+def _closures(root: cst.CSTNode) -> dict[str, list[cst.FunctionDef]]:
+    """The functions defined inside a function's body (at any depth of its statements, not
+    inside another function or class), by name: one per branch of an `if` may share it."""
+    found: dict[str, list[cst.FunctionDef]] = {}
+    if isinstance(root, cst.FunctionDef):
+        for node in code_nodes(root.body, stop=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(node, cst.FunctionDef):
+                found.setdefault(node.name.value, []).append(node)
+    return found
+
+
+def _steps_of(context, scope: Scope, name: str, after: int) -> list[CallSite]:
+    """Where the scope steps the optimizer held by `name` after `after`: `name.step()`, or a
+    call of a function defined inside this one (a closure such as `def train_step(batch)`,
+    any of its definitions) that does."""
+    found = [site for site, receiver in scope.method_calls("step")
+             if dotted_name(receiver) == name and site.order > after]
+    closures = _closures(scope.root)
+    if closures:
+        stepping = {
+            func_name for func_name, funcs in closures.items() if any(
+                dotted_name(receiver) == name
+                for func in funcs for _, receiver in scope_of(context, func).method_calls("step"))
+        }
+        found += [site for site in scope.calls if site.order > after
+                  and isinstance(site.node.func, cst.Name) and site.node.func.value in stepping]
+    return sorted(found, key=lambda site: site.order)
+
+
+def _built_once_under(site: Site, name: str, root: cst.CSTNode) -> bool:
+    """In a function: an `if` around the site makes it a one-off (`if self.optimizer is
+    None:`, `if epoch == 0:`); a test of configuration (`if args.optim == "adam":`) does not,
+    nor does `if opt is None:` of a parameter `opt` (a default, built on every call that
+    passes none)."""
+    params = _parameters(root)
+    for ancestor in site.ancestors:
+        if not isinstance(ancestor, cst.If):
+            continue
+        if name in params and _is_none_test(ancestor.test, name):
+            continue
+        text = source_of(ancestor.test)
+        if _EPOCH.search(text) or re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text):
+            return True
+    return False
+
+
+def _parameters(root: cst.CSTNode) -> list[str]:
+    if not isinstance(root, cst.FunctionDef):
+        return []
+    return [p.name.value for p in (*root.params.posonly_params, *root.params.params,
+                                   *root.params.kwonly_params)]
+
+
+def _is_none_test(test: cst.BaseExpression, name: str) -> bool:
+    return (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name)
+            and test.left.value == name and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None")
+
+
+# -- ML328 ------------------------------------------------------------------------------------
+
+
+class OptimizerRebuiltPerEpoch(ScopeRule):
+    """An optimizer is built anew every epoch, so its state starts over each time.
+
+    ## What it does
+    Finds a torch optimizer (`torch.optim.SGD`, `Adam`, ..., or what a factory of the
+    project named for it returns, `build_optimizer(...)`, when the semantic model knows it is
+    one) built unconditionally inside the epoch loop: the loop whose body holds the batch
+    loop that steps that optimizer (or that passes the new optimizer to a function of the
+    file that loops over the batches, or to a `train_one_epoch`-like function). Also finds a
+    function that builds an optimizer and steps it in its batch loop (itself, or through a
+    function defined inside it, such as a `train_step` closure) when that function runs
+    once per epoch: its name says so (`train_epoch`, `train_one_epoch`) or this file calls it
+    inside a loop over epochs (`for epoch in range(...)`). `if opt is None: opt = Adam(...)`
+    of a parameter `opt` counts, unless a call in the file passes `opt`. A loop (or
+    function) that also builds, copies or reloads the model the optimizer updates is a fresh
+    run (a fold of a cross-validation, a trial, a meta-learning task) and is left alone, as
+    is an optimizer rebuilt under a condition (`if epoch == unfreeze_at:`, `if
+    self.optimizer is None:`) or over parameters the loop itself chooses. Callers in other
+    files are not looked at: a per-epoch function whose name does not say so is found only
+    when its own file calls it in the epoch loop.
+
+    ## Why is this bad?
+    An optimizer's state lives in the object: SGD's momentum buffers, Adam's first and
+    second moments and step count (its bias correction), any scheduler attached to it.
+    Built again every epoch, that state is thrown away: every epoch starts with Adam's
+    bias-corrected warm-up and momentum at zero, and a learning-rate scheduler built once
+    keeps stepping an optimizer that is no longer used. Training converges more slowly or to
+    a worse point, without any error.
+
+    ## Example
+        for epoch in range(epochs):
+            optimizer = torch.optim.Adam(model.parameters(), lr=lr * 0.9 ** epoch)
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+
+    ## Use instead
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.9)
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+            scheduler.step()
+    """
+
+    code = "ML328"
+    name = "optimizer-rebuilt-per-epoch"
+    severity = Severity.WARNING
+    triggers = ("optim",)
+    _LOOP = (HEADER + "def train(model, loader, criterion, epochs):\n"
+             "    for epoch in range(epochs):\n"
+             "{rebuild}"
+             "        for x, y in loader:\n"
+             "            optimizer.zero_grad()\n"
+             "            criterion(model(x), y).backward()\n"
+             "            optimizer.step()\n")
+    _EPOCH_FUNCTION = (HEADER + "def {name}(model, loader, criterion):\n"
+                       "    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
+                       "    for x, y in loader:\n"
+                       "        optimizer.zero_grad()\n"
+                       "        criterion(model(x), y).backward()\n"
+                       "        optimizer.step()\n")
+    valid = [
+        # built once
+        HEADER + "def train(model, loader, criterion, epochs):\n"
+        "    optimizer = torch.optim.Adam(model.parameters())\n"
+        "    for epoch in range(epochs):\n"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            criterion(model(x), y).backward()\n"
+        "            optimizer.step()\n",
+        # a new model and optimizer per fold: a fresh run
+        HEADER + "def cross_validate(folds, criterion, epochs):\n"
+        "    for train_loader in folds:\n"
+        "        model = Net()\n"
+        "        optimizer = torch.optim.Adam(model.parameters())\n"
+        "        for x, y in train_loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            criterion(model(x), y).backward()\n"
+        "            optimizer.step()\n",
+        # the model reloaded from a checkpoint per trial
+        HEADER + "def trials(model, loader, criterion, lrs):\n"
+        "    for lr in lrs:\n"
+        "        model.load_state_dict(torch.load('init.pt', weights_only=True))\n"
+        "        optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            criterion(model(x), y).backward()\n"
+        "            optimizer.step()\n",
+        # a meta-learning task: a copy of the model per task, and its own inner optimizer
+        HEADER + "import copy\n\n"
+        "def meta_train(model, tasks, criterion):\n"
+        "    for task in tasks:\n"
+        "        learner = copy.deepcopy(model)\n"
+        "        inner = torch.optim.SGD(learner.parameters(), lr=0.01)\n"
+        "        for x, y in task:\n"
+        "            inner.zero_grad()\n"
+        "            criterion(learner(x), y).backward()\n"
+        "            inner.step()\n",
+        # rebuilt once, when the backbone is unfrozen
+        _LOOP.format(rebuild="        if epoch == 10:\n"
+                     "            model.backbone.requires_grad_(True)\n"
+                     "            optimizer = torch.optim.Adam(model.parameters())\n"),
+        # stages of a curriculum, each with its own epochs: the optimizer is per stage
+        HEADER + "def train(model, loader, criterion, stages):\n"
+        "    for lr, epochs in stages:\n"
+        "        optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n"
+        "        for epoch in range(epochs):\n"
+        "            for x, y in loader:\n"
+        "                optimizer.zero_grad()\n"
+        "                criterion(model(x), y).backward()\n"
+        "                optimizer.step()\n",
+        # the loop picks the parameters: one optimizer per group, on purpose
+        HEADER + "def layerwise(model, loader, criterion):\n"
+        "    for layer in model.layers:\n"
+        "        optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)\n"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            criterion(model(x), y).backward()\n"
+        "            optimizer.step()\n",
+        # a whole training run per call, the model built inside it
+        HEADER + "def run(config, loader, criterion):\n"
+        "    model = Net()\n"
+        "    optimizer = torch.optim.Adam(model.parameters())\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        criterion(model(x), y).backward()\n"
+        "        optimizer.step()\n\n\n"
+        "for epoch in range(10):\n"
+        "    run(config, loader, criterion)\n",
+        # a training function that runs all the epochs itself, called once
+        _EPOCH_FUNCTION.format(name="fit"),
+        # an unknown builder: not known to be a torch optimizer
+        _LOOP.format(rebuild="        optimizer = make_optimizer(model)\n"),
+    ]
+    invalid = [
+        invalid_at(_LOOP.format(rebuild="        optimizer = torch.optim.Adam("
+                                "model.parameters(), lr=1e-3 * 0.9 ** epoch)\n"),
+                   "optimizer = torch.optim.Adam"),
+        invalid_at(HEADER + "from torch import optim\n\n"
+                   "for epoch in range(num_epochs):\n"
+                   "    optimizer = optim.SGD(net.parameters(), lr=0.01, momentum=0.9)\n"
+                   "    for i, (x, y) in enumerate(trainloader):\n"
+                   "        optimizer.zero_grad()\n"
+                   "        loss = criterion(net(x), y)\n"
+                   "        loss.backward()\n"
+                   "        optimizer.step()\n",
+                   "optimizer = optim.SGD"),
+        # the new optimizer handed to a function of the file that trains one epoch
+        invalid_at(HEADER + "def run_epoch(model, loader, optimizer, criterion):\n"
+                   "    for x, y in loader:\n"
+                   "        optimizer.zero_grad()\n"
+                   "        criterion(model(x), y).backward()\n"
+                   "        optimizer.step()\n\n\n"
+                   "def main(model, loader, criterion, epochs):\n"
+                   "    for epoch in range(epochs):\n"
+                   "        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)\n"
+                   "        run_epoch(model, loader, optimizer, criterion)\n",
+                   "optimizer = torch.optim.AdamW"),
+        # a per-epoch function, by its name
+        invalid_at(_EPOCH_FUNCTION.format(name="train_epoch"), "optimizer = torch.optim.Adam"),
+        # ... or by where it is called
+        invalid_at(_EPOCH_FUNCTION.format(name="train") + "\n\n"
+                   "for epoch in range(args.epochs):\n"
+                   "    train(model, train_loader, criterion)\n",
+                   "optimizer = torch.optim.Adam"),
+        # a method of a trainer, called once per epoch
+        invalid_at(HEADER + "class Trainer:\n"
+                   "    def train_one_epoch(self):\n"
+                   "        self.optimizer = torch.optim.Adam(self.model.parameters())\n"
+                   "        for x, y in self.loader:\n"
+                   "            self.optimizer.zero_grad()\n"
+                   "            self.criterion(self.model(x), y).backward()\n"
+                   "            self.optimizer.step()\n",
+                   "self.optimizer = torch.optim.Adam"),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._functions: list[cst.FunctionDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self.check(scope_of(self.context, original_node))
+        self._check_epoch_functions(original_node)
+
+    # -- an optimizer built in the epoch loop -----------------------------------------------
+
+    def check(self, scope: Scope) -> None:
+        for site in scope.calls:
+            if not site.loops:
+                continue
+            optimizer = self._optimizer_built(scope, site)
+            if optimizer is None:
+                continue
+            name, cls = optimizer
+            loop = site.loops[-1]
+            if _conditional_below(site, loop) or self._fresh_run(scope, site, loop):
+                continue
+            evidence = self._epoch_loop_evidence(scope, site, loop, name)
+            if evidence is None:
+                continue
+            self.report_at(
+                site, site.node,
+                f"`{name}` is built anew ({cls}) in every iteration of "
+                f"`{_loop_text(loop)}`, {evidence}: its state (momentum, Adam's moments and "
+                f"step count, the schedulers attached to it) starts over every epoch; build "
+                f"it once before the loop and change the learning rate through a scheduler "
+                f"or `param_groups`",
+            )
+
+    def _optimizer_built(self, scope: Scope, site: CallSite) -> tuple[str, str] | None:
+        """(the name it is assigned to, its class) for a call that builds a torch optimizer."""
+        called = (self.context.call_name(site.node) or _function_name(site.node)).lower()
+        if "opt" not in called.rsplit(".", 1)[-1] and not called.startswith("torch.optim."):
+            # asking the semantic model of every call is costly: a torch optimizer class
+            # (`optim.SGD`) or a factory named for what it builds (`build_optimizer`)
+            return None
+        kind = self.context.semantic.kind(site.node, scope, site.order)
+        if kind is None or kind.kind != OPTIMIZER:
+            return None
+        name = _assigned_name(scope, site)
+        if name is None:
+            return None
+        return name, f"`{(kind.cls or 'optimizer').rsplit('.', 1)[-1]}`"
+
+    @staticmethod
+    def _parameter_names(call: cst.Call) -> set[str]:
+        """The names the optimizer's parameters come from (`model` in `model.parameters()`)."""
+        if not call.args:
+            return set()
+        first = call.args[0]
+        if first.keyword is not None and first.keyword.value != "params":
+            first = next((a for a in call.args if a.keyword is not None
+                          and a.keyword.value == "params"), first)
+        names = names_in(first.value)
+        dotted = {n for n in (dotted_name(node) for node in _attribute_heads(first.value)) if n}
+        return names | dotted
+
+    def _fresh_run(self, scope: Scope, site: CallSite, body: cst.CSTNode) -> bool:
+        """The loop (or function) `body` builds, copies or reloads what the optimizer updates,
+        or picks its parameters: each iteration (call) is a run of its own."""
+        names = self._parameter_names(site.node)
+        if isinstance(body, cst.For):
+            if names & names_in(body.target):
+                return True
+        for assignment in scope.assignments:
+            target = assignment.target
+            inside = body is scope.root or assignment.site.inside(body)
+            if inside and assignment.site.order < site.order and (
+                    target in names or any(n.startswith(target + ".") for n in names)):
+                return True
+        for other in scope.calls:
+            if not (body is scope.root or other.inside(body)):
+                continue
+            func = other.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _RELOADS and (
+                    dotted_name(func.value) in names):
+                return True
+        return False
+
+    def _epoch_loop_evidence(self, scope: Scope, site: CallSite, loop: cst.CSTNode,
+                             name: str) -> str | None:
+        """What shows that `loop` runs once per epoch of the optimizer `name`'s training."""
+        for step in _steps_of(self.context, scope, name, site.order):
+            loops = step.loops
+            if len(loops) >= 2 and loops[-2] is loop:
+                return f"whose inner loop `{_loop_text(loops[-1])}` steps it"
+        for call in scope.calls:
+            if call.order < site.order or not call.loops or call.loops[-1] is not loop:
+                continue
+            if not _passes(call.node, name):
+                continue
+            callee = _callee(self.context, scope, call.node)
+            called = dotted_name(call.node.func) or _function_name(call.node)
+            if callee is not None and _steps_in_a_loop(self.context, callee):
+                return f"which passes it to `{called}()`, whose batch loop steps it"
+            if _EPOCH.search(_function_name(call.node)):
+                return f"which passes it to `{called}()`"
+        return None
+
+    # -- an optimizer built in a function that runs once per epoch ---------------------------
+
+    def _check_epoch_functions(self, module: cst.Module) -> None:
+        candidates: dict[str, list] = {}
+        for func in self._functions:
+            scope = scope_of(self.context, func)
+            for site in scope.calls:
+                if site.loops:
+                    continue
+                optimizer = self._optimizer_built(scope, site)
+                if optimizer is None:
+                    continue
+                name, cls = optimizer
+                if _built_once_under(site, name, func):
+                    continue
+                steps = _steps_of(self.context, scope, name, site.order)
+                if not steps or any(len(s.loops) != 1 for s in steps):
+                    continue  # not one pass over the batches per call
+                if self._fresh_run(scope, site, scope.root):
+                    continue
+                candidates.setdefault(func.name.value, []).append((func, site, name, cls))
+        if not candidates:
+            return
+        callers = self._epoch_loop_callers(module, set(candidates))
+        for func_name, found in candidates.items():
+            for func, site, name, cls in found:
+                default = name in _parameters(func)
+                if default and self._passed_by_a_caller(module, func, name):
+                    continue
+                if _EPOCH.search(func_name):
+                    why = "its name says it runs once per epoch"
+                elif func_name in callers:
+                    why = f"it is called once per epoch, in `{callers[func_name]}`"
+                else:
+                    continue
+                unless = f" without being given `{name}`" if default else ""
+                self.report_at(
+                    site, site.node,
+                    f"`{func_name}` builds a new {cls} (`{name}`) every time it runs{unless}, "
+                    f"and {why}: the optimizer's state (momentum, Adam's moments and step "
+                    f"count, the schedulers attached to it) starts over every epoch; build "
+                    f"it once outside and pass it in",
+                )
+
+    def _passed_by_a_caller(self, module: cst.Module, func: cst.FunctionDef, name: str) -> bool:
+        """A call of `func` in this file passes the parameter `name` (by keyword or place)."""
+        position = _parameters(func).index(name)
+        if self.context.method_owners.get(id(func)) is not None:
+            position -= 1  # `self` is not passed
+        for root in [module, *self._functions]:
+            for call in scope_of(self.context, root).calls:
+                if _function_name(call.node) != func.name.value:
+                    continue
+                positional = [a for a in call.node.args if a.keyword is None]
+                if any(a.star for a in call.node.args) or any(
+                        a.keyword is not None and a.keyword.value == name
+                        for a in call.node.args) or len(positional) > position:
+                    return True
+        return False
+
+    def _epoch_loop_callers(self, module: cst.Module, names: set[str]) -> dict[str, str]:
+        """Function name -> the loop over epochs (`for epoch in range(...)`) of this file in
+        which a call of it is made directly."""
+        found: dict[str, str] = {}
+        for root in [module, *self._functions]:
+            scope = scope_of(self.context, root)
+            for call in scope.calls:
+                called = _function_name(call.node)
+                if called not in names or called in found or not call.loops:
+                    continue
+                loop = call.loops[-1]
+                if _EPOCH.search(_loop_header(loop)) and not _conditional_below(call, loop):
+                    found[called] = _loop_text(loop)
+        return found
+
+
+# methods that put a model back to a known start (a checkpoint, fresh weights)
+_RELOADS = frozenset({"load_state_dict", "reset_parameters", "apply", "init_weights",
+                      "load_weights", "load_checkpoint", "to_empty"})
+
+
+def _attribute_heads(expr: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What each attribute inside `expr` is read from (`model.fc` for `model.fc.parameters`),
+    not looking into nested functions, classes and lambdas."""
+    return [node.value for node in code_nodes(expr, prune=(cst.FunctionDef, cst.ClassDef,
+                                                            cst.Lambda))
+            if isinstance(node, cst.Attribute)]
+
+
+# -- ML329 ------------------------------------------------------------------------------------
+
+# the arguments that size each scheduler of `torch.optim.lr_scheduler` (position, keyword);
+# its classes are those of the engine's table (`static.kinds.SCHEDULERS`)
+_SIZE_ARGUMENTS = {
+    "StepLR": ((1, "step_size"),),
+    "MultiStepLR": ((1, "milestones"),),
+    "CosineAnnealingLR": ((1, "T_max"),),
+    "PolynomialLR": ((1, "total_iters"),),
+    "CosineAnnealingWarmRestarts": ((1, "T_0"),),
+    "LinearLR": ((3, "total_iters"),),
+    "ConstantLR": ((2, "total_iters"),),
+    "OneCycleLR": ((2, "total_steps"),),
+    "CyclicLR": ((3, "step_size_up"), (4, "step_size_down")),
+    "LambdaLR": ((1, "lr_lambda"),),
+    "MultiplicativeLR": ((1, "lr_lambda"),),
+}
+# transformers' schedule builders (`get_linear_schedule_with_warmup`, `get_scheduler`): a
+# `LambdaLR` sized in optimizer steps (`num_training_steps`, `num_warmup_steps`)
+_TRANSFORMERS_SCHEDULE = re.compile(r"^transformers\.(?:optimization\.)?get_\w*schedul")
+
+
+def _scheduler_built(context, scope: Scope, name: str) -> tuple[str, cst.Call] | None:
+    """(`OneCycleLR`, its call) for a name that holds a torch scheduler built in this scope
+    (or a `self` attribute assigned once in the class); (`get_linear_schedule_with_warmup`,
+    its call) for one of transformers' builders."""
+    call = constructor_of(context, scope, name)
+    if call is None:
+        return None
+    qualified = context.call_name(call) or ""
+    kind = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith("torch.optim.lr_scheduler.") and kind in SCHEDULERS:
+        return kind, call
+    if _TRANSFORMERS_SCHEDULE.match(qualified):
+        return kind, call
+    return None
+
+
+def _counted_text(scope: Scope, expr: cst.BaseExpression, before: int) -> str:
+    """The argument's text and, for a plain name, the value last assigned to it here."""
+    text = source_of(expr)
+    if isinstance(expr, cst.Name):
+        found = scope.assigned(expr.value, before)
+        if found and found[-1].value is not None:
+            text += " " + source_of(found[-1].value)
+    return text
+
+
+def _iteration_sized(scope: Scope, kind: str, call: cst.Call) -> str | None:
+    """How the scheduler's arguments count optimizer steps (`T_max=len(loader) * epochs`),
+    or None when they do not, or may count epochs."""
+    site = scope.site(call)
+    before = site.order if site is not None else None
+    if kind not in SCHEDULERS:  # a transformers builder: every argument after the optimizer
+        for arg in call.args[1:]:
+            text = _counted_text(scope, arg.value, before or 0)
+            if _ITERATION_COUNT.search(text) and not arg.star:
+                return f"`{_short(arg)}`"
+        return None
+    if kind == "OneCycleLR" and _argument(call, 4, "steps_per_epoch") is not None:
+        return "`steps_per_epoch=`"
+    if kind == "CyclicLR":
+        if any(_EPOCH.search(source_of(arg.value)) for arg in call.args[1:]):
+            return None
+        if _argument(call, 3, "step_size_up") is None:
+            return "its default `step_size_up=2000` iterations"
+    for position, keyword in _SIZE_ARGUMENTS.get(kind, ()):
+        value = _argument(call, position, keyword)
+        if value is None:
+            continue
+        if keyword == "lr_lambda" and not isinstance(value, cst.Lambda):
+            continue  # a function of the project: what it counts is not known here
+        text = _counted_text(scope, value, before or 0)
+        if _ITERATION_COUNT.search(text):
+            return f"`{keyword}={_short_text(source_of(value))}`"
+    return None
+
+
+def _short(arg: cst.Arg) -> str:
+    text = source_of(arg.value)
+    return (f"{arg.keyword.value}=" if arg.keyword is not None else "") + _short_text(text)
+
+
+def _short_text(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _per_epoch_evidence(context, scope: Scope, site: CallSite, scheduler: str) -> str | None:
+    """For `scheduler.step()` whose innermost loop is the epoch loop: what in that loop
+    runs the batches (a batch loop nested in it that steps the optimizer, or a call of a
+    function that does); None when nothing shows it."""
+    if not site.loops:
+        return None
+    loop = site.loops[-1]
+    for step in optimizer_steps(context, scope):
+        if len(step.loops) >= 2 and step.loops[-2] is loop:
+            return f"the batch loop `{_loop_text(step.loops[-1])}` inside it steps the optimizer"
+    for call in scope.calls:
+        if not call.loops or call.loops[-1] is not loop or _passes(call.node, scheduler):
+            continue
+        callee = _callee(context, scope, call.node)
+        called = dotted_name(call.node.func) or _function_name(call.node)
+        if callee is not None and _steps_in_a_loop(context, callee):
+            return f"`{called}()`, called in it, loops over the batches and steps the optimizer"
+        if callee is None and _EPOCH.search(_function_name(call.node)) and re.search(
+                r"train|fit|run", _function_name(call.node), re.IGNORECASE):
+            return f"`{called}()`, called in it, trains one epoch"
+    return None
+
+
+class IterationSchedulerSteppedPerEpoch(ScopeRule):
+    """A scheduler sized in iterations is stepped once per epoch.
+
+    ## What it does
+    The mirror of ML301. Finds `scheduler.step()` called once per epoch (in the epoch loop,
+    after the batch loop that steps the optimizer, or after a call of a function of the
+    file that runs the batch loop, or of a `train_one_epoch`-like function) when the
+    scheduler was built in the same function (or is a `self` attribute assigned once in the
+    class, or was built by the caller and passed to a function of the same file that steps
+    it in its epoch loop, or after its batch loop while the caller calls it once per epoch)
+    with arguments that count optimizer steps: a `torch.optim.lr_scheduler` class
+    whose period names iterations (`CosineAnnealingLR(optimizer, T_max=len(loader) *
+    epochs)`, `LinearLR(..., total_iters=warmup_iters)`, `StepLR(..., step_size=10 *
+    len(loader))`, a `LambdaLR` whose lambda counts `warmup_steps`), `OneCycleLR` with
+    `steps_per_epoch=` or a `total_steps=` in iterations, `CyclicLR` (sized in iterations
+    by default), and transformers' `get_*_schedule_with_warmup` / `get_scheduler` with
+    `num_training_steps=` in steps. Arguments that name epochs (`T_max=args.epochs`), plain
+    numbers, lambdas defined elsewhere and `scheduler.step(epoch)` are left alone.
+
+    ## Why is this bad?
+    The scheduler counts its `step()` calls. Sized for `len(loader) * epochs` steps but
+    stepped once per epoch, it has moved `1 / len(loader)` of the way through its schedule
+    when training ends: a cosine or linear decay never decays, a warm-up never finishes (the
+    learning rate stays near zero for the whole run), a one-cycle schedule never reaches
+    its peak.
+
+    ## Example
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=0.1, epochs=epochs, steps_per_epoch=len(loader))
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+            scheduler.step()
+
+    ## Use instead
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=0.1, epochs=epochs, steps_per_epoch=len(loader))
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+                scheduler.step()
+    """
+
+    code = "ML329"
+    name = "iteration-scheduler-stepped-per-epoch"
+    severity = Severity.WARNING
+    triggers = ("lr_scheduler", "schedule")
+    _TRAIN = (HEADER + "def train(model, loader, criterion, epochs):\n"
+              "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "    scheduler = {scheduler}\n"
+              "    for epoch in range(epochs):\n"
+              "        for x, y in loader:\n"
+              "            optimizer.zero_grad()\n"
+              "            criterion(model(x), y).backward()\n"
+              "            optimizer.step()\n"
+              "{batch_end}"
+              "{epoch_end}")
+    valid = [
+        # stepped per batch, as sized
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, "
+                      "epochs=epochs, steps_per_epoch=len(loader))",
+                      batch_end="            scheduler.step()\n", epoch_end=""),
+        # sized in epochs, stepped per epoch
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, "
+                      "T_max=epochs)", batch_end="", epoch_end="        scheduler.step()\n"),
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.MultiStepLR(optimizer, "
+                      "milestones=args.lr_steps)", batch_end="",
+                      epoch_end="        scheduler.step()\n"),
+        # a plain number: epochs or iterations, not known
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.LinearLR(optimizer, "
+                      "total_iters=5)", batch_end="", epoch_end="        scheduler.step()\n"),
+        # a lambda of the project: what it counts is not known
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.LambdaLR(optimizer, warmup)",
+                      batch_end="", epoch_end="        scheduler.step()\n"),
+        # an explicit position in the schedule
+        _TRAIN.format(scheduler="torch.optim.lr_scheduler.CosineAnnealingWarmRestarts("
+                      "optimizer, T_0=len(loader))", batch_end="",
+                      epoch_end="        scheduler.step(epoch)\n"),
+        # a builder of the project
+        _TRAIN.format(scheduler="build_scheduler(optimizer, len(loader))", batch_end="",
+                      epoch_end="        scheduler.step()\n"),
+        # the scheduler handed to the epoch function, which steps it per batch
+        HEADER + "from engine import train_one_epoch\n\n"
+        "def main(model, loader, epochs):\n"
+        "    optimizer = torch.optim.AdamW(model.parameters())\n"
+        "    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 1e-3, "
+        "total_steps=epochs * len(loader))\n"
+        "    for epoch in range(epochs):\n"
+        "        train_one_epoch(model, loader, optimizer, scheduler)\n",
+        # handed to a function of the file that steps it per batch
+        HEADER + "def train_epoch(model, loader, optimizer, scheduler):\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n"
+        "        optimizer.step()\n"
+        "        scheduler.step()\n\n\n"
+        "def main(model, loader, epochs):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, epochs=epochs, "
+        "steps_per_epoch=len(loader))\n"
+        "    for epoch in range(epochs):\n"
+        "        train_epoch(model, loader, optimizer, scheduler)\n",
+        # the configuration picks the scheduler, and whether it steps per batch or per epoch
+        HEADER + "def train(model, loader, epochs, name):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    per_batch = False\n"
+        "    if name == 'cosine':\n"
+        "        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)\n"
+        "    else:\n"
+        "        scheduler = torch.optim.lr_scheduler.CyclicLR(optimizer, 0.001, 0.1)\n"
+        "        per_batch = True\n"
+        "    for epoch in range(epochs):\n"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            F.cross_entropy(model(x), y).backward()\n"
+        "            optimizer.step()\n"
+        "            if per_batch:\n"
+        "                scheduler.step()\n"
+        "        if not per_batch:\n"
+        "            scheduler.step()\n",
+        # one loop: the batch loop itself
+        HEADER + "def fit(model, loader, criterion, optimizer):\n"
+        "    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, len(loader))\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        criterion(model(x), y).backward()\n"
+        "        optimizer.step()\n"
+        "        scheduler.step()\n",
+    ]
+    invalid = [
+        invalid_at(_TRAIN.format(scheduler="torch.optim.lr_scheduler.OneCycleLR(optimizer, "
+                                 "0.1, epochs=epochs, steps_per_epoch=len(loader))",
+                                 batch_end="", epoch_end="        scheduler.step()\n"),
+                   "        scheduler.step()"),
+        invalid_at(_TRAIN.format(scheduler="torch.optim.lr_scheduler.CosineAnnealingLR("
+                                 "optimizer, T_max=epochs * len(loader))",
+                                 batch_end="", epoch_end="        scheduler.step()\n"),
+                   "        scheduler.step()"),
+        # sized through a local name
+        invalid_at(HEADER + "from torch.optim.lr_scheduler import LinearLR\n\n"
+                   "def train(model, loader, criterion, epochs):\n"
+                   "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    warmup_iters = 500\n"
+                   "    scheduler = LinearLR(optimizer, 0.01, total_iters=warmup_iters)\n"
+                   "    for epoch in range(epochs):\n"
+                   "        for x, y in loader:\n"
+                   "            optimizer.zero_grad()\n"
+                   "            criterion(model(x), y).backward()\n"
+                   "            optimizer.step()\n"
+                   "        scheduler.step()\n",
+                   "        scheduler.step()"),
+        invalid_at(_TRAIN.format(scheduler="torch.optim.lr_scheduler.LambdaLR(optimizer, "
+                                 "lambda step: min(1.0, (step + 1) / warmup_steps))",
+                                 batch_end="", epoch_end="        scheduler.step()\n"),
+                   "        scheduler.step()"),
+        invalid_at(HEADER + "from transformers import get_linear_schedule_with_warmup\n\n"
+                   "def train(model, loader, epochs):\n"
+                   "    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5)\n"
+                   "    total_steps = len(loader) * epochs\n"
+                   "    scheduler = get_linear_schedule_with_warmup(optimizer, 0, total_steps)\n"
+                   "    for epoch in range(epochs):\n"
+                   "        for batch in loader:\n"
+                   "            model(**batch).loss.backward()\n"
+                   "            optimizer.step()\n"
+                   "            optimizer.zero_grad()\n"
+                   "        scheduler.step()\n",
+                   "        scheduler.step()"),
+        # the batch loop in a function of the file
+        invalid_at(HEADER + "def run_epoch(model, loader, optimizer):\n"
+                   "    for x, y in loader:\n"
+                   "        optimizer.zero_grad()\n"
+                   "        F.cross_entropy(model(x), y).backward()\n"
+                   "        optimizer.step()\n\n\n"
+                   "def main(model, loader, epochs):\n"
+                   "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    scheduler = torch.optim.lr_scheduler.CyclicLR(optimizer, 0.001, 0.1)\n"
+                   "    for epoch in range(epochs):\n"
+                   "        run_epoch(model, loader, optimizer)\n"
+                   "        scheduler.step()\n",
+                   "        scheduler.step()"),
+        # handed to a function of the file that steps it after its batch loop, once per call
+        invalid_at(HEADER + "def train_epoch(model, loader, optimizer, scheduler):\n"
+                   "    for x, y in loader:\n"
+                   "        optimizer.zero_grad()\n"
+                   "        F.cross_entropy(model(x), y).backward()\n"
+                   "        optimizer.step()\n"
+                   "    scheduler.step()\n\n\n"
+                   "def main(model, loader, epochs):\n"
+                   "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.1, "
+                   "epochs=epochs, steps_per_epoch=len(loader))\n"
+                   "    for epoch in range(epochs):\n"
+                   "        train_epoch(model, loader, optimizer, scheduler)\n",
+                   "    scheduler.step()"),
+        # ... or to a training function with its own epoch loop
+        invalid_at(HEADER + "def fit(model, optimizer, loader, epochs, scheduler=None):\n"
+                   "    for epoch in range(epochs):\n"
+                   "        for x, y in loader:\n"
+                   "            optimizer.zero_grad()\n"
+                   "            F.cross_entropy(model(x), y).backward()\n"
+                   "            optimizer.step()\n"
+                   "        if scheduler is not None:\n"
+                   "            scheduler.step()\n\n\n"
+                   "optimizer = torch.optim.NAdam(model.parameters(), lr=1e-3)\n"
+                   "onecycle = torch.optim.lr_scheduler.OneCycleLR(\n"
+                   "    optimizer, epochs=60, steps_per_epoch=len(train_loader), max_lr=1e-2)\n"
+                   "fit(model, optimizer, train_loader, 60, scheduler=onecycle)\n",
+                   "            scheduler.step()"),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._reported: set[int] = set()
+
+    def check(self, scope: Scope) -> None:
+        for site, name in scheduler_steps(self.context, scope):
+            if site.node.args:
+                continue  # an explicit position in the schedule
+            built = self._iteration_sized(scope, name)
+            if built is None:
+                continue
+            if _also_stepped_per_batch(scope, site, name):
+                continue  # a switch between the two (`if step_per_batch:`)
+            evidence = _per_epoch_evidence(self.context, scope, site, name)
+            if evidence is not None:
+                self._report(site, name, *built, evidence)
+        self._check_passed(scope)
+
+    def _iteration_sized(self, scope: Scope, name: str) -> tuple[str, str] | None:
+        """(its class, how it counts steps) for a scheduler built here in iterations; None
+        when one of several schedulers assigned to the name (one per branch of a
+        configuration switch) may count epochs."""
+        built = _scheduler_built(self.context, scope, name)
+        if built is None:
+            return None
+        kind, constructor = built
+        sized = _iteration_sized(scope, kind, constructor)
+        if sized is None:
+            return None
+        for assignment in scope.assigned(name):
+            value = assignment.value
+            if value is constructor:
+                continue
+            qualified = self.context.call_name(value) if isinstance(value, cst.Call) else None
+            other = (qualified or "").rsplit(".", 1)[-1]
+            if not isinstance(value, cst.Call) or not (
+                    (qualified or "").startswith("torch.optim.lr_scheduler.")
+                    or _TRANSFORMERS_SCHEDULE.match(qualified or "")) or _iteration_sized(
+                    scope, other, value) is None:
+                return None
+        return kind, sized
+
+    def _check_passed(self, scope: Scope) -> None:
+        """A scheduler built here in iterations and passed to a function of this file that
+        steps it once per epoch: in its own epoch loop, or once per call after its batch loop
+        when this scope calls it in a loop."""
+        for call in scope.calls:
+            callee = _callee(self.context, scope, call.node)
+            if callee is None:
+                continue
+            for arg, parameter in _arguments_to_parameters(self.context, call.node, callee):
+                name = dotted_name(arg)
+                built = self._iteration_sized(scope, name) if name else None
+                if built is None:
+                    continue
+                inner = scope_of(self.context, callee)
+                for step, receiver in inner.method_calls("step"):
+                    if dotted_name(receiver) != parameter or step.node.args or (
+                            _also_stepped_per_batch(inner, step, parameter)):
+                        continue
+                    evidence = _per_epoch_evidence(self.context, inner, step, parameter)
+                    if evidence is None and not step.loops and call.loops and any(
+                            s.loops and s.order < step.order
+                            for s in optimizer_steps(self.context, inner)):
+                        evidence = (f"`{callee.name.value}()` steps it once per call, after "
+                                    f"its batch loop, and is called in "
+                                    f"`{_loop_text(call.loops[-1])}`")
+                    if evidence is not None:
+                        self._report(step, parameter, *built, evidence, built_as=name)
+
+    def _report(self, site: CallSite, name: str, kind: str, sized: str, evidence: str,
+                built_as: str | None = None) -> None:
+        if id(site.node) in self._reported:
+            return
+        self._reported.add(id(site.node))
+        passed = f", passed in as `{built_as}`" if built_as and built_as != name else ""
+        self.report_at(
+            site, site.node,
+            f"`{name}` ({kind}{passed}) is sized in optimizer steps ({sized}) but "
+            f"`{name}.step()` runs once per epoch ({evidence}): the schedule advances one "
+            f"step per epoch instead of one per batch, so training ends near its start; call "
+            f"it after each `optimizer.step()`, in the batch loop, or size it in epochs",
+        )
+
+
+def _also_stepped_per_batch(scope: Scope, site: CallSite, name: str) -> bool:
+    """`name.step()` is also called in a loop nested in the loop (or function body) of `site`:
+    the code steps it per batch or per epoch by configuration."""
+    outer = site.loops[-1] if site.loops else None
+    for other, receiver in scope.method_calls("step"):
+        if other is site or dotted_name(receiver) != name:
+            continue
+        loops = other.loops
+        if outer is None and loops or outer is not None and any(
+                loop is outer for loop in loops[:-1]):
+            return True
+    return False
+
+
+def _arguments_to_parameters(context, call: cst.Call, callee: cst.FunctionDef
+                             ) -> list[tuple[cst.BaseExpression, str]]:
+    """(argument, the callee's parameter it binds) for each plain argument of the call."""
+    params = _parameters(callee)
+    if context.method_owners.get(id(callee)) is not None and isinstance(
+            call.func, cst.Attribute):
+        params = params[1:]  # `self.fit(...)`: self is bound
+    found = []
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            if arg.keyword.value in params:
+                found.append((arg.value, arg.keyword.value))
+        elif index < len(params):
+            found.append((arg.value, params[index]))
+    return found
+
+
+# -- ML340 ------------------------------------------------------------------------------------
+
+# base classes and schedulers whose `get_lr()` raises (NotImplementedError): not flagged
+_GET_LR_RAISES = frozenset({"LRScheduler", "_LRScheduler", "ReduceLROnPlateau", "SequentialLR",
+                            "ChainedScheduler"})
+# schedulers whose `get_lr()` is computed from the step count alone: the value read outside
+# `step()` is the rate in use, only the warning is wrong (checked against the installed torch
+# by tests/test_rules_training_schedule.py); the others compute the next rate from the
+# current one
+_CLOSED_FORM = frozenset({"LambdaLR", "CyclicLR", "OneCycleLR", "CosineAnnealingWarmRestarts"})
+
+
+class SchedulerGetLr(ScopeRule):
+    """`scheduler.get_lr()` is read instead of `scheduler.get_last_lr()`.
+
+    ## What it does
+    Finds a call of `get_lr()` on a learning-rate scheduler of `torch.optim.lr_scheduler`
+    (as the semantic model knows the value: built in the function, a `self` attribute set
+    in the class, a factory of the project) or on one of transformers' schedules (a
+    `LambdaLR`). A class of the project with its own `get_lr`, a scheduler subclass calling
+    its own `get_lr`, the schedulers whose `get_lr()` raises, and receivers of unknown kind
+    (`trainer.get_lr()`, `optim_wrapper.get_lr()`) are left alone. The fix (unsafe: the
+    value read changes) calls `get_last_lr()`.
+
+    ## Why is this bad?
+    Since PyTorch 1.4, `get_lr()` is the scheduler's internal step, meant to run only inside
+    `step()`. Called from outside, it warns on every call ("To get the last learning rate
+    computed by the scheduler, please use `get_last_lr()`"), and for the chainable
+    schedulers (`StepLR`, `MultiStepLR`, `ExponentialLR`, `CosineAnnealingLR`, `LinearLR`,
+    `ConstantLR`, `PolynomialLR`, `MultiplicativeLR`) it computes the *next* rate from the
+    current one, which is not the rate in use on the steps where it changes:
+    `StepLR(gamma=0.5)` reports a quarter of the rate instead of half. Logs, and any
+    learning rate set from them, are wrong. (`LambdaLR`, `OneCycleLR`, `CyclicLR` and
+    `CosineAnnealingWarmRestarts` compute it from the step count: their value is right and
+    only the warning is; `SequentialLR`, `ChainedScheduler` and `ReduceLROnPlateau` raise.)
+
+    ## Example
+        print(f"lr {scheduler.get_lr()[0]:.5f}")
+
+    ## Use instead
+        print(f"lr {scheduler.get_last_lr()[0]:.5f}")
+    """
+
+    code = "ML340"
+    name = "scheduler-get-lr-read"
+    severity = Severity.WARNING
+    fix = "unsafe"
+    triggers = ("get_lr",)
+    _LOOP = (HEADER + "def train(model, loader, epochs):\n"
+             "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "    scheduler = {scheduler}\n"
+             "    for epoch in range(epochs):\n"
+             "        for x, y in loader:\n"
+             "            optimizer.zero_grad()\n"
+             "            F.cross_entropy(model(x), y).backward()\n"
+             "            optimizer.step()\n"
+             "        scheduler.step()\n"
+             "        print('lr', scheduler.{read}()[0])\n")
+    valid = [
+        _LOOP.format(scheduler="torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+                     read="get_last_lr"),
+        # a scheduler of the project, with its own get_lr
+        HEADER + "class Warmup:\n"
+        "    def __init__(self, optimizer, steps):\n"
+        "        self.optimizer, self.steps, self.n = optimizer, steps, 0\n\n"
+        "    def get_lr(self):\n"
+        "        return [0.1 * min(1.0, self.n / self.steps)]\n\n\n"
+        "def log(optimizer):\n"
+        "    scheduler = Warmup(optimizer, 100)\n"
+        "    print(scheduler.get_lr())\n",
+        # a subclass of a torch scheduler computing its rate in get_lr
+        HEADER + "class Scaled(torch.optim.lr_scheduler.LRScheduler):\n"
+        "    def get_lr(self):\n"
+        "        return [lr * 0.5 for lr in super().get_lr()]\n\n"
+        "    def _get_closed_form_lr(self):\n"
+        "        return self.get_lr()\n",
+        # an object of unknown kind
+        HEADER + "def log(trainer):\n    print(trainer.get_lr())\n",
+        # ReduceLROnPlateau has no get_lr to misread (it raises)
+        _LOOP.format(scheduler="torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)",
+                     read="get_last_lr"),
+    ]
+    invalid = [
+        invalid_at(
+            _LOOP.format(scheduler="torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+                         read="get_lr"),
+            "get_lr()",
+            fixed=_LOOP.format(scheduler="torch.optim.lr_scheduler.StepLR(optimizer, 30)",
+                               read="get_last_lr"),
+        ),
+        # an attribute of a trainer
+        invalid_at(
+            HEADER + "from torch.optim import lr_scheduler\n\n"
+            "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.optimizer = torch.optim.Adam(model.parameters())\n"
+            "        self.scheduler = lr_scheduler.CosineAnnealingLR(self.optimizer, 100)\n\n"
+            "    def log(self, writer, epoch):\n"
+            "        writer.add_scalar('lr', self.scheduler.get_lr()[0], epoch)\n",
+            "get_lr()",
+            fixed=HEADER + "from torch.optim import lr_scheduler\n\n"
+            "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.optimizer = torch.optim.Adam(model.parameters())\n"
+            "        self.scheduler = lr_scheduler.CosineAnnealingLR(self.optimizer, 100)\n\n"
+            "    def log(self, writer, epoch):\n"
+            "        writer.add_scalar('lr', self.scheduler.get_last_lr()[0], epoch)\n",
+        ),
+        invalid_at(
+            HEADER + "from transformers import get_linear_schedule_with_warmup\n\n"
+            "def train(optimizer, steps):\n"
+            "    scheduler = get_linear_schedule_with_warmup(optimizer, 100, steps)\n"
+            "    lr = scheduler.get_lr()[0]\n",
+            "get_lr()",
+            fixed=HEADER + "from transformers import get_linear_schedule_with_warmup\n\n"
+            "def train(optimizer, steps):\n"
+            "    scheduler = get_linear_schedule_with_warmup(optimizer, 100, steps)\n"
+            "    lr = scheduler.get_last_lr()[0]\n",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        for site, receiver in scope.method_calls("get_lr"):
+            if site.node.args:
+                continue
+            name = dotted_name(receiver)
+            if name is None:
+                continue  # `super().get_lr()` in a scheduler's own method
+            found = self._scheduler_kind(scope, site, receiver, name)
+            if found is None:
+                continue
+            kind, chainable = found
+            func = site.node.func
+            assert isinstance(func, cst.Attribute)
+            if not chainable:
+                consequence = "it returns the rate in use, but warns on every call"
+            else:
+                which = "it" if len(chainable) == 1 and " or " not in kind else (
+                    "for " + " or ".join(f"`{cls}`" for cls in chainable) + " it")
+                consequence = (f"it warns on every call, and {which} computes the next rate "
+                               f"from the current one, which on the steps where the rate "
+                               f"changes is not the rate in use")
+            self.report_at(
+                site, site.node,
+                f"`{name}.get_lr()` on a {kind} is the scheduler's internal step, meant to run "
+                f"only inside `step()`: {consequence}; read `{name}.get_last_lr()`",
+                fix=Fix(((func, func.with_changes(attr=cst.Name("get_last_lr"))),),
+                        "read `get_last_lr()`", safe=False),
+            )
+
+    def _scheduler_kind(self, scope: Scope, site: CallSite, receiver: cst.BaseExpression,
+                        name: str) -> tuple[str, list[str]] | None:
+        """(`StepLR`, those of its possible classes whose get_lr is not the closed form) when
+        the receiver holds one of torch's schedulers (or transformers' `LambdaLR`s); None
+        when not known."""
+        kind = self.context.semantic.kind(receiver, scope, site.order)
+        if kind is not None:
+            if kind.kind != SCHEDULER or not (kind.cls or "").startswith(
+                    "torch.optim.lr_scheduler."):
+                return None
+            classes = self._branch_classes(scope, name, site.order) or [
+                (kind.cls or "").rsplit(".", 1)[-1]]
+            if any(cls in _GET_LR_RAISES for cls in classes):
+                return None
+            described = " or ".join(f"`{cls}`" for cls in classes)
+            return described, [cls for cls in classes if cls not in _CLOSED_FORM]
+        built = _scheduler_built(self.context, scope, name)
+        if built is not None and built[0] not in SCHEDULERS:
+            return f"transformers `{built[0]}` schedule (a `LambdaLR`)", []
+        return None
+
+    def _branch_classes(self, scope: Scope, name: str, before: int) -> list[str]:
+        """The torch scheduler classes assigned to `name` in this scope before `before`, when
+        there are several (one per branch of `if config == ...:`), in source order."""
+        classes: list[str] = []
+        for assignment in scope.assigned(name, before):
+            value = assignment.value
+            qualified = self.context.call_name(value) if isinstance(value, cst.Call) else None
+            if qualified and qualified.startswith("torch.optim.lr_scheduler."):
+                cls = qualified.rsplit(".", 1)[-1]
+                if cls not in classes:
+                    classes.append(cls)
+        return classes if len(classes) > 1 else []
+
+
+@hookimpl
+def modellint_add_rules():
+    return [OptimizerRebuiltPerEpoch, IterationSchedulerSteppedPerEpoch,
+            SchedulerGetLr]
