@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the rule API imports LibCST, which `--version` does not nee
 BUILTIN_PLUGINS = (
     "modellint.rules.core",
     "modellint.rules.registration",
+    "modellint.rules.layers",
     "modellint.rules.forward",
     "modellint.rules.training",
     "modellint.rules.hooks",

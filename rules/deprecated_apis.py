@@ -85,6 +85,14 @@ DEPRECATED_APIS: dict[str, DeprecatedApi] = {
         "torch.nn.Upsample", (0, 4), note="pass `mode='bilinear', align_corners=True`"),
     "torch.nn.functional.upsample": DeprecatedApi(
         "torch.nn.functional.interpolate", (0, 4), fix="rename"),
+    "torch.nn.functional.upsample_nearest": DeprecatedApi(
+        "torch.nn.functional.interpolate", (0, 4), note="pass `mode='nearest'`"),
+    "torch.nn.functional.upsample_bilinear": DeprecatedApi(
+        "torch.nn.functional.interpolate", (0, 4),
+        note="pass `mode='bilinear', align_corners=True`"),
+    "torch.nn.Container": DeprecatedApi(
+        "torch.nn.Module", (0, 4), fix="rename",
+        note="all of its functionality is in `nn.Module`"),
     "torch.nn.utils.weight_norm": DeprecatedApi(
         "torch.nn.utils.parametrizations.weight_norm", (2, 1),
         note="the state dict keys become `parametrizations.weight.original0/1`"),
@@ -96,6 +104,30 @@ DEPRECATED_APIS: dict[str, DeprecatedApi] = {
     "torch.set_default_tensor_type": DeprecatedApi(
         "torch.set_default_dtype", (2, 1),
         note="use `torch.set_default_dtype` and `torch.set_default_device`"),
+    "torch.has_cuda": DeprecatedApi(
+        "torch.backends.cuda.is_built", (2, 1), note="it is a function: call it"),
+    "torch.has_cudnn": DeprecatedApi(
+        "torch.backends.cudnn.is_available", (2, 1), note="it is a function: call it"),
+    "torch.has_mps": DeprecatedApi(
+        "torch.backends.mps.is_built", (2, 1), note="it is a function: call it"),
+    "torch.has_mkldnn": DeprecatedApi(
+        "torch.backends.mkldnn.is_available", (2, 1), note="it is a function: call it"),
+    # CUDA memory statistics: the caching allocator's memory is "reserved" since 1.4
+    "torch.cuda.memory_cached": DeprecatedApi("torch.cuda.memory_reserved", (1, 4), fix="rename"),
+    "torch.cuda.max_memory_cached": DeprecatedApi(
+        "torch.cuda.max_memory_reserved", (1, 4), fix="rename"),
+    "torch.cuda.reset_max_memory_cached": DeprecatedApi(
+        "torch.cuda.reset_peak_memory_stats", (1, 4), fix="rename",
+        note="it resets every peak statistic, as the deprecated name already does"),
+    "torch.distributed.reduce_op": DeprecatedApi(
+        "torch.distributed.ReduceOp", (1, 0), fix="rename"),
+    # torch._six, the Python 2 compatibility module, was removed in 2.0
+    "torch._six.string_classes": DeprecatedApi(
+        "str", (2, 0), (2, 0), note="`(str, bytes)` where bytes were accepted too"),
+    "torch._six.int_classes": DeprecatedApi("int", (2, 0), (2, 0)),
+    "torch._six.container_abcs": DeprecatedApi("collections.abc", (2, 0), (2, 0)),
+    "torch._six.inf": DeprecatedApi("math.inf", (2, 0), (2, 0)),
+    "torch._six.nan": DeprecatedApi("math.nan", (2, 0), (2, 0)),
     "torch.backends.cuda.sdp_kernel": DeprecatedApi(
         "torch.nn.attention.sdpa_kernel", (2, 3),
         note="it takes a list of `torch.nn.attention.SDPBackend` values"),
@@ -164,6 +196,15 @@ DEPRECATED_APIS: dict[str, DeprecatedApi] = {
         note="follow it with `v2.ToDtype(torch.float32, scale=True)` (deprecated in torchvision "
         "0.16, which ships with torch 2.1)"),
 }
+
+# ML905, argument level: `scheduler.step(epoch)` (the EPOCH_DEPRECATION_WARNING of
+# torch.optim.lr_scheduler, 1.4). Schedulers whose `step` takes something else positionally
+# (`ReduceLROnPlateau.step(metrics)`) or documents a fractional epoch
+# (`CosineAnnealingWarmRestarts.step(epoch + i / iters)`) are not reported.
+SCHEDULER_STEP_EPOCH = DeprecatedApi(
+    "scheduler.step()", (1, 4),
+    note="the scheduler counts its own steps; to resume, load its `state_dict()`")
+STEP_TAKES_OTHER_ARGUMENTS = frozenset({"ReduceLROnPlateau", "CosineAnnealingWarmRestarts"})
 
 # ML905, argument level: `size_average=` and `reduce=` of the losses, deprecated in 0.4.1 for
 # `reduction=` (still accepted, with a warning, in 2.14). Callable -> positions of

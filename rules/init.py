@@ -3,13 +3,15 @@ deprecated `nn.init` names, and `apply` called once per module."""
 
 from __future__ import annotations
 
-from typing import cast
+import re
+from typing import ClassVar, cast
 
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Invalid, StaticRule, child_nodes, dotted_name, visit
-from modellint.static.kinds import RETURNS_SELF
+from modellint.static.imports import canonical
+from modellint.static.kinds import LAYER_ATTRIBUTES, MODULE, RETURNS_SELF, TENSOR
 from modellint.static.scope import Scope, scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
@@ -951,6 +953,242 @@ class ApplyInModulesLoop(StaticRule):
         )
 
 
+# -- ML605 ------------------------------------------------------------------------------------
+
+# a layer's parameters and buffers (tensors, or None where optional)
+_TENSOR_ATTRIBUTE = re.compile(
+    r"weight|bias|running_mean|running_var|num_batches_tracked|in_proj_weight|in_proj_bias|"
+    r"bias_[kv]|[qkv]_proj_weight|(weight|bias)_(ih|hh|hr)(_l\d+(_reverse)?)?")
+# torch's base classes of the layers of the attribute table, as the layer they stand for
+_LAYER_BASES = {"_ConvNd": "Conv2d", "_ConvTransposeNd": "ConvTranspose2d",
+                "_BatchNorm": "BatchNorm2d", "_NormBase": "BatchNorm2d",
+                "_InstanceNorm": "InstanceNorm2d", "RNNBase": "LSTM", "RNNCellBase": "LSTMCell"}
+
+
+def _truth_tested(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The expressions whose truth value `node` takes: an `if`/`while`/`assert`/conditional
+    test, the operands of `and`/`or` and of `not`."""
+    if isinstance(node, (cst.If, cst.While, cst.Assert, cst.IfExp, cst.CompIf)):
+        return [node.test]
+    if isinstance(node, cst.BooleanOperation):
+        return [node.left, node.right]
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return [node.expression]
+    return []
+
+
+class ParameterTruthValue(StaticRule):
+    """The truth value of a layer's parameter: `if m.bias:` for `if m.bias is not None:`.
+
+    ## What it does
+    Finds a parameter or buffer of a torch layer (`.weight`, `.bias`, `.running_mean`, ...)
+    used as a condition (`if`, `while`, `assert`, `and`/`or`, `not`), where the layer is
+    known: the value is narrowed by `isinstance(m, nn.Conv2d)` (an init loop over
+    `self.modules()`), or the semantic model knows it holds a torch layer (`self.fc =
+    nn.Linear(...)`), and `nn.Parameter` attributes of the project's own modules
+    (`self.bias = nn.Parameter(...)`). Where the condition is the attribute
+    itself (or `not` it), the unsafe fix writes `is not None` (`is None`). Other tensors
+    (`while loss:`, `if done:`) are not reported: the semantic model does not know their
+    shapes, and the truth value of a one-element tensor is a legitimate test of its value.
+
+    ## Why is this bad?
+    The test was meant to ask whether the layer has the parameter at all (it is None when
+    built with `bias=False`), but Python asks the tensor for its truth value: for a tensor of
+    more than one element that raises `RuntimeError: Boolean value of Tensor with more than
+    one value is ambiguous`, so the init function crashes on the first layer with a bias;
+    for a one-element tensor it silently tests whether the value is non-zero, so a bias
+    initialised to zero is skipped.
+
+    ## Example
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias:
+                    nn.init.zeros_(m.bias)
+
+    ## Use instead
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+    """
+
+    code = "ML605"
+    name = "parameter-truth-value"
+    fix = "unsafe"
+    fix_availability = "sometimes"
+    triggers = ("weight", "bias", "running_")
+    valid: ClassVar = [
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Linear):\n            if m.bias is not None:\n"
+        "                nn.init.zeros_(m.bias)\n",
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Linear) and m.bias is not None:\n"
+        "            nn.init.zeros_(m.bias)\n",
+        # not narrowed: a project module may keep a flag called `bias`
+        HEADER + "def init(model):\n    for m in model.modules():\n        if m.bias:\n"
+        "            print(m)\n",
+        # a flag of the project's own module
+        HEADER + "class Block(nn.Module):\n    def __init__(self, bias=True):\n"
+        "        super().__init__()\n        self.bias = bias\n\n    def forward(self, x):\n"
+        "        return x + 1 if self.bias else x\n",
+        # a question about the tensor, not the tensor itself
+        HEADER + "def init(model):\n    for m in model.modules():\n"
+        "        if isinstance(m, nn.Linear) and m.weight.requires_grad:\n"
+        "            nn.init.zeros_(m.bias)\n",
+        HEADER + "def check(m):\n    if isinstance(m, nn.Linear):\n"
+        "        assert torch.isfinite(m.weight).all()\n",
+    ]
+    invalid: ClassVar = [
+        Invalid(
+            HEADER + "def init(model):\n    for m in model.modules():\n"
+            "        if isinstance(m, (nn.Conv2d, nn.Linear)):\n"
+            "            nn.init.kaiming_normal_(m.weight)\n            if m.bias:\n"
+            "                nn.init.zeros_(m.bias)\n",
+            line=8,
+            fixed=HEADER + "def init(model):\n    for m in model.modules():\n"
+            "        if isinstance(m, (nn.Conv2d, nn.Linear)):\n"
+            "            nn.init.kaiming_normal_(m.weight)\n            if m.bias is not None:\n"
+            "                nn.init.zeros_(m.bias)\n",
+        ),
+        Invalid(
+            HEADER + "def init(model):\n    for m in model.modules():\n"
+            "        if isinstance(m, nn.Linear) and m.bias:\n            nn.init.zeros_(m.bias)\n",
+            line=6,
+        ),
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(2, 2, bias=False)\n\n    def reset(self):\n"
+            "        if not self.fc.bias:\n            return\n", line=10,
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(2, 2, bias=False)\n\n"
+            "    def reset(self):\n        if self.fc.bias is None:\n            return\n",
+        ),
+        Invalid(
+            HEADER + "class Scale(nn.Module):\n    def __init__(self, bias=True):\n"
+            "        super().__init__()\n        self.weight = nn.Parameter(torch.ones(3))\n"
+            "        self.bias = None\n        if bias:\n"
+            "            self.bias = nn.Parameter(torch.zeros(3))\n\n"
+            "    def forward(self, x):\n        x = x * self.weight\n"
+            "        if self.bias:\n            x = x + self.bias\n        return x\n",
+            line=14,
+            fixed=HEADER + "class Scale(nn.Module):\n    def __init__(self, bias=True):\n"
+            "        super().__init__()\n        self.weight = nn.Parameter(torch.ones(3))\n"
+            "        self.bias = None\n        if bias:\n"
+            "            self.bias = nn.Parameter(torch.zeros(3))\n\n"
+            "    def forward(self, x):\n        x = x * self.weight\n"
+            "        if self.bias is not None:\n            x = x + self.bias\n        return x\n",
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.root: cst.Module | None = None
+        self._seen: set[int] = set()
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.root = node
+
+    def visit_If(self, node: cst.If) -> None:
+        self._visit_test(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._visit_test(node)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._visit_test(node)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._visit_test(node)
+
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        self._visit_test(node)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        self._visit_test(node)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        self._visit_test(node)
+
+    def _visit_test(self, node: cst.CSTNode) -> None:
+        for tested in _truth_tested(node):
+            if isinstance(tested, cst.Attribute) and id(tested) not in self._seen:
+                self._seen.add(id(tested))
+                self._check(tested, node)
+
+    def _check(self, tested: cst.Attribute, holder: cst.CSTNode) -> None:
+        attr = tested.attr.value
+        if not _TENSOR_ATTRIBUTE.fullmatch(attr):
+            return
+        what = self._known_tensor(tested)
+        if what is None:
+            return
+        spelled = dotted_name(tested) or attr
+        negated = isinstance(holder, cst.UnaryOperation)
+        fix = None
+        if negated or isinstance(holder, (cst.If, cst.While, cst.Assert, cst.IfExp)):
+            target: cst.CSTNode = holder if negated else tested
+            operator = cst.Is() if negated else cst.IsNot()
+            fix = Fix(((target, cst.Comparison(
+                tested.with_changes(lpar=(), rpar=()),
+                [cst.ComparisonTarget(operator, cst.Name("None"))],
+                lpar=target.lpar if isinstance(target, cst.BaseExpression) else ())),),
+                f"test `{spelled} is{'' if negated else ' not'} None`", safe=False)
+        self.report(
+            tested,
+            f"`{spelled}` is {what}: its truth value raises for more than one element and "
+            "tests the value, not whether it exists, for one; write "
+            f"`{spelled} is {'' if negated else 'not '}None`",
+            fix=fix,
+        )
+
+    def _known_tensor(self, tested: cst.Attribute) -> str | None:
+        """What `tested` is known to hold (`the bias of an nn.Linear`), or None."""
+        attr = tested.attr.value
+        kind = self.context.semantic.kind_here(tested, None)
+        if kind is not None and kind.kind == TENSOR and kind.parameter:
+            return "an `nn.Parameter` (or None)"
+        owner_kind = self.context.semantic.kind_here(tested.value, None)
+        layers = []
+        if owner_kind is not None and owner_kind.kind == MODULE and owner_kind.cls and (
+                owner_kind.cls.startswith("torch.nn.")):
+            layers.append(owner_kind.cls[len("torch.nn."):])
+        owner = dotted_name(tested.value)
+        scope = self.context.current_function or self.root
+        if owner is not None and scope is not None:
+            path = _path_to(scope, tested)
+            if path is not None:
+                layers.extend(self._narrowed(path, owner))
+        for layer in layers:
+            layer = _LAYER_BASES.get(layer, layer)
+            known = LAYER_ATTRIBUTES.get(layer)
+            if known is not None and (attr in known or attr.startswith(("weight_", "bias_"))):
+                return f"the `{attr}` of an `nn.{layer}` (a tensor, or None)"
+        return None
+
+    def _narrowed(self, path: list[cst.CSTNode], owner: str) -> list[str]:
+        """The torch layer classes that enclosing `isinstance(owner, ...)` tests pick."""
+        calls: list[cst.Call] = []
+        for parent, child in zip(path, path[1:], strict=False):
+            if isinstance(parent, (cst.If, cst.IfExp)) and child is parent.body:
+                calls.extend(_isinstance_calls(parent.test, owner))
+            elif (isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And)
+                  and child is parent.right):
+                calls.extend(_isinstance_calls(parent.left, owner))
+        layers = []
+        for call in calls:
+            types = call.args[1].value
+            elements = ([el.value for el in types.elements]
+                        if isinstance(types, (cst.Tuple, cst.List)) else [types])
+            for element in elements:
+                qualified = canonical(self.context.qualified_name(element) or "")
+                if qualified.startswith("torch.nn."):
+                    layers.append(qualified.rsplit(".", 1)[1])
+        return layers
+
+
 @hookimpl
 def modellint_add_rules():
-    return [InitViaChildren, InitUnguardedBias, DeprecatedInit, ApplyInModulesLoop]
+    return [InitViaChildren, InitUnguardedBias, DeprecatedInit, ApplyInModulesLoop,
+            ParameterTruthValue]

@@ -31,11 +31,14 @@ from modellint.rules.deprecated_apis import (
     LEGACY_REDUCTION,
     LEGACY_REDUCTION_LOSSES,
     PRIVATE_TWINS,
+    SCHEDULER_STEP_EPOCH,
+    STEP_TAKES_OTHER_ARGUMENTS,
     TORCHSCRIPT_APIS,
     TORCHVISION_LEGACY_WEIGHTS,
     DeprecatedApi,
 )
 from modellint.static.imports import canonical
+from modellint.static.kinds import SCHEDULER
 
 
 def version_text(version: tuple[int, ...]) -> str:
@@ -76,6 +79,8 @@ def _when(api: DeprecatedApi, target: tuple[int, ...]) -> tuple[Severity, str] |
     """(severity, "is deprecated since torch X ...") of a table entry on the target torch, or
     None when the target predates the deprecation."""
     if api.removed is not None and target >= api.removed:
+        if api.removed == api.deprecated:
+            return Severity.ERROR, f"was removed in torch {version_text(api.removed)}"
         return Severity.ERROR, (f"was removed in torch {version_text(api.removed)} (deprecated "
                                 f"since {version_text(api.deprecated)})")
     if target >= api.deprecated:
@@ -401,6 +406,14 @@ class DeprecatedTorchApi(_ApiTableRule):
         "    if hasattr(nn.utils.parametrizations, 'weight_norm'):\n"
         "        weight_norm = nn.utils.parametrizations.weight_norm\n    return weight_norm(conv)\n",
         "import torch\n\nif not hasattr(torch, 'amp'):\n    scaler = torch.cuda.amp.GradScaler()\n",
+        # step(...) that takes a metric, or documents a fractional epoch
+        "import torch\n\ndef train(opt, loss):\n"
+        "    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)\n    sched.step(loss)\n"
+        "    warm = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, 10)\n"
+        "    warm.step(1.5)\n",
+        # an optimizer's step(closure)
+        "import torch\n\ndef train(model, closure):\n"
+        "    opt = torch.optim.LBFGS(model.parameters())\n    opt.step(closure)\n",
     ]
     invalid: ClassVar = [
         Invalid("import torch\n\nX, _ = torch.solve(B, A)\n", line=3),
@@ -426,6 +439,13 @@ class DeprecatedTorchApi(_ApiTableRule):
                 fixed='import torch.nn.functional as F\n\nloss = F.nll_loss(out, y, reduction="none")\n'),
         Invalid("import torch\n\nq = torch.quantization.quantize_dynamic(model, {torch.nn.Linear})\n",
                 line=3, options={"target_torch_version": (2, 11)}),
+        Invalid("import torch.nn.functional as F\n\ny = F.upsample_bilinear(x, scale_factor=2)\n",
+                line=3),
+        Invalid("import torch\n\ndef train(model, epochs):\n"
+                "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "    sched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+                "    for epoch in range(epochs):\n        sched.step(epoch)\n", line=7),
+        Invalid("from torch._six import string_classes\n", line=1),
     ]
 
     def describe(self, spelled: str, qualified: str) -> tuple[Severity, str] | None:
@@ -450,6 +470,32 @@ class DeprecatedTorchApi(_ApiTableRule):
         positions = LEGACY_REDUCTION_LOSSES.get(canonical(qualified)) if qualified else None
         if positions is not None:
             self._check_legacy_reduction(node, positions)
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "step" and node.args:
+            self._check_step_epoch(node, func.value)
+
+    # -- `scheduler.step(epoch)` ----------------------------------------------------------
+    def _check_step_epoch(self, call: cst.Call, receiver: cst.BaseExpression) -> None:
+        kind = self.context.semantic.kind_here(receiver, call)
+        if kind is None or kind.kind != SCHEDULER or not kind.cls:
+            return
+        prefix, _, scheduler = kind.cls.rpartition(".")
+        if prefix != "torch.optim.lr_scheduler" or scheduler in STEP_TAKES_OTHER_ARGUMENTS:
+            return
+        if len(call.args) != 1 or call.args[0].star or (
+                call.args[0].keyword is not None and call.args[0].keyword.value != "epoch"):
+            return
+        described = _when(SCHEDULER_STEP_EPOCH, target_version(self.context))
+        if described is None:
+            return
+        severity, when = described
+        name = dotted_name(receiver) or "scheduler"
+        self.report(
+            call,
+            f"the `epoch` argument of `{name}.step(...)` ({scheduler}) {when}: call "
+            f"`{name}.step()` once per epoch; {SCHEDULER_STEP_EPOCH.note}",
+            severity=severity,
+        )
 
     def _check_legacy_reduction(self, call: cst.Call, positions: tuple[int, int]) -> None:
         positional = positional_args(call)
@@ -1034,6 +1080,142 @@ class ZeroGradKeepsMemory(StaticRule):
         )
 
 
+# -- ML912 ------------------------------------------------------------------------------------
+
+AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+
+
+def _is_static(func: cst.FunctionDef) -> bool:
+    return any(dotted_name(d.decorator) in ("staticmethod", "classmethod") for d in func.decorators)
+
+
+class LegacyAutogradFunction(StaticRule):
+    """A legacy `autograd.Function`: a non-static `forward`, or an instance called.
+
+    ## What it does
+    Finds subclasses of `torch.autograd.Function` whose `forward` is an instance method (no
+    `@staticmethod`), and calls of an instance of such a class defined in the same
+    file (`MyFn()(x)`, `MyFn(alpha)(x)`) instead of `MyFn.apply(x)`. Where the instance is
+    built without arguments, the unsafe fix calls `MyFn.apply(...)` (unsafe: the class's
+    methods must be static for it to work).
+
+    ## Why is this bad?
+    The old style of `autograd.Function` was removed in torch 1.5: calling an instance raises
+    `RuntimeError: Legacy autograd function with non-static forward method is deprecated.
+    Please use new-style autograd function with static forward method.`, and a non-static
+    `forward` is never called by `apply`. Old research code (custom ROI pooling, gradient
+    reversal layers, straight-through estimators) still carries them and fails on the first
+    forward.
+
+    ## Example
+        class GradReverse(torch.autograd.Function):
+            def forward(self, x):
+                return x.view_as(x)
+
+            def backward(self, grad_output):
+                return -grad_output
+
+        y = GradReverse()(features)
+
+    ## Use instead
+        class GradReverse(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                return -grad_output
+
+        y = GradReverse.apply(features)
+    """
+
+    code = "ML912"
+    name = "legacy-autograd-function"
+    fix = "unsafe"
+    fix_availability = "sometimes"
+    triggers = ("Function",)
+    valid: ClassVar = [
+        "import torch\n\nclass Clamp(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        return x.clamp(0, 1)\n\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        return g\n\ny = Clamp.apply(x)\n",
+        # a helper method that is not forward/backward
+        "from torch.autograd import Function\n\nclass F(Function):\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        return x\n\n    def helper(self):\n        return 1\n",
+        # a backward without @staticmethod beside a static forward: apply still calls it
+        "import torch\n\nclass Rope(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, q):\n        return q\n\n    def backward(ctx, dq):\n"
+        "        return dq\n",
+        # someone else's Function
+        "from sympy import Function\n\nclass f(Function):\n    def fdiff(self, i=1):\n"
+        "        return 1\n\ny = f()(x)\n",
+        # a module, not a Function
+        "import torch.nn as nn\n\nclass M(nn.Module):\n    def forward(self, x):\n"
+        "        return x\n\ny = M()(x)\n",
+    ]
+    invalid: ClassVar = [
+        Invalid("import torch\n\nclass GradReverse(torch.autograd.Function):\n"
+                "    def forward(self, x):\n        return x.view_as(x)\n", line=4),
+        Invalid("from torch.autograd import Function\n\nclass Sign(Function):\n"
+                "    @staticmethod\n    def forward(ctx, x):\n        return x.sign()\n\n"
+                "y = Sign()(x)\n", line=8,
+                fixed="from torch.autograd import Function\n\nclass Sign(Function):\n"
+                "    @staticmethod\n    def forward(ctx, x):\n        return x.sign()\n\n"
+                "y = Sign.apply(x)\n"),
+        Invalid("import torch\n\nclass Round(torch.autograd.Function):\n"
+                "    @staticmethod\n    def forward(ctx, x, k):\n        return x.round()\n\n"
+                "def f(x):\n    return Round(3)(x)\n", line=9),
+    ]
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._functions: set[str] = set()
+        self._calls: list[tuple[cst.Call, str, cst.CSTNode | None]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if not any(canonical(self.context.qualified_name(base.value) or "") in AUTOGRAD_FUNCTIONS
+                   for base in node.bases):
+            return
+        self._functions.add(node.name.value)
+        # only `forward` decides: `apply` calls `backward` through the class, so a `backward`
+        # without `@staticmethod` beside a static `forward` works (Liger-Kernel's RoPE)
+        for statement in node.body.body:
+            if (isinstance(statement, cst.FunctionDef) and statement.name.value == "forward"
+                    and not _is_static(statement)):
+                self.report(
+                    statement,
+                    f"`{node.name.value}.forward` is an instance method: legacy "
+                    "`autograd.Function`s fail since torch 1.5; make `forward` and `backward` "
+                    "`@staticmethod`s taking `ctx`, and call `"
+                    f"{node.name.value}.apply(...)`",
+                    statement=statement,
+                )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        inner = node.func
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name):
+            self._calls.append((node, inner.func.value, self.context.current_statement))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for call, name, statement in self._calls:
+            if name not in self._functions:
+                continue
+            inner = call.func
+            assert isinstance(inner, cst.Call)
+            fix = None
+            if not inner.args:
+                fix = Fix(((call, call.with_changes(
+                    func=cst.Attribute(cst.Name(name), cst.Name("apply")))),),
+                    f"call `{name}.apply(...)`", safe=False)
+            self.report(
+                call,
+                f"`{name}(...)(...)` calls an instance of an `autograd.Function`, which raises "
+                f"RuntimeError since torch 1.5; call `{name}.apply(...)`",
+                fix=fix,
+                statement=statement,
+            )
+
+
 @hookimpl
 def modellint_add_rules():
     return [
@@ -1045,4 +1227,5 @@ def modellint_add_rules():
         RedundantNoGrad,
         ZeroGradKeepsMemory,
         NonPublicTorchApi,
+        LegacyAutogradFunction,
     ]

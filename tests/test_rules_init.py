@@ -267,3 +267,61 @@ if True:
     twice = script.replace("model = model.cuda().eval()", "if torch.cuda.is_available():\n"
                            "    model = nn.Sequential(nn.Conv2d(3, 3, 1))")
     assert all("none of them" not in f.message for f in lint_text(twice, [InitViaChildren]))
+
+
+# -- ML605 ------------------------------------------------------------------------------------
+
+from modellint.rules.init import ParameterTruthValue  # noqa: E402
+
+# the shape of a widely copied CIFAR helper: each layer type tests its bias by truth value
+INIT_PARAMS = """\
+import torch.nn as nn
+import torch.nn.init as init
+
+def reset_layers(model):
+    for layer in model.modules():
+        if isinstance(layer, nn.Conv2d):
+            init.kaiming_normal_(layer.weight)
+            if layer.bias:
+                init.zeros_(layer.bias)
+        elif isinstance(layer, nn.BatchNorm2d):
+            init.ones_(layer.weight)
+            init.zeros_(layer.bias)
+        elif isinstance(layer, nn.Linear):
+            init.normal_(layer.weight, std=0.01)
+            if layer.bias:
+                init.zeros_(layer.bias)
+"""
+
+
+def test_both_bias_tests_of_an_init_helper_are_reported_and_fixed():
+    found = lint_text(INIT_PARAMS, [ParameterTruthValue])
+    assert [f.line for f in found] == [8, 15]
+    assert "`nn.Conv2d`" in found[0].message and "`nn.Linear`" in found[1].message
+    fixed = fix_text(INIT_PARAMS, [ParameterTruthValue], unsafe=True)
+    assert fixed.count("if layer.bias is not None:") == 2 and "if layer.bias:" not in fixed
+
+
+def test_a_bias_test_without_a_known_layer_type_is_not_reported():
+    # a classname test picks project modules too, whose `bias` may be a flag
+    source = HEADER + (
+        "def weights_init(m):\n"
+        "    classname = m.__class__.__name__\n"
+        "    if classname.find('Linear') != -1:\n"
+        "        if m.bias:\n"
+        "            nn.init.zeros_(m.bias)\n"
+    )
+    assert lint_text(source, [ParameterTruthValue]) == []
+
+
+def test_conditions_that_compare_or_call_on_the_parameter_are_not_reported():
+    source = HEADER + (
+        "def init(model):\n"
+        "    for m in model.modules():\n"
+        "        if isinstance(m, nn.Linear):\n"
+        "            if m.bias is not None and m.bias.requires_grad:\n"
+        "                pass\n"
+        "            while m.weight.abs().max() > 1:\n"
+        "                m.weight.data.mul_(0.5)\n"
+    )
+    assert lint_text(source, [ParameterTruthValue]) == []

@@ -155,6 +155,8 @@ def test_local_names_and_other_libraries_are_not_reported():
 def _resolve(qualified):
     """The object a dotted name names, importing the longest importable module prefix."""
     parts = qualified.split(".")
+    if len(parts) == 1:
+        return getattr(importlib.import_module("builtins"), qualified)
     for cut in range(len(parts), 0, -1):
         try:
             found = importlib.import_module(".".join(parts[:cut]))
@@ -175,7 +177,10 @@ def test_table_replacements_exist_in_installed_torch():
             # torch.ao.quantization moved to torchao, a separate package
             outside_torch.append(api.replacement)
             continue
-        assert callable(_resolve(api.replacement)), (qualified, api.replacement)
+        replacement = _resolve(api.replacement)
+        # torch._six's names were values (`inf`) and modules (`container_abcs`)
+        assert callable(replacement) or qualified.startswith("torch._six."), (
+            qualified, api.replacement)
         # the deprecated spelling itself still resolves unless the table says it is removed
         if api.removed is None:
             assert _resolve(qualified) is not None, qualified
@@ -190,7 +195,10 @@ def test_torchao_replacements_exist_when_torchao_is_installed():
     pytest.importorskip("torchao")
     for qualified, api in DEPRECATED_APIS.items():
         if api.replacement.startswith("torchao."):
-            assert callable(_resolve(api.replacement)), (qualified, api.replacement)
+            replacement = _resolve(api.replacement)
+        # torch._six's names were values (`inf`) and modules (`container_abcs`)
+        assert callable(replacement) or qualified.startswith("torch._six."), (
+            qualified, api.replacement)
 
 
 def _fix_once(source, rules, options=None, unsafe=True):
@@ -525,3 +533,75 @@ def test_zero_grad_keeps_memory_is_off_by_default_and_ignores_other_arguments():
     assert ZeroGradKeepsMemory.default_enabled is False
     source = "import torch\n\nopt.zero_grad(set_to_none=True)\nopt.zero_grad(x=False)\n"
     assert findings(source, ZeroGradKeepsMemory) == []
+
+
+# -- ML905: scheduler.step(epoch) -------------------------------------------------------------
+
+STEP_EPOCH = """\
+import torch
+
+def train(model, epochs):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, [30, 60])
+    for epoch in range(epochs):
+        sched.step(epoch=epoch)
+"""
+
+
+def test_the_epoch_argument_of_scheduler_step_is_reported_from_torch_1_4():
+    [finding] = lint_text(STEP_EPOCH, [DeprecatedTorchApi])
+    assert finding.line == 7 and "MultiStepLR" in finding.message
+    assert "deprecated since torch 1.4" in finding.message
+    assert findings(STEP_EPOCH, DeprecatedTorchApi, target_torch_version=(1, 3)) == []
+
+
+def test_a_project_scheduler_step_with_an_argument_is_not_reported():
+    source = STEP_EPOCH.replace("torch.optim.lr_scheduler.MultiStepLR(opt, [30, 60])",
+                                "WarmupScheduler(opt)")
+    assert findings(source, DeprecatedTorchApi) == []
+
+
+def test_torch_six_imports_are_removed_api():
+    source = "from torch._six import container_abcs, inf\n"
+    found = lint_text(source, [DeprecatedTorchApi])
+    assert [f.severity for f in found] == [Severity.ERROR, Severity.ERROR]
+    assert "was removed in torch 2.0: use `collections.abc`" in found[0].message
+
+
+# -- ML912 ------------------------------------------------------------------------------------
+
+from rules.torch_api import LegacyAutogradFunction  # noqa: E402
+
+# a pre-1.5 style Function: instance methods, state on self, an instance called
+LEGACY_FUNCTION = """\
+import torch
+from torch.autograd import Function
+
+
+class MSTFn(Function):
+    def forward(self, dists):
+        self.save_for_backward(dists)
+        return dists.min()
+
+    def backward(self, grad_output):
+        dists, = self.saved_tensors
+        return grad_output * torch.ones_like(dists)
+
+
+def smoothed(dists):
+    return MSTFn()(dists)
+"""
+
+
+def test_a_legacy_function_is_reported_at_its_forward_and_at_the_instance_call():
+    found = lint_text(LEGACY_FUNCTION, [LegacyAutogradFunction])
+    assert [f.line for f in found] == [6, 16]
+    assert "`MSTFn.forward` is an instance method" in found[0].message
+    assert "`MSTFn.apply(...)`" in found[1].message
+    fixed = fix_text(LEGACY_FUNCTION, [LegacyAutogradFunction])
+    assert "return MSTFn.apply(dists)" in fixed
+
+
+def test_a_function_class_of_another_file_is_not_known_and_not_reported():
+    source = "from .ops import MSTFn\n\ny = MSTFn()(x)\n"
+    assert lint_text(source, [LegacyAutogradFunction]) == []

@@ -87,4 +87,15 @@ def canonical(qualified: str) -> str:
     """`torch.nn.modules.linear.Linear` -> `torch.nn.Linear` (the public spelling)."""
     if qualified.startswith("torch.nn.modules."):
         return "torch.nn." + qualified.rsplit(".", 1)[1]
+    if qualified in _PARALLEL_WRAPPERS:
+        return "torch.nn." + qualified.rsplit(".", 1)[1]
     return qualified
+
+
+# `torch.nn.parallel.DistributedDataParallel` (the public spelling) and `DataParallel`'s other
+# paths: the semantic model knows them under the `torch.nn.` name it keeps for every layer
+_PARALLEL_WRAPPERS = frozenset({
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel",
+})

@@ -193,3 +193,173 @@ def combine_modes(modes) -> bool | None:
         if mode is None:
             unknown = True
     return None if unknown else False
+
+# -- layer attributes ---------------------------------------------------------------------------
+
+# the public attributes of every `nn.Module` (methods and `training`), and those each of these
+# layers adds (its parameters, buffers, constructor arguments and methods; recurrent layers
+# also have `weight_ih_l<k>`, `bias_hh_l<k>_reverse`, ... per layer and direction). ML111 reads
+# them; a test checks them against the installed torch.
+MODULE_ATTRIBUTES = frozenset({
+    "T_destination", "add_module", "apply", "bfloat16", "buffers", "call_super_init",
+    "children", "compile", "cpu", "cuda", "double", "dump_patches", "eval", "extra_repr",
+    "float", "forward", "get_buffer", "get_extra_state", "get_parameter", "get_submodule",
+    "half", "ipu", "load_state_dict", "modules", "mtia", "named_buffers", "named_children",
+    "named_modules", "named_parameters", "parameters", "register_backward_hook",
+    "register_buffer", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook",
+    "register_load_state_dict_post_hook", "register_load_state_dict_pre_hook",
+    "register_module", "register_parameter", "register_state_dict_post_hook",
+    "register_state_dict_pre_hook", "requires_grad_", "set_extra_state", "set_submodule",
+    "share_memory", "state_dict", "to", "to_empty", "train", "training", "type", "xpu",
+    "zero_grad"
+})
+LAYER_ATTRIBUTES = {
+    "Linear": frozenset({
+        "bias", "in_features", "out_features", "reset_parameters", "weight"
+    }),
+    "Bilinear": frozenset({
+        "bias", "in1_features", "in2_features", "out_features", "reset_parameters", "weight"
+    }),
+    "Conv1d": frozenset({
+        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
+        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
+        "weight"
+    }),
+    "Conv2d": frozenset({
+        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
+        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
+        "weight"
+    }),
+    "Conv3d": frozenset({
+        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
+        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
+        "weight"
+    }),
+    "ConvTranspose1d": frozenset({
+        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
+        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
+        "weight"
+    }),
+    "ConvTranspose2d": frozenset({
+        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
+        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
+        "weight"
+    }),
+    "ConvTranspose3d": frozenset({
+        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
+        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
+        "weight"
+    }),
+    "BatchNorm1d": frozenset({
+        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
+        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
+        "track_running_stats", "weight"
+    }),
+    "BatchNorm2d": frozenset({
+        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
+        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
+        "track_running_stats", "weight"
+    }),
+    "BatchNorm3d": frozenset({
+        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
+        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
+        "track_running_stats", "weight"
+    }),
+    "SyncBatchNorm": frozenset({
+        "affine", "bias", "convert_sync_batchnorm", "eps", "momentum", "num_batches_tracked",
+        "num_features", "process_group", "reset_parameters", "reset_running_stats",
+        "running_mean", "running_var", "track_running_stats", "weight"
+    }),
+    "LayerNorm": frozenset({
+        "bias", "elementwise_affine", "eps", "normalized_shape", "reset_parameters", "weight"
+    }),
+    "GroupNorm": frozenset({
+        "affine", "bias", "eps", "num_channels", "num_groups", "reset_parameters", "weight"
+    }),
+    "InstanceNorm1d": frozenset({
+        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
+        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
+        "track_running_stats", "weight"
+    }),
+    "InstanceNorm2d": frozenset({
+        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
+        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
+        "track_running_stats", "weight"
+    }),
+    "InstanceNorm3d": frozenset({
+        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
+        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
+        "track_running_stats", "weight"
+    }),
+    "Embedding": frozenset({
+        "embedding_dim", "from_pretrained", "max_norm", "norm_type", "num_embeddings",
+        "padding_idx", "reset_parameters", "scale_grad_by_freq", "sparse", "weight"
+    }),
+    "EmbeddingBag": frozenset({
+        "embedding_dim", "from_pretrained", "include_last_offset", "max_norm", "mode",
+        "norm_type", "num_embeddings", "padding_idx", "reset_parameters", "scale_grad_by_freq",
+        "sparse", "weight"
+    }),
+    "RNN": frozenset({
+        "all_weights", "batch_first", "bias", "bias_hh_l0", "bias_ih_l0", "bidirectional",
+        "check_forward_args", "check_hidden_size", "check_input", "dropout",
+        "flatten_parameters", "get_expected_hidden_size", "hidden_size", "input_size", "mode",
+        "nonlinearity", "num_layers", "permute_hidden", "proj_size", "reset_parameters",
+        "weight_hh_l0", "weight_ih_l0"
+    }),
+    "LSTM": frozenset({
+        "all_weights", "batch_first", "bias", "bias_hh_l0", "bias_ih_l0", "bidirectional",
+        "check_forward_args", "check_hidden_size", "check_input", "dropout",
+        "flatten_parameters", "get_expected_cell_size", "get_expected_hidden_size",
+        "hidden_size", "input_size", "mode", "num_layers", "permute_hidden", "proj_size",
+        "reset_parameters", "weight_hh_l0", "weight_ih_l0"
+    }),
+    "GRU": frozenset({
+        "all_weights", "batch_first", "bias", "bias_hh_l0", "bias_ih_l0", "bidirectional",
+        "check_forward_args", "check_hidden_size", "check_input", "dropout",
+        "flatten_parameters", "get_expected_hidden_size", "hidden_size", "input_size", "mode",
+        "num_layers", "permute_hidden", "proj_size", "reset_parameters", "weight_hh_l0",
+        "weight_ih_l0"
+    }),
+    "RNNCell": frozenset({
+        "bias", "bias_hh", "bias_ih", "hidden_size", "input_size", "nonlinearity",
+        "reset_parameters", "weight_hh", "weight_ih"
+    }),
+    "LSTMCell": frozenset({
+        "bias", "bias_hh", "bias_ih", "hidden_size", "input_size", "reset_parameters",
+        "weight_hh", "weight_ih"
+    }),
+    "GRUCell": frozenset({
+        "bias", "bias_hh", "bias_ih", "hidden_size", "input_size", "reset_parameters",
+        "weight_hh", "weight_ih"
+    }),
+    "MultiheadAttention": frozenset({
+        "add_zero_attn", "batch_first", "bias_k", "bias_v", "dropout", "embed_dim", "head_dim",
+        "in_proj_bias", "in_proj_weight", "k_proj_weight", "kdim", "merge_masks", "num_heads",
+        "out_proj", "q_proj_weight", "v_proj_weight", "vdim"
+    }),
+    "PReLU": frozenset({
+        "init", "num_parameters", "reset_parameters", "weight"
+    }),
+}
+# ... and of the data-parallel wrappers (ML112): what they answer themselves; anything else
+# read through them (a submodule, a method of the wrapped model) raises AttributeError
+WRAPPER_ATTRIBUTES = {
+    "DataParallel": frozenset({
+        "device_ids", "dim", "gather", "module", "output_device", "parallel_apply", "replicate",
+        "scatter", "src_device_obj"
+    }),
+    "DistributedDataParallel": frozenset({
+        "batched_grad_copy", "broadcast_bucket_size", "broadcast_buffers", "bucket_bytes_cap",
+        "bucket_bytes_cap_default", "bucket_bytes_cap_list", "buffer_hook", "device",
+        "device_ids", "device_mesh", "device_type", "dim", "find_unused_parameters",
+        "forward_sync_buffers", "gather", "gradient_as_bucket_view", "is_multi_device_module",
+        "join", "join_device", "join_hook", "join_process_group", "logger", "mixed_precision",
+        "module", "modules_buffers", "named_module_buffers", "no_sync", "output_device",
+        "parameters_to_ignore", "process_group", "reducer", "register_comm_hook",
+        "require_backward_grad_sync", "require_forward_param_sync", "scatter",
+        "skip_all_reduce_unused_params", "static_graph", "to_kwargs",
+        "use_side_stream_for_tensor_copies", "will_sync_module_buffers"
+    }),
+}
