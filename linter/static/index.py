@@ -38,12 +38,15 @@ from modellint.static.outline import Outline, ast_code_children, ast_walk, parse
 from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 4  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
+FACTS_VERSION = 5  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
+# 5: zeroes and invokes (the effects of project functions at their call sites)
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
 _REGISTERS_TEXT = re.compile(r"add_module|register_module|setattr|_modules\b")
 _MAX_DEPTH = 40
+# how many calls deep the effects of a project function are followed (`ProjectIndex.effects`)
+EFFECT_DEPTH = 4
 _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
                        "set", "isinstance", "getattr", "hasattr", "print", "zip", "enumerate",
                        "min", "max", "sum", "abs", "round", "sorted", "type", "bool"})
@@ -138,7 +141,7 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
     returns: list = []
     steps: list = []
     reads_training = False
-    modes = _Modes()
+    modes = _Modes(self_name)
     for node in _own_nodes(func.body):
         if node.__class__ not in _FUNCTION_FACT_NODES:
             continue  # most nodes: names, constants, operators
@@ -161,6 +164,9 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
                            else ["const", "None"])
         elif isinstance(node, ast.Attribute) and node.attr == "training":
             reads_training = True
+        elif isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(
+                node.ctx, ast.Store):
+            modes.zeroes.add("?")  # `p.grad = None`: which optimizer's gradients, not known
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr == "step"):
             stepped = node.func.value
@@ -187,38 +193,56 @@ def _dotted(node: ast.AST) -> str | None:
 
 class _Modes:
     """Which names the code puts in eval mode (`x.eval()`, `x.train(False)`, `x.train(mode)`
-    with a computed mode) or training mode (`x.train()`), and the calls that pass plain names
-    to a function named by a dotted name: [callee, [name or None per positional argument]]."""
+    with a computed mode) or training mode (`x.train()`), whose gradients it clears
+    (`x.zero_grad()`; "?" for a clearing of gradients not known to be one name's), the calls
+    that pass plain names to a function named by a dotted name: [callee, [name or None per
+    positional argument]], and the calls of what may be a project function (a plain name, a
+    method of `self`, a name of an imported module): their summaries (`invokes`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, self_name: str | None) -> None:
+        self.self_name = self_name
         self.evals: set[str] = set()
         self.trains: set[str] = set()
+        self.zeroes: set[str] = set()
         self.calls: set[tuple] = set()
+        self.invokes: dict[str, list] = {}
 
     def add(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in ("eval", "train"):
+        if isinstance(func, ast.Attribute) and func.attr in ("eval", "train", "zero_grad"):
             receiver = func.value
             while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
                    and receiver.func.attr in K.RETURNS_SELF):
                 receiver = receiver.func.value
             name = _dotted(receiver)
-            if name is not None:
+            if func.attr == "zero_grad":
+                self.zeroes.add(name if name is not None else "?")
+            elif name is not None:
                 arguments = [*node.args, *(k.value for k in node.keywords)]
                 if func.attr == "eval" or (arguments and not (
                         isinstance(arguments[0], ast.Constant) and arguments[0].value is True)):
                     self.evals.add(name)
                 else:
                     self.trains.add(name)
+        elif isinstance(func, ast.Attribute) and func.attr == "zero_" and isinstance(
+                func.value, ast.Attribute) and func.value.attr == "grad":
+            self.zeroes.add("?")
         callee = _dotted(func)
         if callee is not None and any(isinstance(a, ast.Name) for a in node.args):
             self.calls.add((callee, tuple(a.id if isinstance(a, ast.Name) else None
                                           for a in node.args)))
+        if callee is not None and callee not in _BUILTINS and (
+                "." not in callee or callee.count(".") == 1 and callee.split(".")[0] == (
+                    self.self_name)):
+            summary = summarize(node, self.self_name)
+            self.invokes.setdefault(json.dumps(summary), summary)
 
     def facts(self) -> dict:
         return {"evals": sorted(self.evals), "trains": sorted(self.trains),
+                "zeroes": sorted(self.zeroes),
                 "calls": sorted(([callee, list(args)] for callee, args in self.calls),
-                                key=json.dumps)}
+                                key=json.dumps),
+                "invokes": [self.invokes[key] for key in sorted(self.invokes)]}
 
 
 _NESTED_CODE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -237,7 +261,7 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
 
 def _mode_facts(body: list[ast.stmt]) -> dict:
     """The `_Modes` facts of a module's top-level code."""
-    modes = _Modes()
+    modes = _Modes(None)
     for node in _own_nodes(body):
         if isinstance(node, ast.Call):
             modes.add(node)
@@ -927,6 +951,118 @@ class ProjectIndex:
             return _method(self._kind(func[1], where, depth + 1), func[2], args)
         return _called(self._kind(func, where, depth + 1))
 
+    # -- effects of calls -----------------------------------------------------------------
+    def function_facts(self, path: str, cls: str | None, name: str
+                       ) -> tuple[str, str | None, dict] | None:
+        """(file, class, facts) of the project function `name` of `path`, or of the method
+        `name` of the project class `cls` there, found in the class or its nearest project
+        base that defines it."""
+        facts = self.files.get(path)
+        if facts is None:
+            return None
+        if cls is None:
+            func = facts["functions"].get(name)
+            return (path, None, func) if func is not None else None
+        seen: set[tuple[str, str]] = set()
+        stack = [(path, cls)]
+        while stack and len(seen) < 20:
+            path, cls = stack.pop(0)
+            if (path, cls) in seen:
+                continue
+            seen.add((path, cls))
+            facts = self.files.get(path, {}).get("classes", {}).get(cls)
+            if facts is None:
+                continue
+            method = facts["methods"].get(name)
+            if method is not None:
+                return path, cls, method
+            for base in facts["bases"]:
+                found = self._class_of(base, path) if base[0] == "ref" else None
+                if found is not None:
+                    stack.append(found)
+        return None
+
+    def effects(self, path: str, cls: str | None, name: str, depth: int = 0) -> frozenset:
+        """What calling the project function (or method of `cls`) `name` of `path` does to
+        the values it is given or can reach: (effect, on, target) triples, the effect one of
+        `eval`, `train`, `zero_grad`; `on` says what it is done to: `param` (the parameter
+        named `target`), `self` (the attribute `target` of the method's object), `name` (the
+        module-level name `target` of `path`) or `?` (something else, or not known). Through
+        the project functions it calls, to a depth of `EFFECT_DEPTH` calls."""
+        found = self.function_facts(path, cls, name)
+        if found is None:
+            return frozenset()
+        path, cls, func = found
+        key = ("effects", path, cls, name)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or depth > EFFECT_DEPTH:
+            return frozenset()  # a recursion, or too deep: what it does further is not known
+        self._busy.add(key)
+        try:
+            result = frozenset(self._effects(path, cls, func, depth))
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _effects(self, path: str, cls: str | None, func: dict, depth: int) -> set:
+        params = func["params"]
+        self_name = params[0] if cls is not None and params else None
+        own = set(params[1:] if self_name is not None else params)
+        found: set[tuple[str, str, str]] = set()
+
+        def target(dotted: str) -> tuple[str, str]:
+            parts = dotted.split(".")
+            if dotted == "?":
+                return ("?", "")
+            if self_name is not None and parts[0] == self_name:
+                return ("self", parts[1]) if len(parts) == 2 else ("?", "")
+            if parts[0] in own:
+                return ("param", parts[0]) if len(parts) == 1 else ("?", "")
+            if parts[0] in func["assigns"] or parts[0] in func.get("iters", ()):
+                return ("?", "")
+            return ("name", dotted)
+
+        for effect, names in (("eval", func.get("evals", ())), ("train", func.get("trains", ())),
+                              ("zero_grad", func.get("zeroes", ()))):
+            for dotted in names:
+                found.add((effect, *target(dotted)))
+        for invoke in func.get("invokes", ()):
+            callee = invoke[1]
+            if callee[0] == "self" and cls is not None:
+                other, called, offset = self.function_facts(path, cls, callee[1]), callee[1], 1
+            elif callee[0] == "ref" and "." not in callee[1]:
+                resolved = self.resolve(path, callee[1])
+                if resolved is None or resolved[0] != "function" or "." in resolved[2]:
+                    continue
+                other = self.function_facts(resolved[1], None, resolved[2])
+                called, offset = resolved[2], 0
+            else:
+                continue
+            if other is None:
+                continue
+            other_path, other_cls, other_func = other
+            for effect, on, name in self.effects(other_path, other_cls, called,
+                                                depth + 1):
+                if on == "param":
+                    value = argument(other_func["params"], offset, invoke, name)
+                    if value is None:
+                        continue  # a default: nothing of the caller's
+                    if value[0] == "ref":
+                        found.add((effect, *target(value[1])))
+                    elif value[0] == "self" and self_name is not None:
+                        found.add((effect, "self", value[1]))
+                    else:
+                        found.add((effect, "?", ""))
+                elif on == "self" and callee[0] == "self":
+                    found.add((effect, "self", name))
+                elif on == "name" and other_path == path:
+                    found.add((effect, *target(name)))
+                else:
+                    found.add((effect, "?", ""))
+        return found
+
     def _returns(self, path: str, name: str, depth: int) -> Kind | None:
         func = self.files[path]["functions"][name]
         return self._once(("returns", path, name), lambda: self._same(
@@ -1041,6 +1177,24 @@ class ProjectIndex:
                     outputs = result.outputs
             loss = self._wrapped_loss(forward, where_forward, first=1, depth=depth)
         return Kind(K.MODULE, cls=f"{path}:{cls}", mode=mode, outputs=outputs, loss=loss)
+
+
+def argument(params: list[str], offset: int, call: list, name: str) -> list | None:
+    """The summary of what the call summary `call` passes for the parameter `name` of a
+    function whose parameters are `params` (`offset` 1 for a method called on its object):
+    by position or keyword; UNKNOWN when a starred argument hides it; None when it is left to
+    its default."""
+    args, keywords = call[2], call[3]
+    if name in keywords:
+        return keywords[name]
+    position = params.index(name) - offset if name in params else -1
+    if position < 0:
+        return UNKNOWN
+    if UNKNOWN in args[:position]:
+        return UNKNOWN  # maybe a starred argument: the positions after it are not known
+    if position < len(args):
+        return args[position]
+    return UNKNOWN if "**" in keywords else None
 
 
 def _locals(func: dict) -> Callable[[str], list | None]:

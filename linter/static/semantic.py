@@ -175,6 +175,48 @@ class SemanticModel:
         """The kind of an instance of this file's class `cls`."""
         return self.index.instance(self.path, cls)
 
+    def call_effects(self, call: cst.Call, scope: Scope | None = None) -> list[Effect]:
+        """What a call of a project function or method does where it is called: the
+        `eval()`, `train()` and `zero_grad()` that it (or a project function it calls, a few
+        calls deep) makes, each with the dotted name it is made on in the caller's terms
+        (`set_eval(model)` -> `model`; `self.reset_grad()` -> `self.d_opt`), or None when that
+        is not a name of the caller (a value the helper builds or finds elsewhere). Empty for
+        a call of anything else."""
+        callee = dotted_name(call.func)
+        if callee is None:
+            return []
+        self_name, cls = self._method_of(scope)
+        parts = callee.split(".")
+        found = None
+        if self_name is not None and cls is not None and len(parts) == 2 and (
+                parts[0] == self_name):
+            found = self.index.function_facts(self.path, cls, parts[1])
+            called, offset = parts[1], 1
+        elif len(parts) == 1 and not (scope is not None and scope.assigned(callee)):
+            resolved = self.index.resolve(self.path, callee)
+            if resolved is not None and resolved[0] == "function" and "." not in resolved[2]:
+                found = self.index.function_facts(resolved[1], None, resolved[2])
+                called, offset = resolved[2], 0
+        if found is None:
+            return []
+        path, owner, facts = found
+        effects = []
+        for effect, on, name in sorted(self.index.effects(path, owner, called)):
+            target: str | None = None
+            if on == "param":
+                value = _argument(call, facts["params"], offset, name)
+                if value is _DEFAULT:
+                    continue
+                target = dotted_name(value) if isinstance(value, cst.BaseExpression) else None
+            elif on == "self" and offset == 1:
+                target = f"{self_name}.{name}"
+            elif on == "name" and path == self.path and not (
+                    scope is not None and not isinstance(scope.root, cst.Module)
+                    and scope.assigned(name.split(".")[0])):
+                target = name
+            effects.append(Effect(effect, target))
+        return effects
+
     def _method_of(self, scope: Scope | None) -> tuple[str | None, str | None]:
         if scope is None or not isinstance(scope.root, cst.FunctionDef):
             return None, None
@@ -241,6 +283,39 @@ class SemanticModel:
 
         return Where(self.path, cls, local,
                      lambda order: self._where(scope, order, cls, self_name))
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a call does (`SemanticModel.call_effects`): `effect` is `eval`, `train` or
+    `zero_grad`; `target` the caller's dotted name it is done to, None when not known."""
+
+    effect: str
+    target: str | None
+
+
+_DEFAULT = object()
+
+
+def _argument(call: cst.Call, params: list[str], offset: int, name: str):
+    """The expression `call` passes for the parameter `name` of a function whose parameters
+    are `params` (`offset` 1 for a method called on its object), None when not known (a
+    starred argument), `_DEFAULT` when the call leaves it to its default."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    if name not in params:
+        return None
+    position = params.index(name) - offset
+    if position < 0:
+        return None
+    positional = [arg for arg in call.args if arg.keyword is None]
+    for arg in positional[:position + 1]:
+        if arg.star:
+            return None
+    if position < len(positional):
+        return positional[position].value
+    return None if any(arg.star for arg in call.args) else _DEFAULT
 
 
 # -- what `children()` yields ---------------------------------------------------------------
