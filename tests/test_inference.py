@@ -4,6 +4,8 @@ silence for each pattern."""
 
 from __future__ import annotations
 
+import textwrap
+
 from modellint.static.index import build
 from modellint.testing import lint_project, registry
 
@@ -229,3 +231,143 @@ def test_ml306_silent_when_a_helper_puts_the_model_in_eval_mode():
     found = lint_project({"modes.py": MODES, "main.py": script.replace(
         "{call}", "print(model)")}, [rule("ML306")])
     assert codes(found, "main.py") == [("ML306", 11)]
+
+
+# -- parameters from call sites ----------------------------------------------------------------
+
+NET = '''\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+        self.out = nn.Softmax(dim=1)
+
+    def forward(self, x):
+        return self.out(self.fc(x))
+'''
+
+FIT = '''\
+import torch
+import torch.nn.functional as F
+
+
+def fit(model, loader, epochs=1):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+'''
+
+MAIN = '''\
+import torch
+from models import Net
+from fit import fit
+
+
+def main(loader):
+    model = {model}
+    fit(model, loader)
+'''
+
+
+def kind_of(files, path, function, name):
+    """The kind the semantic model gives `name` at the end of `function` of `path`."""
+    import libcst as cst
+
+    from modellint.static.context import FileContext
+    from modellint.static.scope import scope_of
+
+    index = build(files.items())
+    context = FileContext(path, files[path], {}, index)
+    module = cst.parse_module(files[path])
+    context.module_node = module
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == function:
+            return context.semantic.kind_of_name(name, scope_of(context, statement))
+    raise AssertionError(function)
+
+
+def test_a_parameter_holds_what_every_call_site_passes():
+    files = {"models.py": NET, "fit.py": FIT, "main.py": MAIN.format(model="Net().to('cpu')")}
+    kind = kind_of(files, "fit.py", "fit", "model")
+    assert kind is not None and kind.cls == "models.py:Net" and kind.outputs == "softmax"
+    found = lint_project(files, [rule("ML308")])
+    assert codes(found, "fit.py") == [("ML308", 10)]
+
+
+def test_a_parameter_is_unknown_when_a_site_is_unknown_or_they_disagree():
+    files = {"models.py": NET, "fit.py": FIT, "main.py": MAIN.format(model="load()")}
+    assert kind_of(files, "fit.py", "fit", "model") is None
+    assert codes(lint_project(files, [rule("ML308")]), "fit.py") == []
+    other = "import torch\nfrom fit import fit\n\n\ndef again(loader):\n" \
+            "    fit(torch.nn.Linear(8, 2), loader)\n"
+    files = {"models.py": NET, "fit.py": FIT, "main.py": MAIN.format(model="Net()"),
+             "other.py": other}
+    kind = kind_of(files, "fit.py", "fit", "model")
+    assert kind is not None and kind.kind == "module" and kind.outputs is None
+    assert codes(lint_project(files, [rule("ML308")]), "fit.py") == []
+
+
+def test_no_call_site_a_callback_or_a_nested_call_leaves_a_parameter_unknown():
+    files = {"models.py": NET, "fit.py": FIT}
+    assert kind_of(files, "fit.py", "fit", "model") is None
+    for use in ("handlers = [fit]\n    fit(model, loader)",
+                "def later():\n        fit(model, loader)\n    fit(model, loader)",
+                "fit(*[model, loader])"):
+        main = MAIN.format(model="Net()").replace("fit(model, loader)", use)
+        files = {"models.py": NET, "fit.py": FIT, "main.py": main}
+        assert kind_of(files, "fit.py", "fit", "model") is None, use
+    # a star import: calls by names not followed
+    main = MAIN.format(model="Net()").replace("from fit import fit", "from fit import *")
+    files = {"models.py": NET, "fit.py": FIT, "main.py": main}
+    assert kind_of(files, "fit.py", "fit", "model") is None
+
+
+def test_keyword_and_default_arguments_and_module_attributes():
+    fit = FIT.replace("def fit(model, loader, epochs=1)", "def fit(loader, model=None, epochs=1)")
+    main = MAIN.format(model="Net()").replace("fit(model, loader)", "fit(loader, model=model)")
+    files = {"models.py": NET, "fit.py": fit, "main.py": main}
+    assert kind_of(files, "fit.py", "fit", "model").cls == "models.py:Net"
+    # left to its default (None): not a module
+    main = MAIN.format(model="Net()").replace("fit(model, loader)", "fit(loader)")
+    files = {"models.py": NET, "fit.py": fit, "main.py": main}
+    assert kind_of(files, "fit.py", "fit", "model") is None
+    main = MAIN.format(model="Net()").replace("from fit import fit", "import fit").replace(
+        "    fit(model", "    fit.fit(model")
+    files = {"models.py": NET, "fit.py": FIT, "main.py": main}
+    assert kind_of(files, "fit.py", "fit", "model").cls == "models.py:Net"
+
+
+def test_parameters_of_methods_called_on_self_and_of_constructors():
+    trainer = '''\
+    import torch
+    import torch.nn.functional as F
+    from models import Net
+
+
+    class Trainer:
+        def __init__(self, model):
+            self.model = model
+
+        def run(self, loader):
+            self.fit(self.model, loader)
+
+        def fit(self, model, loader):
+            for x, y in loader:
+                F.cross_entropy(model(x), y).backward()
+
+
+    def main(loader):
+        Trainer(Net()).run(loader)
+    '''
+    files = {"models.py": NET, "trainer.py": trainer}
+    found = lint_project(files, [rule("ML308")])
+    assert codes(found, "trainer.py") == [("ML308", 15)]
+    # called on another value too: its sites are not all known
+    files["trainer.py"] = textwrap.dedent(trainer) + "\n\ndef other(t, m, loader):\n    t.fit(m, loader)\n"
+    assert codes(lint_project(files, [rule("ML308")]), "trainer.py") == []

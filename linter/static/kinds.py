@@ -178,6 +178,18 @@ RETURNS_SELF = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
     "requires_grad_", "apply", "to_empty", "share_memory", "xpu", "mps",
 })
+# nn.Module's own methods that torch itself calls (through `module(x)`, `state_dict()`,
+# `load_state_dict()`, `to()`, `repr()`): a project module's override of one is called by
+# torch too, not only where the project calls it
+MODULE_CALLS = frozenset({
+    "forward", "extra_repr", "_load_from_state_dict", "_save_to_state_dict", "_apply",
+    "_get_name", "_named_members", "state_dict", "load_state_dict", "train", "eval",
+    "parameters", "named_parameters", "buffers", "named_buffers", "children",
+    "named_children", "modules", "named_modules", "register_buffer", "register_parameter",
+    "add_module", "to", "cuda", "cpu", "zero_grad", "apply", "__call__", "_call_impl",
+    "_conv_forward", "reset_parameters", "_reset_parameters", "get_extra_state",
+    "set_extra_state", "_register_state_dict_hook",
+})
 OPTIMIZER_NOT = ("torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.optim.Optimizer",
                  "torch.optim.optimizer")
 DATALOADERS = frozenset({"torch.utils.data.DataLoader",

@@ -77,6 +77,33 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
     return UNKNOWN
 
 
+def _top_level_nodes(context: FileContext) -> list[cst.CSTNode]:
+    """The classes and functions at the top level of the file (also inside if/try blocks),
+    those the index has facts of."""
+    module = context.module_node
+    if module is None:
+        return []
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            found.append(node)
+        elif isinstance(node, cst.If):
+            stack.extend(node.body.body)
+            if node.orelse is not None:
+                stack.append(node.orelse)
+        elif isinstance(node, cst.Else):
+            stack.extend(node.body.body)
+        elif isinstance(node, cst.Try):
+            stack.extend(node.body.body)
+            for handler in node.handlers:
+                stack.extend(handler.body.body)
+            if node.orelse is not None:
+                stack.append(node.orelse)
+    return found
+
+
 def _param_names(func: cst.FunctionDef) -> list[str]:
     params = func.params
     return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)] + [
@@ -108,6 +135,8 @@ class SemanticModel:
         # a rule looks up in it
         self._methods: dict[int, tuple[cst.FunctionDef, tuple[str | None, str | None]]] = {}
         self._param_sets: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
+        self._tops: list[cst.CSTNode] | None = None
+        self._identities: dict[int, tuple[cst.FunctionDef, tuple[str | None, str] | None]] = {}
 
     def kind(self, expr: cst.BaseExpression, scope: Scope | None = None,
              before: int | None = None) -> Kind | None:
@@ -236,6 +265,34 @@ class SemanticModel:
         self._methods[id(root)] = (root, found)
         return found
 
+    def _identity(self, root: cst.CSTNode, cls: str | None, self_name: str | None
+                  ) -> tuple[str | None, str] | None:
+        """(class or None, name) of a function of this file that the index has facts of: a
+        top-level function, or a method of a top-level class; None for another (nested)."""
+        if not isinstance(root, cst.FunctionDef):
+            return None
+        key = id(root)
+        known = self._identities.get(key)
+        if known is not None and known[0] is root:
+            return known[1]
+        found: tuple[str | None, str] | None = None
+        name = root.name.value
+        facts = self.index.files.get(self.path)
+        owner = self.context.method_owners.get(id(root))
+        if facts is not None and owner is not None:
+            if self_name is not None and cls is not None and any(
+                    statement is owner for statement in self._top_level()):
+                found = (cls, name)
+        elif facts is not None and any(statement is root for statement in self._top_level()):
+            found = (None, name)
+        self._identities[key] = (root, found)
+        return found
+
+    def _top_level(self) -> list[cst.CSTNode]:
+        if self._tops is None:
+            self._tops = _top_level_nodes(self.context)
+        return self._tops
+
     def _params(self, root: cst.CSTNode) -> frozenset[str]:
         """The parameter names of a function (none for a module)."""
         if not isinstance(root, cst.FunctionDef):
@@ -252,6 +309,7 @@ class SemanticModel:
         params = self._params(scope.root)
         module_scope = not isinstance(scope.root, cst.FunctionDef)
         cache: dict[str, list | None] = {}
+        identity = self._identity(scope.root, cls, self_name)
 
         def local(name: str) -> list | None:
             if name in cache:
@@ -272,7 +330,9 @@ class SemanticModel:
                     # its names take the values they had there
                     result = ["local", result, last.site.order]
             elif name in params:
-                result = UNKNOWN
+                # what the project's call sites pass, for a function the index knows
+                result = ["param", self.path, identity[0], identity[1], name] if (
+                    identity is not None and name != self_name) else UNKNOWN
             elif module_scope:
                 # at module level, a name assigned only later (or never) is not known here
                 result = UNKNOWN if scope.assigned(name) else None
