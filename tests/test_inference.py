@@ -371,3 +371,86 @@ def test_parameters_of_methods_called_on_self_and_of_constructors():
     # called on another value too: its sites are not all known
     files["trainer.py"] = textwrap.dedent(trainer) + "\n\ndef other(t, m, loader):\n    t.fit(m, loader)\n"
     assert codes(lint_project(files, [rule("ML308")]), "trainer.py") == []
+
+
+# -- returns and tuples ------------------------------------------------------------------------
+
+DISCRIMINATOR = '''\
+import torch.nn as nn
+
+
+class Discriminator(nn.Module):
+    def __init__(self, n_classes):
+        super().__init__()
+        self.body = nn.Linear(64, 128)
+        self.adv_layer = nn.Sequential(nn.Linear(128, 1), nn.Sigmoid())
+        self.aux_layer = nn.Sequential(nn.Linear(128, n_classes), nn.Softmax())
+
+    def forward(self, img):
+        out = self.body(img)
+        validity = self.adv_layer(out)
+        label = self.aux_layer(out)
+        return validity, label
+'''
+
+ACGAN = '''\
+import torch
+from discriminator import Discriminator
+
+discriminator = Discriminator(10)
+adversarial_loss = torch.nn.BCELoss()
+auxiliary_loss = torch.nn.CrossEntropyLoss()
+
+
+def step(real_imgs, valid, labels):
+    {line}
+    return adversarial_loss(real_pred, valid) + auxiliary_loss({aux}, labels)
+'''
+
+
+def test_ml308_an_element_of_the_tuple_a_module_returns():
+    files = {"discriminator.py": DISCRIMINATOR, "acgan.py": ACGAN.format(
+        line="real_pred, real_aux = discriminator(real_imgs)", aux="real_aux")}
+    found = lint_project(files, [rule("ML308")])
+    assert codes(found, "acgan.py") == [("ML308", 11)]
+    files["acgan.py"] = ACGAN.format(line="out = discriminator(real_imgs)\n    real_pred = out[0]",
+                                     aux="out[1]")
+    assert codes(lint_project(files, [rule("ML308")]), "acgan.py") == [("ML308", 12)]
+    files["acgan.py"] = ACGAN.format(line="out = discriminator(real_imgs)\n    real_pred = out[0]",
+                                     aux="out[-1]")
+    assert codes(lint_project(files, [rule("ML308")]), "acgan.py") == [("ML308", 12)]
+
+
+def test_ml308_silent_on_the_logits_element_or_an_unknown_position():
+    logits = DISCRIMINATOR.replace("nn.Linear(128, n_classes), nn.Softmax()",
+                                   "nn.Linear(128, n_classes)")
+    files = {"discriminator.py": logits, "acgan.py": ACGAN.format(
+        line="real_pred, real_aux = discriminator(real_imgs)", aux="real_aux")}
+    assert codes(lint_project(files, [rule("ML308")]), "acgan.py") == []
+    for line in ("real_aux, real_pred = discriminator(real_imgs)",
+                 "*rest, real_aux = discriminator(real_imgs)\n    real_pred = rest",
+                 "real_pred, real_aux = discriminator(real_imgs)[0]"):
+        files = {"discriminator.py": DISCRIMINATOR,
+                 "acgan.py": ACGAN.format(line=line, aux="real_aux")}
+        assert codes(lint_project(files, [rule("ML308")]), "acgan.py") == [], line
+
+
+def test_a_helper_that_returns_a_tuple():
+    helper = '''\
+    import torch
+    import torch.nn.functional as F
+
+
+    def predict(model, x):
+        logits = model(x)
+        return logits, F.softmax(logits, dim=1)
+
+
+    def step(model, x, y):
+        logits, probs = predict(model, x)
+        return F.cross_entropy({arg}, y)
+    '''
+    found = lint_project({"h.py": helper.format(arg="probs")}, [rule("ML308")])
+    assert codes(found, "h.py") == [("ML308", 12)]
+    found = lint_project({"h.py": helper.format(arg="logits")}, [rule("ML308")])
+    assert codes(found, "h.py") == []

@@ -96,6 +96,9 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
     if isinstance(node, ast.Subscript):
         key = node.slice
+        position = _position(key)
+        if position is not None:
+            return ["item", summarize(node.value, self_name, depth + 1), position]
         literal = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
         return ["sub", summarize(node.value, self_name, depth + 1), literal]
     if isinstance(node, ast.Constant):
@@ -111,6 +114,17 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         # (`seq_a + seq_b`) a container: never a layer such as a Conv2d
         return ["op"]
     return UNKNOWN
+
+
+def _position(key: ast.AST) -> int | None:
+    """The integer of a subscript `x[1]`, `x[-1]`."""
+    if key.__class__ is ast.Constant and type(key.value) is int:
+        return key.value
+    if (key.__class__ is ast.UnaryOp and key.op.__class__ is ast.USub
+            and key.operand.__class__ is ast.Constant
+            and type(key.operand.value) is int):
+        return -key.operand.value
+    return None
 
 
 def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
@@ -355,14 +369,28 @@ def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method:
     if isinstance(target, (ast.Tuple, ast.List)):
         values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
             value.elts) == len(target.elts) else None
+        whole = summarize(value, self_name) if values is None and value is not None else None
         for index, element in enumerate(target.elts):
-            _assign(element, values[index] if values else None, self_name, assigns, attrs, method)
+            if values:
+                _assign(element, values[index], self_name, assigns, attrs, method)
+                continue
+            if whole is None or whole == UNKNOWN or any(
+                    isinstance(e, ast.Starred) for e in target.elts[:index + 1]):
+                _assign(element, None, self_name, assigns, attrs, method)
+                continue
+            # `a, b = f(x)`: b is the element 1 of what f returns
+            _assign_summary(element, ["item", whole, index], self_name, assigns, attrs, method)
         return
+    _assign_summary(target, summarize(value, self_name), self_name, assigns, attrs, method)
+
+
+def _assign_summary(target, summary: list, self_name, assigns: dict, attrs: dict | None,
+                    method: str) -> None:
     if isinstance(target, ast.Name):
-        assigns[target.id] = summarize(value, self_name) if target.id not in assigns else UNKNOWN
+        assigns[target.id] = summary if target.id not in assigns else UNKNOWN
     elif (attrs is not None and isinstance(target, ast.Attribute)
           and isinstance(target.value, ast.Name) and target.value.id == self_name):
-        attrs.setdefault(target.attr, []).append([method, summarize(value, self_name)])
+        attrs.setdefault(target.attr, []).append([method, summary])
 
 
 def _class_facts(node: ast.ClassDef, lines: list[str], usage: _Usage | None = None) -> dict:
@@ -909,6 +937,13 @@ class ProjectIndex:
             return self.param_kind(s[1], s[2], s[3], s[4], depth + 1)
         if tag == "iter":
             return _element(self._kind(s[1], where, depth + 1))
+        if tag == "seq":
+            return Kind(K.TUPLE, items=tuple(self._kind(e, where, depth + 1) for e in s[1]))
+        if tag == "item":
+            base = self._kind(s[1], where, depth + 1)
+            if base is None or base.kind != K.TUPLE or base.items is None:
+                return None
+            return base.items[s[2]] if -len(base.items) <= s[2] < len(base.items) else None
         if tag == "sub":
             base = self._kind(s[1], where, depth + 1)
             if base is not None and base.kind == K.PARAM_GROUP and s[2] == "params":
@@ -1431,6 +1466,7 @@ class ProjectIndex:
         is_module = False
         base_modes: list[bool | None] = []
         outputs = loss = None
+        returns: Kind | None = None
         unknown_base = False
         for base in facts["bases"]:
             kind = self._kind(base, where, depth + 1) if base[0] == "ref" else None
@@ -1440,7 +1476,7 @@ class ProjectIndex:
                 if parent is not None and parent.kind == K.MODULE:
                     is_module = True
                     base_modes.append(parent.mode)
-                    outputs, loss = parent.outputs, parent.loss
+                    outputs, loss, returns = parent.outputs, parent.loss, parent.result
                     continue
             found = self.resolve(path, base[1]) if base[0] == "ref" else None
             if found is not None and found[0] == "torch":
@@ -1475,14 +1511,18 @@ class ProjectIndex:
         mode = True if facts["mode_text"] else K.combine_modes([*base_modes, *built_modes])
         forward = facts["methods"].get("forward")
         if forward is not None:
+            returns = None
             where_forward = Where(path, cls, _locals(forward, path, cls, "forward"))
             outputs = None
             if not forward["training"] and forward["returns"]:
                 result = self._same(forward["returns"], where_forward, depth)
                 if result is not None and result.kind == K.TENSOR:
                     outputs = result.outputs
+                elif result is not None and result.kind == K.TUPLE:
+                    returns = result
             loss = self._wrapped_loss(forward, where_forward, first=1, depth=depth)
-        return Kind(K.MODULE, cls=f"{path}:{cls}", mode=mode, outputs=outputs, loss=loss)
+        return Kind(K.MODULE, cls=f"{path}:{cls}", mode=mode, outputs=outputs, loss=loss,
+                    result=returns)
 
 
 def argument(params: list[str], offset: int, call: list, name: str) -> list | None:
@@ -1562,6 +1602,8 @@ def _called(kind: Kind | None) -> Kind | None:
     if kind is None:
         return None
     if kind.kind == K.MODULE:
+        if kind.result is not None:
+            return kind.result
         return Kind(K.TENSOR, outputs=kind.outputs)
     if kind.kind == K.FUNCTION:
         return Kind(K.TENSOR)

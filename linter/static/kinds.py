@@ -22,6 +22,8 @@ PARAMETERS = "parameters"
 PARAM_GROUPS = "param_groups"
 PARAM_GROUP = "param_group"
 MODULES = "modules"
+# a tuple or list of values (`return validity, label`), each known or not
+TUPLE = "tuple"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Kind:
       `batch` (meant to step per batch) or `either`.
     - `leaf`: a tensor: a leaf that requires grad (a parameter, `requires_grad=True`).
     - `parameter`: a tensor: an `nn.Parameter`.
+    - `items`: a tuple: the kind of each element (None where not known).
+    - `result`: a module whose `forward` returns a tuple: that tuple (what calling it gives).
     """
 
     kind: str
@@ -53,6 +57,8 @@ class Kind:
     step: str | None = None
     leaf: bool = False
     parameter: bool = False
+    items: tuple[Kind | None, ...] | None = None
+    result: Kind | None = None
 
     def but(self, **changes) -> Kind:
         return replace(self, **changes)

@@ -62,6 +62,9 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
         key = None
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             value = node.slice[0].slice.value
+            position = _position(value)
+            if position is not None:
+                return ["item", summarize(node.value, self_name, depth + 1), position]
             if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
                 key = value.evaluated_value
         return ["sub", summarize(node.value, self_name, depth + 1), key]
@@ -75,6 +78,21 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
     if isinstance(node, (cst.List, cst.Tuple)):
         return ["seq", [summarize(e.value, self_name, depth + 1) for e in node.elements]]
     return UNKNOWN
+
+
+def _position(value: cst.BaseExpression) -> int | None:
+    """The integer of a subscript `x[1]`, `x[-1]`."""
+    negative = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus)
+    if negative:
+        assert isinstance(value, cst.UnaryOperation)
+        value = value.expression
+    if not isinstance(value, cst.Integer):
+        return None
+    try:
+        number = int(value.value, 0)
+    except ValueError:
+        return None
+    return -number if negative else number
 
 
 def _top_level_nodes(context: FileContext) -> list[cst.CSTNode]:
@@ -324,6 +342,8 @@ class SemanticModel:
                     result = summarize(last.element, self_name)
                 elif last.iterates is not None:
                     result = ["iter", summarize(last.iterates, self_name)]
+                elif last.unpacks is not None and last.position is not None:
+                    result = ["item", summarize(last.unpacks, self_name), last.position]
                 else:
                     result = UNKNOWN
                 if result is not UNKNOWN:
