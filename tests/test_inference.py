@@ -454,3 +454,86 @@ def test_a_helper_that_returns_a_tuple():
     assert codes(found, "h.py") == [("ML308", 12)]
     found = lint_project({"h.py": helper.format(arg="logits")}, [rule("ML308")])
     assert codes(found, "h.py") == []
+
+
+# -- false alarms that the model now rules out -------------------------------------------------
+
+
+def test_ml202_the_fix_is_safe_only_on_a_value_known_to_be_a_module():
+    from modellint.testing import fix_text
+
+    source = '''\
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def __init__(self, encoder):
+            super().__init__()
+            self.encoder = encoder
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.head.forward(self.encoder.forward(x))
+    '''
+    fixed = fix_text(textwrap.dedent(source), [rule("ML202")], unsafe=False)
+    assert "self.head(self.encoder.forward(x))" in fixed
+    fixed = fix_text(textwrap.dedent(source), [rule("ML202")], unsafe=True)
+    assert "self.head(self.encoder(x))" in fixed
+
+
+def test_ml107_a_stateless_module_of_the_project_built_in_forward():
+    source = '''\
+    import torch
+    import torch.nn as nn
+
+
+    class Interpolate(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x):
+            return nn.functional.interpolate(x, scale_factor=self.scale)
+
+
+    class Stateful(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.{attr}
+
+        def forward(self, x):
+            return x
+
+
+    class Net(nn.Module):
+        def forward(self, x):
+            return Stateful()(Interpolate(2)(x))
+    '''
+    for attr, expected in (("act = nn.ReLU()", []), ("pool = nn.MaxPool2d(2)", []),
+                           ("fc = nn.Linear(2, 2)", [("ML107", 25)]),
+                           ("drop = nn.Dropout(0.1)", [("ML107", 25)]),
+                           ("register_buffer('mean', torch.zeros(3))", [("ML107", 25)]),
+                           ("w = nn.Parameter(torch.ones(2))", [("ML107", 25)]),
+                           ("inner = make()", [("ML107", 25)])):
+        found = lint_project({"net.py": source.replace("{attr}", attr)}, [rule("ML107")])
+        assert codes(found, "net.py") == expected, attr
+
+
+def test_ml101_a_dict_of_models_to_choose_from():
+    source = '''\
+    import torch.nn as nn
+    import torchvision.models as models
+
+
+    class Encoder(nn.Module):
+        def __init__(self, name):
+            super().__init__()
+            self.zoo = {"resnet18": models.resnet18(), "resnet50": models.resnet50()}
+            {use}
+    '''
+    found = lint_project({"enc.py": source.replace("{use}", "self.backbone = self.zoo[name]")},
+                         [rule("ML101")])
+    assert codes(found, "enc.py") == []
+    found = lint_project({"enc.py": source.replace("{use}", "print(self.zoo[name])")},
+                         [rule("ML101")])
+    assert codes(found, "enc.py") == [("ML101", 8)]

@@ -44,6 +44,9 @@ _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
 _REGISTERS_TEXT = re.compile(r"add_module|register_module|setattr|_modules\b")
+# a class that may hold parameters or buffers other than through its submodules
+_STATE_TEXT = re.compile(r"register_buffer|register_parameter|Parameter|_parameters\b|"
+                         r"_buffers\b|__dict__|load_state_dict|state_dict")
 _MAX_DEPTH = 40
 # how many calls deep the effects of a project function are followed (`ProjectIndex.effects`)
 EFFECT_DEPTH = 4
@@ -442,6 +445,7 @@ def _class_facts(node: ast.ClassDef, lines: list[str], usage: _Usage | None = No
         "super_init": super_init,
         "mode_text": bool(_MODE_TEXT.search(text)),
         "registers": bool(_REGISTERS_TEXT.search(text)),
+        "state_text": bool(_STATE_TEXT.search(text)),
         # methods read as `self.m` other than to call them (a callback): called from elsewhere
         "self_escapes": own.self_escapes(),
     }
@@ -1159,6 +1163,24 @@ class ProjectIndex:
         finally:
             self._param_hops -= 1
         return join(kinds)
+
+    def passed(self, path: str, cls: str | None, name: str, param: str) -> list[list] | None:
+        """The summaries of what every call site of the project function `name` of `path`
+        (a method of `cls`) passes for `param` (its default where a site passes nothing);
+        None when the call sites are not all known."""
+        sites = self.call_sites(path, cls, name)
+        func = self.function_facts(path, cls, name)
+        if not sites or func is None:
+            return None
+        found = []
+        for _, call, offset in sites:
+            value = argument(func[2]["params"], offset, call, param)
+            if value is None:
+                value = func[2]["defaults"].get(param)
+                if value is None:
+                    return None
+            found.append(value)
+        return found
 
     def call_sites(self, path: str, cls: str | None, name: str) -> list[tuple[Where, list, int]]:
         """Every call of the project function `name` of `path` (a method of the project class

@@ -87,6 +87,23 @@ INSTANCE_NORMS = frozenset({
     "LazyInstanceNorm2d", "LazyInstanceNorm3d",
 })
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# layers with weights, running statistics or train/eval behaviour (every other public layer:
+# activations, pooling, padding, upsampling, losses, holds no state)
+STATEFUL_LAYERS = frozenset({
+    "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+    "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "LazyBatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm",
+    "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "Embedding",
+    "EmbeddingBag", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "RNNBase",
+    "RNNCellBase", "MultiheadAttention", "Transformer", "TransformerEncoder",
+    "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU",
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "RReLU", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+    "AdaptiveLogSoftmaxWithLoss",
+})
 # the public torch.nn classes that derive from another public torch.nn class (other than
 # Module): `isinstance(nn.LazyLinear(3), nn.Linear)` is True. Every other public layer is an
 # instance of no other public layer. A test checks this against the installed torch.

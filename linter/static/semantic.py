@@ -218,6 +218,17 @@ class SemanticModel:
         project class's attributes, and theirs)."""
         return _contains(self.index, sub, layer, 0, set())
 
+    def holds_state(self, expr: cst.BaseExpression, scope: Scope | None = None,
+                    before: int | None = None) -> bool | None:
+        """Whether the module `expr` holds (or builds) parameters, buffers or a layer that
+        behaves differently in train and eval mode: False when it is known to hold none (an
+        activation, an upsampling or pooling layer, a project class whose every attribute is
+        known and stateless), True when it is known to hold some, None when not known."""
+        kind = self.kind(expr, scope, before)
+        if kind is None or kind.kind != K.MODULE or not kind.cls:
+            return None
+        return _holds_state(self.index, kind.cls, 0)
+
     def instance_of(self, cls: str) -> Kind | None:
         """The kind of an instance of this file's class `cls`."""
         return self.index.instance(self.path, cls)
@@ -484,6 +495,10 @@ def _held(index: ProjectIndex, path: str, cls: str, facts: dict, attr: str, meth
             if default is not None and (default[0] in ("num", "str") or default in (
                     ["const", "True"], ["const", "False"])):
                 return None  # a parameter whose default is a number, a string or a bool
+            passed = index.passed(path, cls, method, name)
+            if passed and all(value and value[0] in ("num", "str") or value in (
+                    ["const", "True"], ["const", "False"]) for value in passed):
+                return None  # every call site passes a number, a string or a bool
             return _NOT_KNOWN
     where = Where(path, cls, _locals(func) if func is not None else None)
     kind = index.kind(value, where)
@@ -512,6 +527,49 @@ def class_children(index: ProjectIndex, path: str, cls: str) -> list[Submodule] 
                 if held is not None:
                     found.append(held)
     return found
+
+
+def _holds_state(index: ProjectIndex, cls: str | None, depth: int) -> bool | None:
+    """`SemanticModel.holds_state` of an instance of `cls`."""
+    if cls is None or depth > 8:
+        return None
+    if cls.startswith("torch.nn.") and cls.count(".") == 2:
+        layer = cls[len("torch.nn."):]
+        if layer in K.CONTAINERS:
+            return None  # what it holds is its elements'
+        return layer in K.STATEFUL_LAYERS
+    if ":" not in cls:
+        return None
+    path, name = cls.split(":", 1)
+    lineage, complete = _lineage(index, path, name)
+    if not complete:
+        return None
+    instance = index.instance(path, name)
+    if instance is None or instance.kind != K.MODULE:
+        return None
+    if instance.mode:
+        return True
+    unknown = instance.mode is None
+    for path, name, facts in lineage:
+        if facts.get("registers", True) or facts.get("state_text", True):
+            return None
+        for attr, values in facts["attrs"].items():
+            for method, value in values:
+                held = _held(index, path, name, facts, attr, method, value)
+                if held is _NOT_KNOWN:
+                    return None
+                if isinstance(held, Submodule):
+                    inner = _holds_state(index, held.cls, depth + 1)
+                    if inner:
+                        return True
+                    unknown = unknown or inner is None
+                elif held is None and value and value[0] not in _PLAIN:
+                    kind = index.kind(value, Where(path, name, _locals(
+                        facts["methods"][method], path, name, method)
+                        if method in facts["methods"] else None))
+                    if kind is not None and kind.kind == K.TENSOR:
+                        return None  # a tensor attribute may be a buffer's twin; not known
+    return None if unknown else False
 
 
 def _is_instance(index: ProjectIndex, cls: str | None, layer: str, depth: int = 0) -> bool | None:
