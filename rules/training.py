@@ -2075,6 +2075,19 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "    return criterion(F.softmax(model(x), dim=1), y)\n",
             "return criterion(",
         ),
+        # an auxiliary head ending in a softmax, one element of the tuple forward returns
+        # (PyTorch-GAN's ACGAN)
+        invalid_at(
+            HEADER + "class Discriminator(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.adv = nn.Sequential(nn.Linear(16, 1), nn.Sigmoid())\n"
+            "        self.aux = nn.Sequential(nn.Linear(16, 10), nn.Softmax())\n\n"
+            "    def forward(self, x):\n        return self.adv(x), self.aux(x)\n\n\n"
+            "discriminator = Discriminator()\nauxiliary_loss = nn.CrossEntropyLoss()\n\n\n"
+            "def step(x, labels):\n    real_pred, real_aux = discriminator(x)\n"
+            "    return auxiliary_loss(real_aux, labels)\n",
+            "return auxiliary_loss(real_aux, labels)",
+        ),
         # sigmoid before BCEWithLogitsLoss, from the model's head
         invalid_at(
             HEADER + "class Detector(nn.Module):\n    def __init__(self):\n"
