@@ -537,3 +537,27 @@ def test_ml101_a_dict_of_models_to_choose_from():
     found = lint_project({"enc.py": source.replace("{use}", "print(self.zoo[name])")},
                          [rule("ML101")])
     assert codes(found, "enc.py") == [("ML101", 8)]
+
+
+# -- tensors through chains --------------------------------------------------------------------
+
+
+def test_ml103_a_tensor_through_variable_and_tensor_attributes():
+    source = '''\
+    import torch
+    import torch.nn as nn
+    from torch.autograd import Variable
+
+
+    class Net(nn.Module):
+        def __init__(self, data):
+            super().__init__()
+            self.w = {value}.cuda()
+    '''
+    for value in ("Variable(torch.zeros(3))", "torch.ones(3, 4).T", "torch.ones(3).data"):
+        found = lint_project({"net.py": source.replace("{value}", value)}, [rule("ML103")])
+        assert codes(found, "net.py") == [("ML103", 9)], value
+    # what the constructor is given is not known to be a tensor
+    for value in ("Variable(data)", "data.T", "Variable(data).data"):
+        found = lint_project({"net.py": source.replace("{value}", value)}, [rule("ML103")])
+        assert codes(found, "net.py") == [], value

@@ -1074,6 +1074,8 @@ class ProjectIndex:
             return None
         if kind.kind == K.OPTIMIZER and attr == "param_groups":
             return Kind(K.PARAM_GROUPS)
+        if kind.kind == K.TENSOR and attr in K.TENSOR_ATTRIBUTES:
+            return Kind(K.TENSOR)
         if kind.kind == K.MODULE and kind.cls and ":" in kind.cls:
             path, cls = kind.cls.split(":", 1)
             return self._class_attr(path, cls, attr, depth + 1)
@@ -1727,6 +1729,13 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
         return Kind(K.TENSOR, outputs=K.ACTIVATION_FUNCTIONS[qualified])
     if qualified in K.LOSS_FUNCTIONS:
         return Kind(K.TENSOR)
+    if qualified in K.VARIABLES:
+        # `Variable(t)` is `t` since torch 0.4 (a leaf that requires grad when asked)
+        inner = index._kind(args[0], where, depth + 1) if len(args) == 1 else None
+        if inner is None or inner.kind != K.TENSOR:
+            return None
+        return inner.but(leaf=True) if keywords.get("requires_grad") == ["const", "True"] else (
+            inner)
     if qualified.startswith("torch.optim.lr_scheduler."):
         name = qualified.rsplit(".", 1)[1]
         if name in K.SCHEDULERS:

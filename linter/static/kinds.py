@@ -194,8 +194,14 @@ TENSOR_METHODS = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "long", "int", "bool",
     "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "permute", "transpose",
     "contiguous", "clone", "sqrt", "exp", "log", "abs", "clamp", "pow", "mean", "sum", "t",
-    "flatten", "type_as", "mul", "add", "div", "sub",
+    "flatten", "type_as", "mul", "add", "div", "sub", "detach", "narrow", "select",
+    "index_select", "masked_fill", "argmax", "argmin", "norm", "cumsum",
+    "expand_as", "view_as", "reshape_as", "squeeze_", "unsqueeze_",
 })
+# tensor attributes that are tensors
+TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
+# the deprecated wrapper that returns the tensor it is given
+VARIABLES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # module methods that return the module itself
 RETURNS_SELF = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
