@@ -515,18 +515,26 @@ def class_children(index: ProjectIndex, path: str, cls: str) -> list[Submodule] 
     lineage, complete = _lineage(index, path, cls)
     if not complete:
         return None
+    if any(facts.get("registers", True) for _, _, facts in lineage):
+        return None
     found = []
-    for path, cls, facts in lineage:
-        if facts.get("registers", True):
+    for held, _ in _attribute_values(index, lineage):
+        if held is _NOT_KNOWN:
             return None
+        if held is not None:
+            found.append(held)
+    return found
+
+
+def _attribute_values(index: ProjectIndex, lineage: list[tuple[str, str, dict]]):
+    """For each value assigned to an attribute of `self` in the classes of `lineage`: what
+    `_held` makes of it, and its summary with where it is evaluated."""
+    for path, cls, facts in lineage:
         for attr, values in facts["attrs"].items():
             for method, value in values:
-                held = _held(index, path, cls, facts, attr, method, value)
-                if held is _NOT_KNOWN:
-                    return None
-                if held is not None:
-                    found.append(held)
-    return found
+                func = facts["methods"].get(method)
+                where = Where(path, cls, _locals(func, path, cls, method) if func else None)
+                yield _held(index, path, cls, facts, attr, method, value), (value, where)
 
 
 def _holds_state(index: ProjectIndex, cls: str | None, depth: int) -> bool | None:
@@ -550,25 +558,21 @@ def _holds_state(index: ProjectIndex, cls: str | None, depth: int) -> bool | Non
     if instance.mode:
         return True
     unknown = instance.mode is None
-    for path, name, facts in lineage:
-        if facts.get("registers", True) or facts.get("state_text", True):
+    if any(facts.get("registers", True) or facts.get("state_text", True)
+           for _, _, facts in lineage):
+        return None
+    for held, (value, where) in _attribute_values(index, lineage):
+        if held is _NOT_KNOWN:
             return None
-        for attr, values in facts["attrs"].items():
-            for method, value in values:
-                held = _held(index, path, name, facts, attr, method, value)
-                if held is _NOT_KNOWN:
-                    return None
-                if isinstance(held, Submodule):
-                    inner = _holds_state(index, held.cls, depth + 1)
-                    if inner:
-                        return True
-                    unknown = unknown or inner is None
-                elif held is None and value and value[0] not in _PLAIN:
-                    kind = index.kind(value, Where(path, name, _locals(
-                        facts["methods"][method], path, name, method)
-                        if method in facts["methods"] else None))
-                    if kind is not None and kind.kind == K.TENSOR:
-                        return None  # a tensor attribute may be a buffer's twin; not known
+        if isinstance(held, Submodule):
+            inner = _holds_state(index, held.cls, depth + 1)
+            if inner:
+                return True
+            unknown = unknown or inner is None
+        elif held is None and value and value[0] not in _PLAIN:
+            kind = index.kind(value, where)
+            if kind is not None and kind.kind == K.TENSOR:
+                return None  # a tensor attribute may be a buffer's twin; not known
     return None if unknown else False
 
 
