@@ -307,7 +307,9 @@ class ForwardCalledDirectly(StaticRule):
     them, so hooks that capture activations, quantization observers and pruning masks silently
     do nothing.
 
-    The fix replaces `m.forward(...)` with `m(...)` (safe).
+    The fix replaces `m.forward(...)` with `m(...)`: safe when the semantic model knows `m`
+    holds a module (or it is the module itself), else unsafe (`m(...)` of an object that is no
+    module may not call its `forward`).
 
     ## Example
         def forward(self, x):
@@ -320,7 +322,7 @@ class ForwardCalledDirectly(StaticRule):
 
     code = "ML202"
     name = "forward-called-directly"
-    fix = "safe"
+    fix = "safe/unsafe"
     triggers = (".forward(",)
     valid = [
         HEADER + "class Net(nn.Linear):\n    def forward(self, x):\n"
@@ -391,6 +393,16 @@ class ForwardCalledDirectly(StaticRule):
             "        for block in self.blocks:\n            x = block(x)\n"
             "        return x\n",
         ),
+        # `self.encoder` is not known to be a module: the finding stands, its fix is unsafe
+        Invalid(
+            HEADER + "class Net(nn.Module):\n    def __init__(self, encoder):\n"
+            "        super().__init__()\n        self.encoder = encoder\n\n"
+            "    def forward(self, x):\n        return self.encoder.forward(x)\n",
+            line=11,
+            fixed=HEADER + "class Net(nn.Module):\n    def __init__(self, encoder):\n"
+            "        super().__init__()\n        self.encoder = encoder\n\n"
+            "    def forward(self, x):\n        return self.encoder(x)\n",
+        ),
         # a trainer (no module) whose models are set by tuple in __init__
         invalid_at(
             HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -426,7 +438,8 @@ class ForwardCalledDirectly(StaticRule):
             if self_name and isinstance(first, cst.Name) and first.value == self_name:
                 return
         text = snippet(receiver)
-        fix = Fix(((node, node.with_changes(func=receiver)),), f"call `{text}(...)`")
+        fix = Fix(((node, node.with_changes(func=receiver)),), f"call `{text}(...)`",
+                  safe=self._proven_module(receiver))
         self.report(
             node,
             f"`{text}.forward(...)` skips the module's hooks and wrappers; call "
@@ -468,6 +481,17 @@ class ForwardCalledDirectly(StaticRule):
                 ):
                     return False
         return True
+
+    def _proven_module(self, receiver: cst.BaseExpression) -> bool:
+        """`receiver` is known to hold an `nn.Module`: `self` of a module class, a name built
+        from a module class here, or what the semantic model knows is a module."""
+        found = self.context.current_method()
+        if found is not None and isinstance(receiver, cst.Name) and (
+                receiver.value == _self_name(self.context, *found)):
+            return self.context.is_module_class(found[0])
+        if isinstance(receiver, cst.Name) and receiver.value in self._module_names:
+            return True
+        return self._known_module(receiver)
 
     def _known_module(self, receiver: cst.BaseExpression) -> bool:
         """The semantic model knows `receiver` holds a module: a `self` attribute assigned

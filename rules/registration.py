@@ -7,8 +7,10 @@ import difflib
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import FileContext, Fix, Invalid, StaticRule, dotted_name, visit
-from modellint.static.classes import REGISTERING_METHODS
+from modellint.rule import FileContext, Fix, Invalid, StaticRule, code_nodes, dotted_name, visit
+from modellint.rules._loops import invalid_at
+from modellint.static.classes import REGISTERING_METHODS, first_param_name
+from modellint.static.kinds import STATEFUL_LAYERS
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 CONTAINER_CLASSES = frozenset(
@@ -83,6 +85,46 @@ def _wrapped_in_container(context: FileContext, scope: cst.CSTNode, names: set[s
 
     visit(scope, Finder())
     return found
+
+
+def _lookup_table(cls: cst.ClassDef, self_name: str, attr: str) -> bool:
+    """`self.<attr>` is a table to choose from: an element of it (`self.<attr>[key]`, also
+    through a method that returns one) is assigned to another attribute of the object, which
+    registers the module chosen (SimCLR's `self.backbone = self._get_basemodel(name)` over a
+    dict of torchvision models)."""
+
+    def element(expr: cst.CSTNode, names: set[str]) -> bool:
+        for node in code_nodes(expr):
+            if isinstance(node, cst.Subscript) and self_attribute(node.value, self_name) == attr:
+                return True
+            if isinstance(node, cst.Name) and node.value in names:
+                return True
+        return False
+
+    returning: set[str] = set()
+    for statement in cls.body.body:
+        if not isinstance(statement, cst.FunctionDef):
+            continue
+        names: set[str] = set()
+        for node in code_nodes(statement):
+            if isinstance(node, cst.Assign) and element(node.value, set()):
+                names.update(t.target.value for t in node.targets
+                             if isinstance(t.target, cst.Name))
+        if any(isinstance(node, cst.Return) and node.value is not None
+               and element(node.value, names) for node in code_nodes(statement)):
+            returning.add(statement.name.value)
+    for node in code_nodes(cls):
+        if not isinstance(node, cst.Assign) or not any(
+                self_attribute(t.target, self_name) not in (None, attr) for t in node.targets):
+            continue
+        if element(node.value, set()):
+            return True
+        value = node.value
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
+                dotted_name(value.func.value) == self_name
+                and value.func.attr.value in returning):
+            return True
+    return False
 
 
 class _PlainContainer(StaticRule):
@@ -198,6 +240,8 @@ class _PlainContainer(StaticRule):
                 continue
             if self.context.class_info(cls).dynamic:
                 continue  # add_module(str(i), layer) registers the elements one by one
+            if kind == "dict" and _lookup_table(cls, first_param_name(method) or "self", attr):
+                continue  # the module chosen from it is registered where it is kept
             container = self.context.lookup(value.value) if isinstance(value, cst.Name) else value
             if container is not None and self._nested(container):
                 # one wrapper around lists of layers does not register them (and raises)
@@ -307,6 +351,18 @@ class ModuleInPlainContainer(_PlainContainer):
         "        self.layers = [nn.Linear(2, 2), nn.ReLU()]\n"
         "        for i, layer in enumerate(self.layers):\n"
         "            self.add_module(str(i), layer)\n",
+        # a table of models to choose from (SimCLR's): the one chosen is registered
+        HEADER + "import torchvision.models as models\n\n\n"
+        "class ResNetSimCLR(nn.Module):\n    def __init__(self, base_model, out_dim):\n"
+        "        super().__init__()\n"
+        "        self.resnet_dict = {'resnet18': models.resnet18(num_classes=out_dim),\n"
+        "                            'resnet50': models.resnet50(num_classes=out_dim)}\n"
+        "        self.backbone = self._get_basemodel(base_model)\n\n"
+        "    def _get_basemodel(self, model_name):\n"
+        "        model = self.resnet_dict[model_name]\n        return model\n",
+        HEADER + "class Net(nn.Module):\n    def __init__(self, kind):\n        super().__init__()\n"
+        "        self.heads = {'a': nn.Linear(2, 2), 'b': nn.Linear(2, 3)}\n"
+        "        self.head = self.heads[kind]\n",
     ]
     invalid = [
         Invalid(
@@ -918,22 +974,6 @@ class UndefinedModuleAttribute(StaticRule):
                 )
 
 
-# torch.nn layers with weights, running statistics or train/eval behaviour
-STATEFUL_LAYERS = frozenset(
-    {
-        "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
-        "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
-        "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm",
-        "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "Embedding",
-        "EmbeddingBag", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
-        "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
-        "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU", "Dropout", "Dropout1d",
-        "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Sequential",
-        "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
-    }
-)
-
-
 class ModuleCreatedInForward(StaticRule):
     """A layer is constructed inside `forward`.
 
@@ -974,12 +1014,29 @@ class ModuleCreatedInForward(StaticRule):
         HEADER + "class Lazy(nn.Module):\n    def forward(self, x):\n        if self.head is None:\n"
         "            head = nn.Linear(x.shape[-1], 2)\n            self.head = head\n"
         "        return self.head(x)\n",
+        # a module of the project without parameters, buffers or dropout: an activation, an
+        # upsampling layer
+        HEADER + "class Swish(nn.Module):\n    def forward(self, x):\n"
+        "        return x * torch.sigmoid(x)\n\n\n"
+        "class Up(nn.Module):\n    def __init__(self, scale=2):\n        super().__init__()\n"
+        "        self.scale = scale\n        self.up = nn.Upsample(scale_factor=scale)\n\n"
+        "    def forward(self, x):\n        return self.up(x)\n\n\n"
+        "class Net(nn.Module):\n    def forward(self, x):\n"
+        "        return Up(2)(Swish()(x))\n",
     ]
     invalid = [
         Invalid(
             HEADER + "class Net(nn.Module):\n    def forward(self, x):\n"
             "        return nn.Linear(16, 4)(x)\n",
             line=6,
+        ),
+        # a module of the project with weights
+        invalid_at(
+            HEADER + "class Head(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(8, 2)\n\n"
+            "    def forward(self, x):\n        return self.fc(x)\n\n\n"
+            "class Net(nn.Module):\n    def forward(self, x):\n        return Head()(x)\n",
+            "return Head()(x)",
         ),
     ]
 
@@ -989,6 +1046,8 @@ class ModuleCreatedInForward(StaticRule):
         qualified = self.context.call_name(node)
         if qualified is not None and qualified.rsplit(".", 1)[-1] not in STATEFUL_LAYERS:
             return  # activations, pads, losses ... hold no weights and no train/eval state
+        if qualified is None and self.context.semantic.holds_state(node) is False:
+            return  # a project module that holds no parameters, buffers nor dropout
         _, method = self.context.current_method() or (None, None)
         if method is None or self.context.current_function is not method:
             return  # a nested factory function inside forward

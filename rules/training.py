@@ -855,6 +855,9 @@ class MissingZeroGrad(ScopeRule):
     `set_to_none` anywhere in the function. Gradient accumulation, which zeroes under a
     condition, is fine.
 
+    A project function or method that the function calls clears what it clears where it is
+    called (`self.reset_grad()` that calls `self.opt.zero_grad()`), a few calls deep.
+
     Per optimizer: when the function clears gradients only through `<optimizer>.zero_grad()`
     calls, an optimizer stepped in the loop (known to be one: built by `torch.optim`, or named
     so) that is never zeroed is reported, as in a GAN that zeroes `opt_d` but not `opt_g`. A
@@ -920,6 +923,16 @@ class MissingZeroGrad(ScopeRule):
         "        D.zero_grad()\n        D(G(real).detach()).mean().backward()\n"
         "        opt_d.step()\n        G.zero_grad()\n"
         "        (-D(G(real)).mean()).backward()\n        opt_g.step()\n",
+        # a method of the project clears the gradients (StarGAN's `reset_grad`)
+        HEADER + "class Solver:\n    def __init__(self, G, D):\n        self.G, self.D = G, D\n"
+        "        self.g_opt = torch.optim.Adam(G.parameters())\n"
+        "        self.d_opt = torch.optim.Adam(D.parameters())\n\n"
+        "    def reset_grad(self):\n        self.g_opt.zero_grad()\n"
+        "        self.d_opt.zero_grad()\n\n"
+        "    def train(self, loader):\n        for real in loader:\n"
+        "            self.reset_grad()\n            self.D(real).mean().backward()\n"
+        "            self.d_opt.step()\n            self.reset_grad()\n"
+        "            (-self.D(self.G(real)).mean()).backward()\n            self.g_opt.step()\n",
     ]
     invalid = [
         Invalid(
@@ -971,8 +984,9 @@ class MissingZeroGrad(ScopeRule):
         ]
         if not candidates:
             return
-        if _ZEROING.search(scope.code()):
-            self._per_optimizer(scope, candidates)
+        helpers = _cleared_in_helpers(self.context, scope)
+        if _ZEROING.search(scope.code()) or helpers:
+            self._per_optimizer(scope, candidates, helpers)
             return
         for step in candidates:
             optimizer = _stepped(step)
@@ -983,12 +997,18 @@ class MissingZeroGrad(ScopeRule):
                 "each iteration",
             )
 
-    def _per_optimizer(self, scope: Scope, candidates: list[CallSite]) -> None:
+    def _per_optimizer(self, scope: Scope, candidates: list[CallSite],
+                       helpers: list[str | None]) -> None:
         """Gradients are cleared, but maybe not for every optimizer: when every clearing in
-        the function is `<optimizer>.zero_grad()`, an optimizer stepped in the loop that is
-        never zeroed (a GAN whose discriminator's optimizer alone is) accumulates."""
+        the function is `<optimizer>.zero_grad()` (here or in a project function it calls),
+        an optimizer stepped in the loop that is never zeroed (a GAN whose discriminator's
+        optimizer alone is) accumulates."""
         code = scope.code()
         zeroed: set[str] = set()
+        for name in helpers:
+            if name is None or not is_optimizer(self.context, scope, name):
+                return  # a helper clears gradients not known to be one optimizer's
+            zeroed.add(name)
         for site, receiver in scope.method_calls("zero_grad"):
             name = dotted_name(receiver)
             if name is None or not is_optimizer(self.context, scope, name):
@@ -1014,6 +1034,35 @@ class MissingZeroGrad(ScopeRule):
                 f"(only {', '.join(f'`{z}`' for z in sorted(zeroed))} is), so its gradients "
                 f"accumulate across steps; call `{optimizer}.zero_grad()` each iteration",
             )
+
+
+def _modes_with_helpers(context, scope: Scope
+                        ) -> tuple[dict[str, list[CallSite]], dict[str, list[CallSite]]]:
+    """`mode_calls`, with the calls of project functions and methods that put one of this
+    function's names in eval or training mode (`set_eval(model)` that calls `model.eval()`,
+    `self.eval_mode()`): (names put in eval mode, in train mode) -> their call sites."""
+    evals, trains = mode_calls(scope)
+    for site in scope.calls:
+        for effect in context.semantic.call_effects(site.node, scope):
+            if effect.target is None or effect.effect not in ("eval", "train"):
+                continue
+            found = evals if effect.effect == "eval" else trains
+            sites = found.setdefault(effect.target, [])
+            sites.append(site)
+            sites.sort(key=lambda s: s.order)
+    return evals, trains
+
+
+def _cleared_in_helpers(context, scope: Scope) -> list[str | None]:
+    """What the project functions and methods that `scope` calls clear the gradients of
+    (`self.reset_grad()` that calls `self.opt.zero_grad()`): the caller's dotted names, None
+    for one not known."""
+    cleared: list[str | None] = []
+    for site in scope.calls:
+        for effect in context.semantic.call_effects(site.node, scope):
+            if effect.effect == "zero_grad" and effect.target not in cleared:
+                cleared.append(effect.target)
+    return cleared
 
 
 def _stepped(step: CallSite) -> str:
@@ -1586,7 +1635,7 @@ class EvalWithoutEvalMode(ScopeRule):
         if context.in_module_class:
             return
         decorated = function_without_grad(context, scope.root)
-        evals, trains = mode_calls(scope)
+        evals, trains = _modes_with_helpers(context, scope)
         trains_here = None
         reported: set[str] = set()
         for site in scope.calls:
@@ -1693,8 +1742,9 @@ def _callers_in_training(context, scope: Scope, name: str) -> str | None:
                 return None  # a function not known here may call eval()
             other = index.files[found[1]]["functions"][found[2]]
             at = passed.index(arg)
-            if at < len(other["params"]) and other["params"][at] in other.get("evals", ()):
-                return None  # e.g. a validate(model) that calls model.eval()
+            if at < len(other["params"]) and ("eval", "param", other["params"][at]) in (
+                    index.effects(found[1], None, found[2])):
+                return None  # e.g. a validate(model) that calls model.eval(), or a helper
         names.append(caller_path)
     if len(callers) == 1:
         where = "" if callers[0][0] == context.path else f" in {callers[0][0]}"
@@ -1807,7 +1857,7 @@ class EvalWithoutNoGrad(ScopeRule):
         context = self.context
         if function_without_grad(context, scope.root):
             return
-        evals, trains = mode_calls(scope)
+        evals, trains = _modes_with_helpers(context, scope)
         for name, site in _evaluated_in_init(context, scope).items():
             evals.setdefault(name, []).insert(0, site)
         if not evals:
@@ -2024,6 +2074,19 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "def step(model, x, y):\n    criterion = LabelLoss()\n"
             "    return criterion(F.softmax(model(x), dim=1), y)\n",
             "return criterion(",
+        ),
+        # an auxiliary head ending in a softmax, one element of the tuple forward returns
+        # (PyTorch-GAN's ACGAN)
+        invalid_at(
+            HEADER + "class Discriminator(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.adv = nn.Sequential(nn.Linear(16, 1), nn.Sigmoid())\n"
+            "        self.aux = nn.Sequential(nn.Linear(16, 10), nn.Softmax())\n\n"
+            "    def forward(self, x):\n        return self.adv(x), self.aux(x)\n\n\n"
+            "discriminator = Discriminator()\nauxiliary_loss = nn.CrossEntropyLoss()\n\n\n"
+            "def step(x, labels):\n    real_pred, real_aux = discriminator(x)\n"
+            "    return auxiliary_loss(real_aux, labels)\n",
+            "return auxiliary_loss(real_aux, labels)",
         ),
         # sigmoid before BCEWithLogitsLoss, from the model's head
         invalid_at(

@@ -39,12 +39,21 @@ from modellint.static.recover import recover
 from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 5  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers; 5: a file that does not parse has the facts of what does
+FACTS_VERSION = 6  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
+# 5: a file that does not parse has the facts of what does; 6: zeroes and invokes (the effects of
+# project functions at their call sites)
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
 _REGISTERS_TEXT = re.compile(r"add_module|register_module|setattr|_modules\b")
+# a class that may hold parameters or buffers other than through its submodules
+_STATE_TEXT = re.compile(r"register_buffer|register_parameter|Parameter|_parameters\b|"
+                         r"_buffers\b|__dict__|load_state_dict|state_dict")
 _MAX_DEPTH = 40
+# how many calls deep the effects of a project function are followed (`ProjectIndex.effects`)
+EFFECT_DEPTH = 4
+# how many calls up a parameter's kind is followed to its call sites (`ProjectIndex.param_kind`)
+PARAM_DEPTH = 3
 _BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "dict", "tuple",
                        "set", "isinstance", "getattr", "hasattr", "print", "zip", "enumerate",
                        "min", "max", "sum", "abs", "round", "sorted", "type", "bool"})
@@ -92,6 +101,9 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
     if isinstance(node, ast.Subscript):
         key = node.slice
+        position = _position(key)
+        if position is not None:
+            return ["item", summarize(node.value, self_name, depth + 1), position]
         literal = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
         return ["sub", summarize(node.value, self_name, depth + 1), literal]
     if isinstance(node, ast.Constant):
@@ -107,6 +119,17 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         # (`seq_a + seq_b`) a container: never a layer such as a Conv2d
         return ["op"]
     return UNKNOWN
+
+
+def _position(key: ast.AST) -> int | None:
+    """The integer of a subscript `x[1]`, `x[-1]`."""
+    if key.__class__ is ast.Constant and type(key.value) is int:
+        return key.value
+    if (key.__class__ is ast.UnaryOp and key.op.__class__ is ast.USub
+            and key.operand.__class__ is ast.Constant
+            and type(key.operand.value) is int):
+        return -key.operand.value
+    return None
 
 
 def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
@@ -127,22 +150,78 @@ def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 # the node classes `_function_facts` reads (ast's classes are final: `isinstance` is `is`)
 _FUNCTION_FACT_NODES = frozenset({ast.Call, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
-                                  ast.AsyncFor, ast.Return, ast.Attribute})
+                                  ast.AsyncFor, ast.Return, ast.Attribute, ast.Name})
+# decorators that leave a function to be called by its name only
+_PLAIN_DECORATORS = re.compile(r"(?:^|\.)(?:staticmethod|classmethod|no_grad|inference_mode|"
+                               r"wraps|lru_cache|cache)$|(?:^|_)(?:no_grad|inference_mode)$")
 
 
-def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> dict:
+class _Usage:
+    """How a file uses names, for the call sites of its functions (`ProjectIndex.call_sites`):
+    how often each plain name is read, and how often as the function of a call the facts keep
+    (an `invokes`); the methods it calls on values other than `self`; per class, how often each
+    `self.x` is read, and called as a method."""
+
+    def __init__(self, modules: frozenset[str]) -> None:
+        # the names of the file's imports (a call `alias.f(...)` may call a project function)
+        self.modules = modules
+        self.loads: collections.Counter[str] = collections.Counter()
+        self.callees: collections.Counter[str] = collections.Counter()
+        self.attr_calls: set[str] = set()
+        self.self_loads: collections.Counter[str] = collections.Counter()
+        self.self_callees: collections.Counter[str] = collections.Counter()
+
+    def count(self, nodes: Iterable[ast.AST], self_name: str | None = None) -> None:
+        """Count the names (and `self.x`) read in `nodes` and everything inside them."""
+        for top in nodes:
+            for node in ast_walk(top):
+                if node.__class__ is ast.Name and node.ctx.__class__ is ast.Load:
+                    self.loads[node.id] += 1
+                elif (self_name is not None and node.__class__ is ast.Attribute
+                      and node.value.__class__ is ast.Name and node.value.id == self_name):
+                    self.self_loads[node.attr] += 1
+
+    def escapes(self, names: Iterable[str]) -> list[str]:
+        """Those of `names` read other than as the function of a call the facts keep."""
+        return sorted(n for n in set(names) if self.loads[n] > self.callees[n])
+
+    def self_escapes(self) -> list[str]:
+        return sorted(n for n, c in self.self_loads.items() if c > self.self_callees[n])
+
+
+def _signature_nodes(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list:
+    """The expressions of a definition that run where it is defined: decorators, defaults,
+    bases, keywords."""
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *node.keywords]
+    args = node.args
+    return [*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d)]
+
+
+def _function_facts(func, self_name: str | None, attrs: dict | None = None,
+                    usage: _Usage | None = None) -> dict:
     """params, assigns (name -> summary, when assigned once), iters (name -> iterable),
     returns (summaries), reads_training, steps (what `x.step(...)` steps: the summary of `x`,
-    or of the optimizer a `scaler.step(optimizer)` is given)."""
+    or of the optimizer a `scaler.step(optimizer)` is given), decorated (by a decorator
+    that may call it other than by its name). The names it reads are counted in `usage`
+    (a method's are counted by its class)."""
     assigns: dict[str, Any] = {}
     iters: dict[str, Any] = {}
     returns: list = []
     steps: list = []
     reads_training = False
-    modes = _Modes()
-    for node in _own_nodes(func.body):
+    own_usage = usage if usage is not None else _Usage(frozenset())
+    modes = _Modes(self_name, own_usage)
+    nested: list[ast.AST] = []
+    count = attrs is None  # a method's names are counted by its class, nested code included
+    loads = own_usage.loads
+    for node in _own_nodes(func.body, nested):
         if node.__class__ not in _FUNCTION_FACT_NODES:
-            continue  # most nodes: names, constants, operators
+            continue  # most nodes: constants, operators
+        if node.__class__ is ast.Name:
+            if count and node.ctx.__class__ is ast.Load:
+                loads[node.id] += 1
+            continue
         if isinstance(node, ast.Call):
             modes.add(node)
         if isinstance(node, ast.Assign):
@@ -162,6 +241,9 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
                            else ["const", "None"])
         elif isinstance(node, ast.Attribute) and node.attr == "training":
             reads_training = True
+        elif isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(
+                node.ctx, ast.Store):
+            modes.zeroes.add("?")  # `p.grad = None`: which optimizer's gradients, not known
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr == "step"):
             stepped = node.func.value
@@ -170,8 +252,13 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None) -> d
             summary = summarize(stepped, self_name)
             if summary not in steps:
                 steps.append(summary)
+    if count:
+        own_usage.count(nested)
+        own_usage.count(_signature_nodes(func))
+    decorated = any(not _PLAIN_DECORATORS.search(_dotted(
+        d.func if isinstance(d, ast.Call) else d) or "?") for d in func.decorator_list)
     return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
-            "returns": returns, "steps": steps,
+            "returns": returns, "steps": steps, "decorated": decorated,
             "training": reads_training, **modes.facts()}
 
 
@@ -188,60 +275,98 @@ def _dotted(node: ast.AST) -> str | None:
 
 class _Modes:
     """Which names the code puts in eval mode (`x.eval()`, `x.train(False)`, `x.train(mode)`
-    with a computed mode) or training mode (`x.train()`), and the calls that pass plain names
-    to a function named by a dotted name: [callee, [name or None per positional argument]]."""
+    with a computed mode) or training mode (`x.train()`), whose gradients it clears
+    (`x.zero_grad()`; "?" for a clearing of gradients not known to be one name's), the calls
+    that pass plain names to a function named by a dotted name: [callee, [name or None per
+    positional argument]], and the calls of what may be a project function (a plain name, a
+    method of `self`, a name of an imported module): their summaries (`invokes`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, self_name: str | None, usage: _Usage) -> None:
+        self.self_name = self_name
+        self.usage = usage
         self.evals: set[str] = set()
         self.trains: set[str] = set()
+        self.zeroes: set[str] = set()
         self.calls: set[tuple] = set()
+        self.invokes: dict[str, list] = {}
 
     def add(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in ("eval", "train"):
+        if isinstance(func, ast.Attribute) and func.attr in ("eval", "train", "zero_grad"):
             receiver = func.value
             while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
                    and receiver.func.attr in K.RETURNS_SELF):
                 receiver = receiver.func.value
             name = _dotted(receiver)
-            if name is not None:
+            if func.attr == "zero_grad":
+                self.zeroes.add(name if name is not None else "?")
+            elif name is not None:
                 arguments = [*node.args, *(k.value for k in node.keywords)]
                 if func.attr == "eval" or (arguments and not (
                         isinstance(arguments[0], ast.Constant) and arguments[0].value is True)):
                     self.evals.add(name)
                 else:
                     self.trains.add(name)
+        elif isinstance(func, ast.Attribute) and func.attr == "zero_" and isinstance(
+                func.value, ast.Attribute) and func.value.attr == "grad":
+            self.zeroes.add("?")
         callee = _dotted(func)
         if callee is not None and any(isinstance(a, ast.Name) for a in node.args):
             self.calls.add((callee, tuple(a.id if isinstance(a, ast.Name) else None
                                           for a in node.args)))
+        if callee is None or callee in _BUILTINS:
+            if isinstance(func, ast.Attribute):
+                self.usage.attr_calls.add(func.attr)
+            return
+        head, _, rest = callee.partition(".")
+        if not rest or "." not in rest and (head == self.self_name or head in (
+                self.usage.modules)):
+            summary = summarize(node, self.self_name)
+            self.invokes.setdefault(json.dumps(summary), summary)
+            if head == self.self_name:
+                self.usage.self_callees[rest] += 1
+            else:
+                self.usage.callees[head] += 1
+        elif isinstance(func, ast.Attribute):
+            self.usage.attr_calls.add(func.attr)
 
     def facts(self) -> dict:
         return {"evals": sorted(self.evals), "trains": sorted(self.trains),
+                "zeroes": sorted(self.zeroes),
                 "calls": sorted(([callee, list(args)] for callee, args in self.calls),
-                                key=json.dumps)}
+                                key=json.dumps),
+                "invokes": [self.invokes[key] for key in sorted(self.invokes)]}
 
 
 _NESTED_CODE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every node of `body` that runs with it: nested functions, classes and lambdas left out."""
+def _own_nodes(body: list[ast.stmt], nested: list[ast.AST] | None = None) -> Iterator[ast.AST]:
+    """Every node of `body` that runs with it: nested functions, classes and lambdas left out
+    (put in `nested`, when given)."""
     stack: list[ast.AST] = list(body)
     while stack:
         node = stack.pop()
         if isinstance(node, _NESTED_CODE):
+            if nested is not None:
+                nested.append(node)
             continue
         yield node
         stack.extend(ast_code_children(node))
 
 
-def _mode_facts(body: list[ast.stmt]) -> dict:
-    """The `_Modes` facts of a module's top-level code."""
-    modes = _Modes()
-    for node in _own_nodes(body):
-        if isinstance(node, ast.Call):
+def _mode_facts(body: list[ast.stmt], usage: _Usage, defined: set[int]) -> dict:
+    """The `_Modes` facts of a module's top-level code; `defined`: the ids of the classes and
+    functions whose facts are kept (their names are counted with them)."""
+    modes = _Modes(None, usage)
+    nested: list[ast.AST] = []
+    loads = usage.loads
+    for node in _own_nodes(body, nested):
+        if node.__class__ is ast.Call:
             modes.add(node)
+        elif node.__class__ is ast.Name and node.ctx.__class__ is ast.Load:
+            loads[node.id] += 1
+    usage.count(node for node in nested if id(node) not in defined)
     return modes.facts()
 
 
@@ -249,29 +374,56 @@ def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method:
     if isinstance(target, (ast.Tuple, ast.List)):
         values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
             value.elts) == len(target.elts) else None
+        whole = summarize(value, self_name) if values is None and value is not None else None
         for index, element in enumerate(target.elts):
-            _assign(element, values[index] if values else None, self_name, assigns, attrs, method)
+            if values:
+                _assign(element, values[index], self_name, assigns, attrs, method)
+                continue
+            if whole is None or whole == UNKNOWN or any(
+                    isinstance(e, ast.Starred) for e in target.elts[:index + 1]):
+                _assign(element, None, self_name, assigns, attrs, method)
+                continue
+            # `a, b = f(x)`: b is the element 1 of what f returns
+            _assign_summary(element, ["item", whole, index], self_name, assigns, attrs, method)
         return
+    _assign_summary(target, summarize(value, self_name), self_name, assigns, attrs, method)
+
+
+def _assign_summary(target, summary: list, self_name, assigns: dict, attrs: dict | None,
+                    method: str) -> None:
     if isinstance(target, ast.Name):
-        assigns[target.id] = summarize(value, self_name) if target.id not in assigns else UNKNOWN
+        assigns[target.id] = summary if target.id not in assigns else UNKNOWN
     elif (attrs is not None and isinstance(target, ast.Attribute)
           and isinstance(target.value, ast.Name) and target.value.id == self_name):
-        attrs.setdefault(target.attr, []).append([method, summarize(value, self_name)])
+        attrs.setdefault(target.attr, []).append([method, summary])
 
 
-def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
+def _class_facts(node: ast.ClassDef, lines: list[str], usage: _Usage | None = None) -> dict:
     attrs: dict[str, list] = {}
     methods: dict[str, dict] = {}
     calls: dict[str, list] = {}
     super_init = False
+    file_usage = usage if usage is not None else _Usage(frozenset())
+    # the `self.x` of this class's methods, counted apart from other classes'
+    own = _Usage(file_usage.modules)
+    own.loads, own.callees, own.attr_calls = (file_usage.loads, file_usage.callees,
+                                              file_usage.attr_calls)
+    loads, self_loads = own.loads, own.self_loads
+    own.count(_signature_nodes(node))
     for statement in node.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
             params = _params(statement)
             static = any(isinstance(d, ast.Name) and d.id == "staticmethod"
                          for d in statement.decorator_list)
             self_name = params[0] if params and not static else None
-            methods.setdefault(statement.name, _function_facts(statement, self_name, attrs))
+            methods.setdefault(statement.name, _function_facts(statement, self_name, attrs, own))
             for sub in ast_walk(statement):
+                if sub.__class__ is ast.Name and sub.ctx.__class__ is ast.Load:
+                    loads[sub.id] += 1
+                elif (sub.__class__ is ast.Attribute and self_name is not None
+                      and sub.value.__class__ is ast.Name
+                      and sub.value.id == self_name):
+                    self_loads[sub.attr] += 1
                 if isinstance(sub, ast.Call):
                     func = sub.func
                     if (statement.name == "__init__" and isinstance(func, ast.Attribute)
@@ -283,6 +435,8 @@ def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
                         summary = summarize(sub, self_name)
                         if summary[1][0] == "ref":
                             calls.setdefault(json.dumps(summary), summary)
+        else:
+            own.count([statement])
     start, end = node.lineno - 1, getattr(node, "end_lineno", node.lineno) or node.lineno
     text = "\n".join(lines[start:end])
     return {
@@ -293,6 +447,9 @@ def _class_facts(node: ast.ClassDef, lines: list[str]) -> dict:
         "super_init": super_init,
         "mode_text": bool(_MODE_TEXT.search(text)),
         "registers": bool(_REGISTERS_TEXT.search(text)),
+        "state_text": bool(_STATE_TEXT.search(text)),
+        # methods read as `self.m` other than to call them (a callback): called from elsewhere
+        "self_escapes": own.self_escapes(),
     }
 
 
@@ -319,6 +476,9 @@ def _imports(tree: ast.Module) -> dict[str, str]:
             module = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name == "*":
+                    # no name of its own: kept under a key no name can be (the file depends
+                    # on the module, and the call sites of its functions here are not known)
+                    aliases[f"*{module}"] = module
                     continue
                 local = alias.asname or alias.name
                 aliases[local] = f"{module}.{alias.name}" if module.strip(".") else (
@@ -357,18 +517,27 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
         facts["imports"] = _imports(tree)
         lines = text.splitlines()
         globals_: dict[str, Any] = {}
+        usage = _Usage(frozenset(facts["imports"]))
+        defined: set[int] = set()
         for statement in _top_level(tree.body):
             if isinstance(statement, ast.ClassDef):
-                facts["classes"][statement.name] = _class_facts(statement, lines)
+                facts["classes"][statement.name] = _class_facts(statement, lines, usage)
+                defined.add(id(statement))
             elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                facts["functions"][statement.name] = _function_facts(statement, None)
+                facts["functions"][statement.name] = _function_facts(statement, None, None, usage)
+                defined.add(id(statement))
             elif isinstance(statement, ast.Assign):
                 for target in statement.targets:
                     _assign(target, statement.value, None, globals_, None, "")
             elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
                 _assign(statement.target, statement.value, None, globals_, None, "")
         facts["globals"] = globals_
-        facts["script"] = _mode_facts(tree.body)
+        facts["script"] = _mode_facts(tree.body, usage, defined)
+        # the project's names this file reads other than to call them (a callback, a table
+        # of functions, `isinstance(x, Net)`): their call sites here are not all known
+        facts["escapes"] = usage.escapes(
+            [*facts["classes"], *facts["functions"], *facts["imports"]])
+        facts["attr_calls"] = sorted(usage.attr_calls)
     except Exception:  # noqa: BLE001 - a file the extraction cannot read has no facts
         # (RecursionError on deep nesting; anything else is a bug that must not stop the run,
         # which builds the index before linting: the file's rules then know nothing of it)
@@ -437,6 +606,8 @@ class ProjectIndex:
         self._ambiguous: set[str] = set()
         self._memo: dict[Any, Any] = {}
         self._busy: set[Any] = set()
+        # call sites followed up from a parameter now (`param_kind`)
+        self._param_hops = 0
         self._digests: dict[str, str] = {}
         self._fact_digests: dict[str, str] = {}
         self._direct: dict[str, list[str]] = {}
@@ -665,12 +836,28 @@ class ProjectIndex:
         if found is None:
             # one hash of one joined text: a file's dependencies can be most of the project
             parts = [f"facts={FACTS_VERSION}"]
-            for dependency in sorted({*self.dependencies(path), *self.importers(path)}):
+            for dependency in sorted(self._related(path)):
                 parts.append(dependency)
                 parts.append(self._facts_digest(dependency))
             found = self._digests[path] = hashlib.sha256(
                 "\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
         return found
+
+    def _related(self, path: str) -> set[str]:
+        """The files whose facts `path`'s findings may depend on: those it imports, and those
+        that import it (their call sites of its functions), theirs, `PARAM_DEPTH` importers
+        up, with what each of them imports (what they pass)."""
+        related = set(self.dependencies(path))
+        frontier = {path}
+        for _ in range(PARAM_DEPTH):
+            frontier = {i for f in frontier for i in self.importers(f)} - related - {path}
+            if not frontier:
+                break
+            for importer in frontier:
+                related.add(importer)
+                related |= self._closure(importer)
+        related.discard(path)
+        return related
 
     def _facts_digest(self, path: str) -> str:
         """A hash of one file's facts, computed once."""
@@ -756,8 +943,17 @@ class ProjectIndex:
             return self._call(s, where, depth)
         if tag == "local":
             return self._kind(s[1], where.at(s[2]) if where.at is not None else where, depth + 1)
+        if tag == "param":
+            return self.param_kind(s[1], s[2], s[3], s[4], depth + 1)
         if tag == "iter":
             return _element(self._kind(s[1], where, depth + 1))
+        if tag == "seq":
+            return Kind(K.TUPLE, items=tuple(self._kind(e, where, depth + 1) for e in s[1]))
+        if tag == "item":
+            base = self._kind(s[1], where, depth + 1)
+            if base is None or base.kind != K.TUPLE or base.items is None:
+                return None
+            return base.items[s[2]] if -len(base.items) <= s[2] < len(base.items) else None
         if tag == "sub":
             base = self._kind(s[1], where, depth + 1)
             if base is not None and base.kind == K.PARAM_GROUP and s[2] == "params":
@@ -799,7 +995,8 @@ class ProjectIndex:
         func = self.files[path]["functions"].get(name)
         if func is None:
             return None
-        loss = self._wrapped_loss(func, Where(path, None, _locals(func)), first=0, depth=depth)
+        loss = self._wrapped_loss(func, Where(path, None, _locals(func, path, None, name)),
+                                  first=0, depth=depth)
         return Kind(K.FUNCTION, cls=f"{path}:{name}", loss=loss) if loss else None
 
     def _wrapped_loss(self, func: dict, where: Where, first: int, depth: int) -> str | None:
@@ -860,7 +1057,7 @@ class ProjectIndex:
             if value == ["const", "None"]:
                 continue
             func = facts["methods"].get(method)
-            local = _locals(func) if func is not None else None
+            local = _locals(func, path, cls, method) if func is not None else None
             kinds.append(self._kind(value, Where(path, cls, local), depth + 1))
         known = [k for k in kinds if k is not None]
         if not known or len(known) < len(kinds):
@@ -883,6 +1080,8 @@ class ProjectIndex:
             return None
         if kind.kind == K.OPTIMIZER and attr == "param_groups":
             return Kind(K.PARAM_GROUPS)
+        if kind.kind == K.TENSOR and attr in K.TENSOR_ATTRIBUTES:
+            return Kind(K.TENSOR)
         if kind.kind == K.MODULE and kind.cls and ":" in kind.cls:
             path, cls = kind.cls.split(":", 1)
             return self._class_attr(path, cls, attr, depth + 1)
@@ -932,15 +1131,318 @@ class ProjectIndex:
             return _method(self._kind(func[1], where, depth + 1), func[2], args)
         return _called(self._kind(func, where, depth + 1))
 
+    # -- parameters from call sites ----------------------------------------------------------
+    def param_kind(self, path: str, cls: str | None, name: str, param: str,
+                   depth: int = 0) -> Kind | None:
+        """What the parameter `param` of the project function `name` of `path` (a method of
+        `cls`) holds: what every call site of it in the project passes (or its default, where
+        a site passes nothing), when all of them are known and agree (`join`); None when a
+        site passes something not known, when the call sites are not all known
+        (`call_sites`), or when finding out takes more than `PARAM_DEPTH` calls up."""
+        return self._once(("param", path, cls, name, param),
+                          lambda: self._param_kind(path, cls, name, param, depth))
+
+    def _param_kind(self, path: str, cls: str | None, name: str, param: str,
+                    depth: int) -> Kind | None:
+        if self._param_hops >= PARAM_DEPTH or depth > _MAX_DEPTH:
+            return None
+        sites = self.call_sites(path, cls, name)
+        if not sites:
+            return None
+        func = self.function_facts(path, cls, name)
+        if func is None:
+            return None
+        params = func[2]["params"]
+        self._param_hops += 1
+        try:
+            kinds = []
+            for where, call, offset in sites:
+                value = argument(params, offset, call, param)
+                if value is None:
+                    default = func[2]["defaults"].get(param)
+                    if default is None:
+                        return None
+                    kind = self._kind(default, Where(path), depth + 1)
+                else:
+                    kind = self._kind(value, where, depth + 1)
+                if kind is None:
+                    return None
+                kinds.append(kind)
+        finally:
+            self._param_hops -= 1
+        return join(kinds)
+
+    def passed(self, path: str, cls: str | None, name: str, param: str) -> list[list] | None:
+        """The summaries of what every call site of the project function `name` of `path`
+        (a method of `cls`) passes for `param` (its default where a site passes nothing);
+        None when the call sites are not all known."""
+        sites = self.call_sites(path, cls, name)
+        func = self.function_facts(path, cls, name)
+        if not sites or func is None:
+            return None
+        found = []
+        for _, call, offset in sites:
+            value = argument(func[2]["params"], offset, call, param)
+            if value is None:
+                value = func[2]["defaults"].get(param)
+                if value is None:
+                    return None
+            found.append(value)
+        return found
+
+    def call_sites(self, path: str, cls: str | None, name: str) -> list[tuple[Where, list, int]]:
+        """Every call of the project function `name` of `path` (a method of the project class
+        `cls`; `__init__`: its instantiations) in the project: (where the call is, its
+        summary, 1 when the call passes the object itself first (a method), else 0). Empty
+        when they are not all known: the function is read other than by a call (a callback,
+        a table, a nested function calls it), decorated, imported by `*` or re-exported by a
+        package; a method may be called on a value other than `self`, or is overridden."""
+        key = ("sites", path, cls, name)
+        if key in self._memo:
+            return self._memo[key]
+        try:
+            found = self._call_sites(path, cls, name)
+        except (KeyError, IndexError, TypeError):
+            found = None
+        result = found or []
+        self._memo[key] = result
+        return result
+
+    def _call_sites(self, path: str, cls: str | None, name: str
+                    ) -> list[tuple[Where, list, int]] | None:
+        facts = self.files.get(path)
+        if facts is None:
+            return None
+        if cls is None:
+            func = facts["functions"].get(name)
+            target: tuple = ("function", path, name)
+        else:
+            owner = facts["classes"].get(cls)
+            func = owner["methods"].get(name) if owner is not None else None
+            target = ("class", path, cls)
+            if owner is None or self._subclassed(path, cls):
+                return None
+            if name != "__init__" and (name in owner["self_escapes"] or name.startswith("__")
+                                       or not self._called_by_project_only(path, cls, name)):
+                return None
+        if func is None or func.get("decorated", True) or not func["params"] and cls:
+            return None
+        files = [path, *self.importers(path)]
+        method = cls is not None and name != "__init__"
+        sites: list[tuple[Where, list, int]] = []
+        for other in files:
+            other_facts = self.files[other]
+            imports = other_facts["imports"]
+            if method:
+                if name in other_facts.get("attr_calls", ()):
+                    return None  # maybe called on an instance
+                if other != path:
+                    continue
+                for method_name, body in owner["methods"].items():
+                    where = Where(path, cls, _locals(body, path, cls, method_name))
+                    for call in body.get("invokes", ()):
+                        if call[1] == ["self", name]:
+                            sites.append((where, call, 1))
+                continue
+            if other != path and any(key.startswith("*") and self._import_target(
+                    other, value) == path for key, value in imports.items()):
+                return None  # `from module import *`: calls by a name not followed
+            for escaped in other_facts.get("escapes", ()):
+                if self._names(other, escaped, target):
+                    return None
+            if other != path and other.replace("\\", "/").endswith("__init__.py") and any(
+                    self._names(other, alias, target) for alias in imports):
+                return None  # re-exported by a package: its importers' calls are not followed
+            for where, body in self._bodies(other):
+                for call in body.get("invokes", ()):
+                    callee = call[1]
+                    if callee[0] != "ref" or where.local is not None and where.local(
+                            callee[1].split(".")[0]) is not None:
+                        continue  # a local name of the caller
+                    if self._names(other, callee[1], target):
+                        sites.append((where, call, 1 if cls is not None else 0))
+        return sites
+
+    def _called_by_project_only(self, path: str, cls: str, name: str) -> bool:
+        """The method `name` of the project class is not one that a base class from outside
+        the project calls (`forward` of an `nn.Module`, a framework's hooks): every base is
+        the project's or `object`, or `nn.Module` for a method it does not call itself."""
+        lineage = [(path, cls)]
+        seen: set[tuple[str, str]] = set()
+        while lineage:
+            path, cls = lineage.pop()
+            if (path, cls) in seen or len(seen) > 20:
+                return False
+            seen.add((path, cls))
+            facts = self.files.get(path, {}).get("classes", {}).get(cls)
+            if facts is None:
+                return False
+            for base in facts["bases"]:
+                if base == ["ref", "object"]:
+                    continue
+                found = self._class_of(base, path) if base[0] == "ref" else None
+                if found is not None:
+                    lineage.append(found)
+                    continue
+                resolved = self.resolve(path, base[1]) if base[0] == "ref" else None
+                if resolved is None or resolved[:2] != ("torch", "torch.nn.Module") or (
+                        name in K.MODULE_CALLS):
+                    return False
+        return True
+
+    def _names(self, path: str, dotted: str, target: tuple) -> bool:
+        """The dotted name of `path` stands for `target` (("function"|"class", file, name)),
+        or for the module that defines it."""
+        found = self.resolve(path, dotted)
+        if found is not None and found[0] == target[0] and found[1:] == target[1:]:
+            return True
+        qualified = self.files[path]["imports"].get(dotted.split(".")[0])
+        return qualified is not None and "." not in dotted and self.module_file(
+            self._absolute(path, qualified)) == target[1]
+
+    def _bodies(self, path: str) -> Iterator[tuple[Where, dict]]:
+        """The code of a file whose calls the facts keep: (where it runs, its facts)."""
+        facts = self.files[path]
+        if facts.get("script"):
+            yield Where(path), facts["script"]
+        for name, func in facts["functions"].items():
+            yield Where(path, None, _locals(func, path, None, name)), func
+        for cls, owner in facts["classes"].items():
+            for name, func in owner["methods"].items():
+                yield Where(path, cls, _locals(func, path, cls, name)), func
+
+    def _subclassed(self, path: str, cls: str) -> bool:
+        """A class of the project derives from the project class `cls` of `path`."""
+        for other in [path, *self.importers(path)]:
+            for name, other_cls in self.files[other]["classes"].items():
+                if (other, name) == (path, cls):
+                    continue
+                for base in other_cls["bases"]:
+                    if base[0] == "ref" and self._class_of(base, other) == (path, cls):
+                        return True
+        return False
+
+    # -- effects of calls -----------------------------------------------------------------
+    def function_facts(self, path: str, cls: str | None, name: str
+                       ) -> tuple[str, str | None, dict] | None:
+        """(file, class, facts) of the project function `name` of `path`, or of the method
+        `name` of the project class `cls` there, found in the class or its nearest project
+        base that defines it."""
+        facts = self.files.get(path)
+        if facts is None:
+            return None
+        if cls is None:
+            func = facts["functions"].get(name)
+            return (path, None, func) if func is not None else None
+        seen: set[tuple[str, str]] = set()
+        stack = [(path, cls)]
+        while stack and len(seen) < 20:
+            path, cls = stack.pop(0)
+            if (path, cls) in seen:
+                continue
+            seen.add((path, cls))
+            facts = self.files.get(path, {}).get("classes", {}).get(cls)
+            if facts is None:
+                continue
+            method = facts["methods"].get(name)
+            if method is not None:
+                return path, cls, method
+            for base in facts["bases"]:
+                found = self._class_of(base, path) if base[0] == "ref" else None
+                if found is not None:
+                    stack.append(found)
+        return None
+
+    def effects(self, path: str, cls: str | None, name: str, depth: int = 0) -> frozenset:
+        """What calling the project function (or method of `cls`) `name` of `path` does to
+        the values it is given or can reach: (effect, on, target) triples, the effect one of
+        `eval`, `train`, `zero_grad`; `on` says what it is done to: `param` (the parameter
+        named `target`), `self` (the attribute `target` of the method's object), `name` (the
+        module-level name `target` of `path`) or `?` (something else, or not known). Through
+        the project functions it calls, to a depth of `EFFECT_DEPTH` calls."""
+        found = self.function_facts(path, cls, name)
+        if found is None:
+            return frozenset()
+        path, cls, func = found
+        key = ("effects", path, cls, name)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or depth > EFFECT_DEPTH:
+            return frozenset()  # a recursion, or too deep: what it does further is not known
+        self._busy.add(key)
+        try:
+            result = frozenset(self._effects(path, cls, func, depth))
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _effects(self, path: str, cls: str | None, func: dict, depth: int) -> set:
+        params = func["params"]
+        self_name = params[0] if cls is not None and params else None
+        own = set(params[1:] if self_name is not None else params)
+        found: set[tuple[str, str, str]] = set()
+
+        def target(dotted: str) -> tuple[str, str]:
+            parts = dotted.split(".")
+            if dotted == "?":
+                return ("?", "")
+            if self_name is not None and parts[0] == self_name:
+                return ("self", parts[1]) if len(parts) == 2 else ("?", "")
+            if parts[0] in own:
+                return ("param", parts[0]) if len(parts) == 1 else ("?", "")
+            if parts[0] in func["assigns"] or parts[0] in func.get("iters", ()):
+                return ("?", "")
+            return ("name", dotted)
+
+        for effect, names in (("eval", func.get("evals", ())), ("train", func.get("trains", ())),
+                              ("zero_grad", func.get("zeroes", ()))):
+            for dotted in names:
+                found.add((effect, *target(dotted)))
+        for invoke in func.get("invokes", ()):
+            callee = invoke[1]
+            if callee[0] == "self" and cls is not None:
+                other, called, offset = self.function_facts(path, cls, callee[1]), callee[1], 1
+            elif callee[0] == "ref" and "." not in callee[1]:
+                resolved = self.resolve(path, callee[1])
+                if resolved is None or resolved[0] != "function" or "." in resolved[2]:
+                    continue
+                other = self.function_facts(resolved[1], None, resolved[2])
+                called, offset = resolved[2], 0
+            else:
+                continue
+            if other is None:
+                continue
+            other_path, other_cls, other_func = other
+            for effect, on, name in self.effects(other_path, other_cls, called,
+                                                depth + 1):
+                if on == "param":
+                    value = argument(other_func["params"], offset, invoke, name)
+                    if value is None:
+                        continue  # a default: nothing of the caller's
+                    if value[0] == "ref":
+                        found.add((effect, *target(value[1])))
+                    elif value[0] == "self" and self_name is not None:
+                        found.add((effect, "self", value[1]))
+                    else:
+                        found.add((effect, "?", ""))
+                elif on == "self" and callee[0] == "self":
+                    found.add((effect, "self", name))
+                elif on == "name" and other_path == path:
+                    found.add((effect, *target(name)))
+                else:
+                    found.add((effect, "?", ""))
+        return found
+
     def _returns(self, path: str, name: str, depth: int) -> Kind | None:
         func = self.files[path]["functions"][name]
         return self._once(("returns", path, name), lambda: self._same(
-            func["returns"], Where(path, None, _locals(func)), depth))
+            func["returns"], Where(path, None, _locals(func, path, None, name)), depth))
 
     def _method_returns(self, path: str, cls: str, name: str, depth: int) -> Kind | None:
         func = self.files[path]["classes"][cls]["methods"][name]
         return self._once(("method", path, cls, name), lambda: self._same(
-            func["returns"], Where(path, cls, _locals(func)), depth))
+            func["returns"], Where(path, cls, _locals(func, path, cls, name)), depth))
 
     def _same(self, values: list, where: Where, depth: int) -> Kind | None:
         """The kind of every one of `values` when they agree; else None."""
@@ -994,6 +1496,7 @@ class ProjectIndex:
         is_module = False
         base_modes: list[bool | None] = []
         outputs = loss = None
+        returns: Kind | None = None
         unknown_base = False
         for base in facts["bases"]:
             kind = self._kind(base, where, depth + 1) if base[0] == "ref" else None
@@ -1003,7 +1506,7 @@ class ProjectIndex:
                 if parent is not None and parent.kind == K.MODULE:
                     is_module = True
                     base_modes.append(parent.mode)
-                    outputs, loss = parent.outputs, parent.loss
+                    outputs, loss, returns = parent.outputs, parent.loss, parent.result
                     continue
             found = self.resolve(path, base[1]) if base[0] == "ref" else None
             if found is not None and found[0] == "torch":
@@ -1038,28 +1541,77 @@ class ProjectIndex:
         mode = True if facts["mode_text"] else K.combine_modes([*base_modes, *built_modes])
         forward = facts["methods"].get("forward")
         if forward is not None:
-            where_forward = Where(path, cls, _locals(forward))
+            returns = None
+            where_forward = Where(path, cls, _locals(forward, path, cls, "forward"))
             outputs = None
             if not forward["training"] and forward["returns"]:
                 result = self._same(forward["returns"], where_forward, depth)
                 if result is not None and result.kind == K.TENSOR:
                     outputs = result.outputs
+                elif result is not None and result.kind == K.TUPLE:
+                    returns = result
             loss = self._wrapped_loss(forward, where_forward, first=1, depth=depth)
-        return Kind(K.MODULE, cls=f"{path}:{cls}", mode=mode, outputs=outputs, loss=loss)
+        return Kind(K.MODULE, cls=f"{path}:{cls}", mode=mode, outputs=outputs, loss=loss,
+                    result=returns)
 
 
-def _locals(func: dict) -> Callable[[str], list | None]:
-    params = set(func["params"])
+def argument(params: list[str], offset: int, call: list, name: str) -> list | None:
+    """The summary of what the call summary `call` passes for the parameter `name` of a
+    function whose parameters are `params` (`offset` 1 for a method called on its object):
+    by position or keyword; UNKNOWN when a starred argument hides it; None when it is left to
+    its default."""
+    args, keywords = call[2], call[3]
+    if name in keywords:
+        return keywords[name]
+    position = params.index(name) - offset if name in params else -1
+    if position < 0:
+        return UNKNOWN
+    if UNKNOWN in args[:position]:
+        return UNKNOWN  # maybe a starred argument: the positions after it are not known
+    if position < len(args):
+        return args[position]
+    return UNKNOWN if "**" in keywords else None
+
+
+def _locals(func: dict, path: str | None = None, cls: str | None = None,
+            name: str | None = None) -> Callable[[str], list | None]:
+    """The names local to a function: the summary of what each holds. A parameter of the
+    project function `name` of `path` (a method of `cls`) holds what its call sites pass
+    (`["param", ...]`); of another function (nested, or not named), UNKNOWN."""
+    params = func["params"]
+    own = set(params[1:] if cls is not None else params)
     assigns = func["assigns"]
 
-    def local(name: str) -> list | None:
-        if name in assigns:
-            return assigns[name]
-        if name in params:
+    def local(local_name: str) -> list | None:
+        if local_name in assigns:
+            return assigns[local_name]
+        if local_name in own and path is not None and name is not None:
+            return ["param", path, cls, name, local_name]
+        if local_name in params:
             return UNKNOWN
         return None
 
     return local
+
+
+def join(kinds: list[Kind]) -> Kind | None:
+    """What a value is when it is one of `kinds` (the call sites of a parameter): their kind
+    when they all have it, with what they agree on (a module's mode: True when any may
+    behave differently in train and eval mode, None when any is unknown); None when they
+    are of different kinds."""
+    first = kinds[0]
+    if all(k == first for k in kinds):
+        return first
+    if any(k.kind != first.kind for k in kinds):
+        return None
+
+    def same(field: str):
+        values = {getattr(k, field) for k in kinds}
+        return values.pop() if len(values) == 1 else None
+
+    return Kind(first.kind, cls=same("cls"), mode=K.combine_modes(k.mode for k in kinds),
+                outputs=same("outputs"), loss=same("loss"), step=same("step"),
+                leaf=all(k.leaf for k in kinds), parameter=all(k.parameter for k in kinds))
 
 
 def _element(kind: Kind | None) -> Kind | None:
@@ -1080,6 +1632,8 @@ def _called(kind: Kind | None) -> Kind | None:
     if kind is None:
         return None
     if kind.kind == K.MODULE:
+        if kind.result is not None:
+            return kind.result
         return Kind(K.TENSOR, outputs=kind.outputs)
     if kind.kind == K.FUNCTION:
         return Kind(K.TENSOR)
@@ -1181,6 +1735,13 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex,
         return Kind(K.TENSOR, outputs=K.ACTIVATION_FUNCTIONS[qualified])
     if qualified in K.LOSS_FUNCTIONS:
         return Kind(K.TENSOR)
+    if qualified in K.VARIABLES:
+        # `Variable(t)` is `t` since torch 0.4 (a leaf that requires grad when asked)
+        inner = index._kind(args[0], where, depth + 1) if len(args) == 1 else None
+        if inner is None or inner.kind != K.TENSOR:
+            return None
+        return inner.but(leaf=True) if keywords.get("requires_grad") == ["const", "True"] else (
+            inner)
     if qualified.startswith("torch.optim.lr_scheduler."):
         name = qualified.rsplit(".", 1)[1]
         if name in K.SCHEDULERS:

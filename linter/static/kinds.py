@@ -22,6 +22,8 @@ PARAMETERS = "parameters"
 PARAM_GROUPS = "param_groups"
 PARAM_GROUP = "param_group"
 MODULES = "modules"
+# a tuple or list of values (`return validity, label`), each known or not
+TUPLE = "tuple"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Kind:
       `batch` (meant to step per batch) or `either`.
     - `leaf`: a tensor: a leaf that requires grad (a parameter, `requires_grad=True`).
     - `parameter`: a tensor: an `nn.Parameter`.
+    - `items`: a tuple: the kind of each element (None where not known).
+    - `result`: a module whose `forward` returns a tuple: that tuple (what calling it gives).
     """
 
     kind: str
@@ -53,6 +57,8 @@ class Kind:
     step: str | None = None
     leaf: bool = False
     parameter: bool = False
+    items: tuple[Kind | None, ...] | None = None
+    result: Kind | None = None
 
     def but(self, **changes) -> Kind:
         return replace(self, **changes)
@@ -81,6 +87,23 @@ INSTANCE_NORMS = frozenset({
     "LazyInstanceNorm2d", "LazyInstanceNorm3d",
 })
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# layers with weights, running statistics or train/eval behaviour (every other public layer:
+# activations, pooling, padding, upsampling, losses, holds no state)
+STATEFUL_LAYERS = frozenset({
+    "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+    "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "LazyBatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm",
+    "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "Embedding",
+    "EmbeddingBag", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "RNNBase",
+    "RNNCellBase", "MultiheadAttention", "Transformer", "TransformerEncoder",
+    "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU",
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "RReLU", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+    "AdaptiveLogSoftmaxWithLoss",
+})
 # the public torch.nn classes that derive from another public torch.nn class (other than
 # Module): `isinstance(nn.LazyLinear(3), nn.Linear)` is True. Every other public layer is an
 # instance of no other public layer. A test checks this against the installed torch.
@@ -171,12 +194,30 @@ TENSOR_METHODS = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "long", "int", "bool",
     "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "permute", "transpose",
     "contiguous", "clone", "sqrt", "exp", "log", "abs", "clamp", "pow", "mean", "sum", "t",
-    "flatten", "type_as", "mul", "add", "div", "sub",
+    "flatten", "type_as", "mul", "add", "div", "sub", "detach", "narrow", "select",
+    "index_select", "masked_fill", "argmax", "argmin", "norm", "cumsum",
+    "expand_as", "view_as", "reshape_as", "squeeze_", "unsqueeze_",
 })
+# tensor attributes that are tensors
+TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
+# the deprecated wrapper that returns the tensor it is given
+VARIABLES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # module methods that return the module itself
 RETURNS_SELF = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
     "requires_grad_", "apply", "to_empty", "share_memory", "xpu", "mps",
+})
+# nn.Module's own methods that torch itself calls (through `module(x)`, `state_dict()`,
+# `load_state_dict()`, `to()`, `repr()`): a project module's override of one is called by
+# torch too, not only where the project calls it
+MODULE_CALLS = frozenset({
+    "forward", "extra_repr", "_load_from_state_dict", "_save_to_state_dict", "_apply",
+    "_get_name", "_named_members", "state_dict", "load_state_dict", "train", "eval",
+    "parameters", "named_parameters", "buffers", "named_buffers", "children",
+    "named_children", "modules", "named_modules", "register_buffer", "register_parameter",
+    "add_module", "to", "cuda", "cpu", "zero_grad", "apply", "__call__", "_call_impl",
+    "_conv_forward", "reset_parameters", "_reset_parameters", "get_extra_state",
+    "set_extra_state", "_register_state_dict_hook",
 })
 OPTIMIZER_NOT = ("torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.optim.Optimizer",
                  "torch.optim.optimizer")

@@ -73,6 +73,10 @@ class Assignment:
     # `for p in model.parameters()`: the iterable the target takes its values from (only when
     # the target is a plain name)
     iterates: cst.BaseExpression | None = None
+    # `a, b = f(x)`: the value unpacked, and this target's position in it (before any starred
+    # target)
+    unpacks: cst.BaseExpression | None = None
+    position: int | None = None
 
 
 @dataclass
@@ -155,6 +159,20 @@ def _elements(
     return [e.value for e in value.elements]
 
 
+def _positions(target: cst.BaseExpression) -> dict[int, int]:
+    """For a flat tuple target (`a, b = ...`, `a, *rest = ...`): the id of each plain target
+    before any starred one -> its position."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return {}
+    found = {}
+    for position, element in enumerate(target.elements):
+        if isinstance(element, cst.StarredElement):
+            break
+        if isinstance(element.value, (cst.Name, cst.Attribute)):
+            found[id(element.value)] = position
+    return found
+
+
 _STATEMENT_TYPES = frozenset(_STATEMENTS)
 _NESTED_TYPES = frozenset(_NESTED)
 
@@ -190,12 +208,15 @@ def _build(root: cst.CSTNode) -> Scope:
                 parts = _targets(target.target)
                 single = len(parts) == 1
                 elements = _elements(target.target, assign.value)
+                positions = _positions(target.target)
                 for index, part in enumerate(parts):
                     name = dotted_name(part)
                     if name:
                         scope.assignments.append(Assignment(
                             name, assign.value if single else None, site,
-                            element=elements[index] if elements else None))
+                            element=elements[index] if elements else None,
+                            unpacks=assign.value if positions else None,
+                            position=positions.get(id(part)) if positions else None))
         elif kind is cst.AnnAssign:
             annotated = cast(cst.AnnAssign, node)
             name = dotted_name(annotated.target) if annotated.value is not None else None

@@ -62,6 +62,9 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
         key = None
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             value = node.slice[0].slice.value
+            position = _position(value)
+            if position is not None:
+                return ["item", summarize(node.value, self_name, depth + 1), position]
             if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
                 key = value.evaluated_value
         return ["sub", summarize(node.value, self_name, depth + 1), key]
@@ -75,6 +78,48 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
     if isinstance(node, (cst.List, cst.Tuple)):
         return ["seq", [summarize(e.value, self_name, depth + 1) for e in node.elements]]
     return UNKNOWN
+
+
+def _position(value: cst.BaseExpression) -> int | None:
+    """The integer of a subscript `x[1]`, `x[-1]`."""
+    negative = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus)
+    if negative:
+        assert isinstance(value, cst.UnaryOperation)
+        value = value.expression
+    if not isinstance(value, cst.Integer):
+        return None
+    try:
+        number = int(value.value, 0)
+    except ValueError:
+        return None
+    return -number if negative else number
+
+
+def _top_level_nodes(context: FileContext) -> list[cst.CSTNode]:
+    """The classes and functions at the top level of the file (also inside if/try blocks),
+    those the index has facts of."""
+    module = context.module_node
+    if module is None:
+        return []
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            found.append(node)
+        elif isinstance(node, cst.If):
+            stack.extend(node.body.body)
+            if node.orelse is not None:
+                stack.append(node.orelse)
+        elif isinstance(node, cst.Else):
+            stack.extend(node.body.body)
+        elif isinstance(node, cst.Try):
+            stack.extend(node.body.body)
+            for handler in node.handlers:
+                stack.extend(handler.body.body)
+            if node.orelse is not None:
+                stack.append(node.orelse)
+    return found
 
 
 def _param_names(func: cst.FunctionDef) -> list[str]:
@@ -108,6 +153,8 @@ class SemanticModel:
         # a rule looks up in it
         self._methods: dict[int, tuple[cst.FunctionDef, tuple[str | None, str | None]]] = {}
         self._param_sets: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
+        self._tops: list[cst.CSTNode] | None = None
+        self._identities: dict[int, tuple[cst.FunctionDef, tuple[str | None, str] | None]] = {}
 
     def kind(self, expr: cst.BaseExpression, scope: Scope | None = None,
              before: int | None = None) -> Kind | None:
@@ -171,9 +218,62 @@ class SemanticModel:
         project class's attributes, and theirs)."""
         return _contains(self.index, sub, layer, 0, set())
 
+    def holds_state(self, expr: cst.BaseExpression, scope: Scope | None = None,
+                    before: int | None = None) -> bool | None:
+        """Whether the module `expr` holds (or builds) parameters, buffers or a layer that
+        behaves differently in train and eval mode: False when it is known to hold none (an
+        activation, an upsampling or pooling layer, a project class whose every attribute is
+        known and stateless), True when it is known to hold some, None when not known."""
+        kind = self.kind(expr, scope, before)
+        if kind is None or kind.kind != K.MODULE or not kind.cls:
+            return None
+        return _holds_state(self.index, kind.cls, 0)
+
     def instance_of(self, cls: str) -> Kind | None:
         """The kind of an instance of this file's class `cls`."""
         return self.index.instance(self.path, cls)
+
+    def call_effects(self, call: cst.Call, scope: Scope | None = None) -> list[Effect]:
+        """What a call of a project function or method does where it is called: the
+        `eval()`, `train()` and `zero_grad()` that it (or a project function it calls, a few
+        calls deep) makes, each with the dotted name it is made on in the caller's terms
+        (`set_eval(model)` -> `model`; `self.reset_grad()` -> `self.d_opt`), or None when that
+        is not a name of the caller (a value the helper builds or finds elsewhere). Empty for
+        a call of anything else."""
+        callee = dotted_name(call.func)
+        if callee is None:
+            return []
+        self_name, cls = self._method_of(scope)
+        parts = callee.split(".")
+        found = None
+        if self_name is not None and cls is not None and len(parts) == 2 and (
+                parts[0] == self_name):
+            found = self.index.function_facts(self.path, cls, parts[1])
+            called, offset = parts[1], 1
+        elif len(parts) == 1 and not (scope is not None and scope.assigned(callee)):
+            resolved = self.index.resolve(self.path, callee)
+            if resolved is not None and resolved[0] == "function" and "." not in resolved[2]:
+                found = self.index.function_facts(resolved[1], None, resolved[2])
+                called, offset = resolved[2], 0
+        if found is None:
+            return []
+        path, owner, facts = found
+        effects = []
+        for effect, on, name in sorted(self.index.effects(path, owner, called)):
+            target: str | None = None
+            if on == "param":
+                value = _argument(call, facts["params"], offset, name)
+                if value is _DEFAULT:
+                    continue
+                target = dotted_name(value) if isinstance(value, cst.BaseExpression) else None
+            elif on == "self" and offset == 1:
+                target = f"{self_name}.{name}"
+            elif on == "name" and path == self.path and not (
+                    scope is not None and not isinstance(scope.root, cst.Module)
+                    and scope.assigned(name.split(".")[0])):
+                target = name
+            effects.append(Effect(effect, target))
+        return effects
 
     def _method_of(self, scope: Scope | None) -> tuple[str | None, str | None]:
         if scope is None or not isinstance(scope.root, cst.FunctionDef):
@@ -194,6 +294,34 @@ class SemanticModel:
         self._methods[id(root)] = (root, found)
         return found
 
+    def _identity(self, root: cst.CSTNode, cls: str | None, self_name: str | None
+                  ) -> tuple[str | None, str] | None:
+        """(class or None, name) of a function of this file that the index has facts of: a
+        top-level function, or a method of a top-level class; None for another (nested)."""
+        if not isinstance(root, cst.FunctionDef):
+            return None
+        key = id(root)
+        known = self._identities.get(key)
+        if known is not None and known[0] is root:
+            return known[1]
+        found: tuple[str | None, str] | None = None
+        name = root.name.value
+        facts = self.index.files.get(self.path)
+        owner = self.context.method_owners.get(id(root))
+        if facts is not None and owner is not None:
+            if self_name is not None and cls is not None and any(
+                    statement is owner for statement in self._top_level()):
+                found = (cls, name)
+        elif facts is not None and any(statement is root for statement in self._top_level()):
+            found = (None, name)
+        self._identities[key] = (root, found)
+        return found
+
+    def _top_level(self) -> list[cst.CSTNode]:
+        if self._tops is None:
+            self._tops = _top_level_nodes(self.context)
+        return self._tops
+
     def _params(self, root: cst.CSTNode) -> frozenset[str]:
         """The parameter names of a function (none for a module)."""
         if not isinstance(root, cst.FunctionDef):
@@ -210,6 +338,7 @@ class SemanticModel:
         params = self._params(scope.root)
         module_scope = not isinstance(scope.root, cst.FunctionDef)
         cache: dict[str, list | None] = {}
+        identity = self._identity(scope.root, cls, self_name)
 
         def local(name: str) -> list | None:
             if name in cache:
@@ -224,13 +353,17 @@ class SemanticModel:
                     result = summarize(last.element, self_name)
                 elif last.iterates is not None:
                     result = ["iter", summarize(last.iterates, self_name)]
+                elif last.unpacks is not None and last.position is not None:
+                    result = ["item", summarize(last.unpacks, self_name), last.position]
                 else:
                     result = UNKNOWN
                 if result is not UNKNOWN:
                     # its names take the values they had there
                     result = ["local", result, last.site.order]
             elif name in params:
-                result = UNKNOWN
+                # what the project's call sites pass, for a function the index knows
+                result = ["param", self.path, identity[0], identity[1], name] if (
+                    identity is not None and name != self_name) else UNKNOWN
             elif module_scope:
                 # at module level, a name assigned only later (or never) is not known here
                 result = UNKNOWN if scope.assigned(name) else None
@@ -241,6 +374,39 @@ class SemanticModel:
 
         return Where(self.path, cls, local,
                      lambda order: self._where(scope, order, cls, self_name))
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a call does (`SemanticModel.call_effects`): `effect` is `eval`, `train` or
+    `zero_grad`; `target` the caller's dotted name it is done to, None when not known."""
+
+    effect: str
+    target: str | None
+
+
+_DEFAULT = object()
+
+
+def _argument(call: cst.Call, params: list[str], offset: int, name: str):
+    """The expression `call` passes for the parameter `name` of a function whose parameters
+    are `params` (`offset` 1 for a method called on its object), None when not known (a
+    starred argument), `_DEFAULT` when the call leaves it to its default."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    if name not in params:
+        return None
+    position = params.index(name) - offset
+    if position < 0:
+        return None
+    positional = [arg for arg in call.args if arg.keyword is None]
+    for arg in positional[:position + 1]:
+        if arg.star:
+            return None
+    if position < len(positional):
+        return positional[position].value
+    return None if any(arg.star for arg in call.args) else _DEFAULT
 
 
 # -- what `children()` yields ---------------------------------------------------------------
@@ -329,6 +495,10 @@ def _held(index: ProjectIndex, path: str, cls: str, facts: dict, attr: str, meth
             if default is not None and (default[0] in ("num", "str") or default in (
                     ["const", "True"], ["const", "False"])):
                 return None  # a parameter whose default is a number, a string or a bool
+            passed = index.passed(path, cls, method, name)
+            if passed and all(value and value[0] in ("num", "str") or value in (
+                    ["const", "True"], ["const", "False"]) for value in passed):
+                return None  # every call site passes a number, a string or a bool
             return _NOT_KNOWN
     where = Where(path, cls, _locals(func) if func is not None else None)
     kind = index.kind(value, where)
@@ -345,18 +515,65 @@ def class_children(index: ProjectIndex, path: str, cls: str) -> list[Submodule] 
     lineage, complete = _lineage(index, path, cls)
     if not complete:
         return None
+    if any(facts.get("registers", True) for _, _, facts in lineage):
+        return None
     found = []
-    for path, cls, facts in lineage:
-        if facts.get("registers", True):
+    for held, _ in _attribute_values(index, lineage):
+        if held is _NOT_KNOWN:
             return None
+        if held is not None:
+            found.append(held)
+    return found
+
+
+def _attribute_values(index: ProjectIndex, lineage: list[tuple[str, str, dict]]):
+    """For each value assigned to an attribute of `self` in the classes of `lineage`: what
+    `_held` makes of it, and its summary with where it is evaluated."""
+    for path, cls, facts in lineage:
         for attr, values in facts["attrs"].items():
             for method, value in values:
-                held = _held(index, path, cls, facts, attr, method, value)
-                if held is _NOT_KNOWN:
-                    return None
-                if held is not None:
-                    found.append(held)
-    return found
+                func = facts["methods"].get(method)
+                where = Where(path, cls, _locals(func, path, cls, method) if func else None)
+                yield _held(index, path, cls, facts, attr, method, value), (value, where)
+
+
+def _holds_state(index: ProjectIndex, cls: str | None, depth: int) -> bool | None:
+    """`SemanticModel.holds_state` of an instance of `cls`."""
+    if cls is None or depth > 8:
+        return None
+    if cls.startswith("torch.nn.") and cls.count(".") == 2:
+        layer = cls[len("torch.nn."):]
+        if layer in K.CONTAINERS:
+            return None  # what it holds is its elements'
+        return layer in K.STATEFUL_LAYERS
+    if ":" not in cls:
+        return None
+    path, name = cls.split(":", 1)
+    lineage, complete = _lineage(index, path, name)
+    if not complete:
+        return None
+    instance = index.instance(path, name)
+    if instance is None or instance.kind != K.MODULE:
+        return None
+    if instance.mode:
+        return True
+    unknown = instance.mode is None
+    if any(facts.get("registers", True) or facts.get("state_text", True)
+           for _, _, facts in lineage):
+        return None
+    for held, (value, where) in _attribute_values(index, lineage):
+        if held is _NOT_KNOWN:
+            return None
+        if isinstance(held, Submodule):
+            inner = _holds_state(index, held.cls, depth + 1)
+            if inner:
+                return True
+            unknown = unknown or inner is None
+        elif held is None and value and value[0] not in _PLAIN:
+            kind = index.kind(value, where)
+            if kind is not None and kind.kind == K.TENSOR:
+                return None  # a tensor attribute may be a buffer's twin; not known
+    return None if unknown else False
 
 
 def _is_instance(index: ProjectIndex, cls: str | None, layer: str, depth: int = 0) -> bool | None:
