@@ -516,8 +516,9 @@ def main(argv: list[str] | None = None) -> int:
                                     "`python bench/bugs_cases.py fetch` first")
                 check_materialized(case, folder)
         except (CaseError, subprocess.CalledProcessError, OSError) as error:
-            detail = getattr(error, "stderr", b"") or b""
-            problems.append(f"{case.id}: {error} {detail.decode(errors='replace').strip()}".strip())
+            detail = (getattr(error, "stderr", b"") or b"").decode(errors="replace").strip()
+            message = f"{error} {detail}".strip()
+            problems.append(message if message.startswith(f"{case.id}:") else f"{case.id}: {message}")
         except SystemExit as error:  # precision's clone helpers exit with a message
             problems.append(f"{case.id}: {error}")
     print(counts(cases, classes))
