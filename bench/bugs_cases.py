@@ -49,6 +49,7 @@ CLASSES_FILE = HERE / "bugs" / "classes.toml"
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9.-]*")
 SHA = re.compile(r"[0-9a-f]{40}")
 PASSES = ("static", "runtime", "run")
+SOURCE_KINDS = ("fix-commit", "issue", "pull-request", "qa", "forum", "dataset", "repository")
 KINDS = ("bug", "good")
 SOURCE_KEYS = ("kind", "url", "repo", "commit", "fix_commit", "licence", "found_by", "confirmed_by")
 CASE_KEYS = ("id", "title", "class", "expected", "pass", "kind", "source", "code")
@@ -227,6 +228,8 @@ def _check_case(case: Case, classes: dict[str, Any]) -> None:
     source = data["source"]
     if not isinstance(source, dict) or any(not isinstance(source.get(k), str) for k in SOURCE_KEYS):
         raise CaseError(f"{case.id}: [source] needs the strings {', '.join(SOURCE_KEYS)}")
+    if source["kind"] not in SOURCE_KINDS:
+        raise CaseError(f"{case.id}: source.kind {source['kind']!r} is not one of {SOURCE_KINDS}")
     _check_code(case)
     mistakes = data.get("mistake", [])
     if data["kind"] == "bug" and not mistakes:
@@ -280,6 +283,10 @@ class Repository:
         git_dir = precision._git_dir(precision.Repo(self.name, commit, ()), self.mirror, self.cache)
         self.git_dir = git_dir
         return git_dir
+
+    def git(self, commit: str, *args: str) -> bytes:
+        """The output of a git command in the repository that holds `commit`."""
+        return _precision()._git(self._ensure(commit), *args).stdout
 
     def read(self, commit: str, path: str) -> bytes:
         """The bytes of the regular file `path` at `commit` (a link or submodule is refused)."""

@@ -221,3 +221,26 @@ def test_the_committed_cases_are_valid() -> None:
     assert problems == []
     assert len(cases) >= 74
     assert not [p for p in bugs_cases.CASES_DIR.rglob("*") if p.is_file() and p.name != "case.toml"]
+
+
+@needs_git
+def test_from_commit_writes_a_reference_case(tmp_path: Path, mirror, monkeypatch) -> None:
+    mirror_dir, bug, fix, _ = mirror
+    spec = importlib.util.spec_from_file_location(
+        "from_commit", ROOT / "bench" / "bugs" / "tools" / "from_commit.py")
+    from_commit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(from_commit)
+    monkeypatch.setenv("MODELLINT_BUGS_DIR", str(tmp_path / "cache"))
+    cases = tmp_path / "cases"
+    assert from_commit.main([
+        "--mirror", str(mirror_dir), "--repo", "o/trainer", "--fix", fix, "--id", "t-made",
+        "--class", "missing-zero-grad", "--title", "t", "--path", "src/train.py",
+        "--excerpt", "src/train.py:4-8", "--found-by", "the test", "--cases", str(cases)]) == 0
+    assert [p.name for p in (cases / "t-made").iterdir()] == ["case.toml"]
+    [case] = bugs_cases.load_cases(cases)
+    assert case.source["commit"] == bug and case.source["fix_commit"] == fix
+    assert case.code == {"files": ["src/train.py"], "flat": True, "excerpt": {"src/train.py": [4, 8]}}
+    # the fix inserts zero_grad() before line 6 of the file: the line before it, 2 of the excerpt
+    assert case.data["mistake"] == [{"file": "train.py", "line": 2}]
+    out = tmp_path / "cache" / "cases" / "t-made"
+    assert (out / "fixed" / "train.py").read_text() == "".join(FIXED.splitlines(keepends=True)[3:9])
