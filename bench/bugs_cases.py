@@ -41,7 +41,7 @@ from xml.etree import ElementTree
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
 CASES_DIR = HERE / "bugs" / "cases"
@@ -117,7 +117,7 @@ def _spans(value: object, what: str) -> list[tuple[int, int]]:
     if (isinstance(value, list) and len(value) == 2
             and all(isinstance(n, int) and not isinstance(n, bool) for n in value)):
         value = [value]
-    spans = []
+    spans: list[tuple[int, int]] = []
     for span in value if isinstance(value, list) else [None]:
         if not (isinstance(span, list) and len(span) == 2
                 and all(isinstance(n, int) and not isinstance(n, bool) for n in span)
@@ -416,11 +416,11 @@ def case_files(case: Case, cache: Path, mirror: Path | None) -> dict[str, dict[s
             cell = xlsx_cell(data, snippet["sheet"], snippet["column"], snippet["row"])
         except CaseError as error:
             raise CaseError(f"{case.id}: {snippet['path']}: {error}") from None
-        buggy, fixed = snippet_code(case, cell)
+        buggy_text, fixed_text = snippet_code(case, cell)
         name = code.get("file", "train.py")
-        out["buggy"][name] = buggy.encode()
-        if fixed is not None:
-            out["fixed"][name] = fixed.encode()
+        out["buggy"][name] = buggy_text.encode()
+        if fixed_text is not None:
+            out["fixed"][name] = fixed_text.encode()
         return out
     repo_name, commit, fix = code_origin(case)
     repo = Repository(repo_name, cache, mirror)
@@ -497,6 +497,15 @@ def counts(cases: list[Case], classes: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def same_mistake(cases: list[Case]) -> list[list[str]]:
+    """Groups of cases from one repository, commit and class: likely one mistake counted twice."""
+    groups = collections.defaultdict(list)
+    for case in cases:
+        if case.source["commit"]:
+            groups[(case.source["repo"], case.source["commit"], case.data["class"])].append(case.id)
+    return [ids for ids in groups.values() if len(ids) > 1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("fetch", "check"))
@@ -530,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"{case.id}: {error}")
     print(counts(cases, classes))
     print(f"cache: {cache / 'cases'}")
+    for ids in same_mistake(cases):
+        print(f"note: one repository, commit and class, likely the same mistake: {', '.join(ids)}")
     for problem in problems:
         print(f"FAIL {problem}")
     return 1 if problems else 0
