@@ -530,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not folder.is_dir():
                     raise CaseError(f"{case.id}: not in {cache / 'cases'}; run "
                                     "`python bench/bugs_cases.py fetch` first")
+                if (folder / "case.toml").read_bytes() != (case.folder / "case.toml").read_bytes():
+                    raise CaseError(f"{case.id}: the cache holds an older case.toml; run "
+                                    "`python bench/bugs_cases.py fetch` again")
                 check_materialized(case, folder)
         except (CaseError, subprocess.CalledProcessError, OSError) as error:
             detail = (getattr(error, "stderr", b"") or b"").decode(errors="replace").strip()

@@ -5,6 +5,7 @@ refused with a message."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import shutil
 import subprocess
 import sys
@@ -70,13 +71,11 @@ def xlsx(cells: dict[str, str]) -> bytes:
                                 + "".join(f"<si><t>{esc(t)}</t></si>" for t in strings) + "</sst>",
         "xl/worksheets/sheet1.xml": f'<worksheet xmlns="{main}"><sheetData>{rows}</sheetData></worksheet>',
     }
-    out = Path("book.xlsx")
+    out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as book:
         for name, text in parts.items():
             book.writestr(name, text)
-    data = out.read_bytes()
-    out.unlink()
-    return data
+    return out.getvalue()
 
 
 def write_case(root: Path, case_id: str, body: str) -> None:
@@ -104,10 +103,9 @@ confirmed_by = "made by the test"
 
 
 @pytest.fixture
-def mirror(tmp_path: Path, monkeypatch) -> tuple[Path, str, str, str]:
+def mirror(tmp_path: Path) -> tuple[Path, str, str, str]:
     """Bare repositories under tmp/mirror/<owner>+<name>/repo: one with a bug and its fix, one
     with a spreadsheet; the commits (bug, fix, sheet)."""
-    monkeypatch.chdir(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     git(work, "init", "-q")
@@ -244,3 +242,23 @@ def test_from_commit_writes_a_reference_case(tmp_path: Path, mirror, monkeypatch
     assert case.data["mistake"] == [{"file": "train.py", "line": 2}]
     out = tmp_path / "cache" / "cases" / "t-made"
     assert (out / "fixed" / "train.py").read_text() == "".join(FIXED.splitlines(keepends=True)[3:9])
+
+
+@needs_git
+def test_fetch_then_check_from_the_command_line(tmp_path: Path, mirror, monkeypatch, capsys) -> None:
+    mirror_dir, bug, fix, _ = mirror
+    cases = tmp_path / "cases"
+    write_case(cases, "t-trainer", header("missing-zero-grad", "ML303", "o/trainer", bug, fix)
+               + '\n[code]\nfiles = ["src/train.py"]\n\n[[mistake]]\nfile = "src/train.py"\nline = 7\n')
+    monkeypatch.setenv("MODELLINT_BUGS_DIR", str(tmp_path / "cache"))
+    assert bugs_cases.main(["check", "--cases", str(cases)]) == 1
+    assert "t-trainer: not in" in capsys.readouterr().out
+    assert bugs_cases.main(["fetch", "--mirror", str(mirror_dir), "--cases", str(cases)]) == 0
+    assert bugs_cases.main(["check", "--cases", str(cases)]) == 0
+    out = capsys.readouterr().out
+    assert "1 cases from 1 independent sources (1 bugs, 1 with a fixed twin)" in out
+    assert "1  missing-zero-grad (ML303)" in out
+    toml = cases / "t-trainer" / "case.toml"
+    toml.write_text(toml.read_text().replace("line = 7", "line = 8"))
+    assert bugs_cases.main(["check", "--cases", str(cases)]) == 1
+    assert "the cache holds an older case.toml" in capsys.readouterr().out
