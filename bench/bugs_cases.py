@@ -291,7 +291,8 @@ class Repository:
     def read(self, commit: str, path: str) -> bytes:
         """The bytes of the regular file `path` at `commit` (a link or submodule is refused)."""
         git_dir = self._ensure(commit)
-        listing = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-z", commit, "--",
+        listing = subprocess.run(["git", "--literal-pathspecs", f"--git-dir={git_dir}", "ls-tree",
+                                  "-z", commit, "--",
                                   path], capture_output=True)
         if listing.returncode != 0:
             raise CaseError(f"{self.name}: commit {commit} is not in {git_dir}: "
