@@ -213,14 +213,16 @@ def _check_code(case: Case) -> None:
 
 def _check_case(case: Case, classes: dict[str, Any]) -> None:
     data = case.data
-    missing = [key for key in CASE_KEYS if key not in data]
+    # a known-good case holds no mistake, so it has no class (nor a code it expects)
+    optional = ("class", "expected") if data.get("kind") == "good" else ()
+    missing = [key for key in CASE_KEYS if key not in data and key not in optional]
     if missing:
         raise CaseError(f"{case.id}: case.toml lacks {', '.join(missing)}")
     if data["id"] != case.id or not CASE_ID.fullmatch(case.id):
         raise CaseError(f"{case.id}: id {data['id']!r} must be the folder's name, in kebab-case")
-    if data["class"] not in classes:
+    if "class" in data and data["class"] not in classes:
         raise CaseError(f"{case.id}: class {data['class']!r} is not in bench/bugs/classes.toml")
-    if data["expected"] != classes[data["class"]].get("code", ""):
+    if "class" in data and data.get("expected") != classes[data["class"]].get("code", ""):
         raise CaseError(f"{case.id}: expected {data['expected']!r} but class {data['class']!r} "
                         f"has code {classes[data['class']].get('code', '')!r}")
     if data["pass"] not in PASSES or data["kind"] not in KINDS:
@@ -486,9 +488,10 @@ def has_fixed(case: Case) -> bool:
 
 def counts(cases: list[Case], classes: dict[str, Any]) -> str:
     sources = {case.source["repo"] for case in cases}
-    per_class = collections.Counter(case.data["class"] for case in cases)
+    per_class = collections.Counter(case.data["class"] for case in cases if "class" in case.data)
     lines = [f"{len(cases)} cases from {len(sources)} independent sources "
              f"({sum(c.data['kind'] == 'bug' for c in cases)} bugs, "
+             f"{sum(c.data['kind'] == 'good' for c in cases)} known-good, "
              f"{sum(has_fixed(c) for c in cases)} with a fixed twin)"]
     for name, count in sorted(per_class.items(), key=lambda item: (-item[1], item[0])):
         code = classes[name].get("code", "") or "no rule"
@@ -503,7 +506,8 @@ def same_mistake(cases: list[Case]) -> list[list[str]]:
     groups = collections.defaultdict(list)
     for case in cases:
         if case.source["commit"]:
-            groups[(case.source["repo"], case.source["commit"], case.data["class"])].append(case.id)
+            groups[(case.source["repo"], case.source["commit"], case.data.get("class"))].append(
+                case.id)
     return [ids for ids in groups.values() if len(ids) > 1]
 
 

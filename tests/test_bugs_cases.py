@@ -256,7 +256,7 @@ def test_fetch_then_check_from_the_command_line(tmp_path: Path, mirror, monkeypa
     assert bugs_cases.main(["fetch", "--mirror", str(mirror_dir), "--cases", str(cases)]) == 0
     assert bugs_cases.main(["check", "--cases", str(cases)]) == 0
     out = capsys.readouterr().out
-    assert "1 cases from 1 independent sources (1 bugs, 1 with a fixed twin)" in out
+    assert "1 cases from 1 independent sources (1 bugs, 0 known-good, 1 with a fixed twin)" in out
     assert "1  missing-zero-grad (ML303)" in out
     toml = cases / "t-trainer" / "case.toml"
     toml.write_text(toml.read_text().replace("line = 7", "line = 8"))
