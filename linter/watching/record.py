@@ -146,6 +146,9 @@ class ModelRecord:
     forwards: list[Forward] = field(default_factory=list)
     # each `eval()` of the model: (site, steps taken before it, order)
     eval_sites: list[tuple[Site | None, int, int]] = field(default_factory=list)
+    # observing (a baseline): (phase, dtype, device) of the first tensor of each top-level
+    # call -> the first line that made such a call
+    inputs: dict[tuple[str, str, str], Site | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -177,10 +180,70 @@ class NonFinite:
     detail: str
 
 
+class LayerBands:
+    """Observing: per module (the parameters' owner), the lowest and highest gradient norm and
+    update/weight ratio (the norm of a step's change over the weight's norm) over the sampled
+    steps: the first 10, then every 10th (the copies of the weights cost a step's memory)."""
+
+    def __init__(self) -> None:
+        self.grad: dict[int, list[float]] = {}  # parameter id -> [low, high]
+        self.update: dict[int, list[float]] = {}
+        self._before: list[tuple[Any, Any]] = []  # (parameter, its copy before the step)
+
+    @staticmethod
+    def sampled(steps: int) -> bool:
+        return steps < 10 or steps % 10 == 0
+
+    def before_step(self, rec: OptimizerRecord) -> None:
+        params = [p for p in rec.params() if p.grad is not None and not p.grad.is_sparse]
+        if not params:
+            return
+        with torch.no_grad():
+            try:
+                norms = torch._foreach_norm([p.grad for p in params])
+            except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
+                norms = [p.grad.norm() for p in params]
+            for p, norm in zip(params, torch.stack([n.float().cpu() for n in norms]).tolist(),
+                               strict=True):
+                _widen(self.grad, id(p), norm)
+            self._before = [(p, p.detach().clone()) for p in params]
+
+    def after_step(self, rec: OptimizerRecord) -> None:
+        if not self._before:
+            return
+        with torch.no_grad():
+            for p, old in self._before:
+                try:
+                    weight = float(old.float().norm())
+                    change = float((p.detach().float() - old.float()).norm())
+                except Exception:  # noqa: BLE001 - a parameter replaced in the step
+                    continue
+                if weight > 0 and math.isfinite(change):
+                    _widen(self.update, id(p), change / weight)
+        self._before = []
+
+
+def _widen(bands: dict[int, list[float]], key: int, value: float) -> None:
+    if not math.isfinite(value):
+        return
+    band = bands.get(key)
+    if band is None:
+        bands[key] = [value, value]
+    else:
+        band[0], band[1] = min(band[0], value), max(band[1], value)
+
+
 class Recorder:
     def __init__(self, *, steps: int | None = None, batches_per_epoch: int | None = None,
-                 on_budget=None) -> None:
+                 on_budget=None, observe: bool = False) -> None:
         self.budget = steps
+        # a baseline is recorded or compared (`modellint.watching.baseline`): what it needs
+        # beyond the checks is kept (per-layer bands, inputs, where parameters were changed)
+        self.observe = observe
+        self.layers = LayerBands()
+        self.frozen_sites: dict[int, Site | None] = {}  # parameter id -> its requires_grad_(False)
+        self.cast_sites: dict[int, Site | None] = {}  # parameter id -> its .to()/.half() call
+        self._applying = 0
         self.batches_per_epoch = batches_per_epoch
         self.on_budget = on_budget
         self.user = UserCode()
@@ -316,6 +379,9 @@ class Recorder:
             return __setattr__
 
         patch(nn.Module, "__setattr__", setattr_)
+        if self.observe:
+            patch(nn.Module, "requires_grad_", self._requires_grad_patch)
+            patch(nn.Module, "_apply", self._apply_patch)
 
         def backward(original):
             def backward(tensors, *args, **kwargs):
@@ -411,6 +477,8 @@ class Recorder:
         sample = [p for p in rec.params() if p.grad is not None][:4]
         if sample:
             rec.sample = sample
+        if self.observe and self.layers.sampled(self.total_steps):
+            self.layers.before_step(rec)
         self._stepping = True
         return self._watch_closure(rec, args, kwargs)
 
@@ -444,6 +512,8 @@ class Recorder:
     def _step_post(self, opt, args, kwargs) -> None:
         rec = self._optimizer(opt)
         rec.steps += 1
+        if self.observe:
+            self.layers.after_step(rec)
         self._stepped()
         if rec.steps == 1:
             self._watch_ungraded(rec)
@@ -692,6 +762,12 @@ class Recorder:
                 self._names.setdefault(id(sub), name)
         self._look_for_manual_update()
         grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        if self.observe:
+            tensor = _first_tensor(args)
+            if tensor is not None:
+                key = ("grad" if grad else "no_grad", str(tensor.dtype), tensor.device.type)
+                if key not in rec.inputs:
+                    rec.inputs[key] = self.site()
         self._order += 1
         rec.forwards.append(Forward(module.training, grad, self.site(), self.total_steps,
                                     self._order))
@@ -730,6 +806,34 @@ class Recorder:
             if tensor is not None and tensor.is_floating_point():
                 self._leaf_outputs.append((self._names.get(id(module), type(module).__name__),
                                            tensor))
+
+    # -- where parameters were frozen or cast (observing) -----------------------------------
+    def _requires_grad_patch(self, original):
+        recorder = self
+
+        def requires_grad_(module, requires_grad=True):
+            if recorder._installed and not requires_grad:
+                site = recorder.site()
+                for p in module.parameters():
+                    recorder.frozen_sites.setdefault(id(p), site)
+            return original(module, requires_grad)
+        return requires_grad_
+
+    def _apply_patch(self, original):
+        recorder = self
+
+        def _apply(module, fn, *args, **kwargs):
+            recorder._applying += 1
+            try:
+                result = original(module, fn, *args, **kwargs)
+            finally:
+                recorder._applying -= 1
+            if recorder._installed and not recorder._applying:  # the user's own call
+                site = recorder.site()
+                for p in module.parameters():
+                    recorder.cast_sites[id(p)] = site
+            return result
+        return _apply
 
     # -- schedulers -----------------------------------------------------------------------
     def _scheduler_step_patch(self, original):
