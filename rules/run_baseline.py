@@ -190,11 +190,16 @@ class LearningRateScheduleChanged(RunRule):
                 if step is None:
                     continue
                 common = min(len(old), len(new))
+                cut = (baseline.get("batches_per_epoch"), observed.get("batches_per_epoch"))
+                budget = (f" (the baseline's epochs were cut after {cut[0] or 'no'} batches, "
+                          f"this run's after {cut[1] or 'no'}: record and compare with the "
+                          f"same --batches-per-epoch)" if cut[0] != cut[1] else "")
                 out.append(_raw(cls.code, f"the learning rate of `{now['class']}`'s group "
                                 f"{group} differs from the baseline's at step {step + 1}: "
                                 f"baseline {old[step]:.3g}, now {new[step]:.3g}{schedulers}; "
                                 f"baseline schedule {_text(old[:common])}, now "
-                                f"{_text(new[:common])}", site, f"optimizers[{index}]",
+                                f"{_text(new[:common])}{budget}", site,
+                                f"optimizers[{index}]",
                                 related))
                 break
         return out

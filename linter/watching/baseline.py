@@ -27,7 +27,7 @@ LOSS_WINDOW = 5  # losses averaged at each end of the run for its trend
 _WRAPPERS = ("DistributedDataParallel", "DataParallel", "OptimizedModule")
 
 
-class BaselineError(Exception):
+class BaselineError(ValueError):
     """A baseline file that cannot be used: the message says why."""
 
 
@@ -111,6 +111,7 @@ def observe(recorder) -> dict[str, Any]:
             band[0], band[1] = min(band[0], low), max(band[1], high)
     losses = recorder.losses
     return {"format": FORMAT, "version": VERSION, "runs": 1, "steps": recorder.total_steps,
+            "batches_per_epoch": recorder.batches_per_epoch,
             "models": models, "optimizers": optimizers,
             "layers": {k: {kind: [_round(v) for v in band] for kind, band in sorted(v.items())}
                        for k, v in sorted(layers.items())},
@@ -383,6 +384,8 @@ def _band(value: Any, where: str) -> None:
 def _check(data: dict[str, Any]) -> None:
     _need(data.get("runs"), int, "runs")
     _need(data.get("steps"), int, "steps")
+    if data.get("batches_per_epoch") is not None:
+        _need(data["batches_per_epoch"], int, "batches_per_epoch")
     for key, model in _need(data.get("models"), dict, "models").items():
         where = f"models.{key}"
         _need(model, dict, where)
