@@ -37,7 +37,7 @@ def observe(recorder) -> dict[str, Any]:
     sites: dict[str, Any] = {"models": {}, "optimizers": [], "params": {}}
     names: dict[int, str] = {}  # parameter id -> "Model.path"
     models: dict[str, Any] = {}
-    owners: dict[int, str] = {}  # parameter id -> "Model.module path" (its layer)
+    owners: dict[int, str] = {}  # module id -> "Model.module path" (a layer)
     trained = {i for rec in recorder.optimizers.values() for i in rec.updated}
     for rec in recorder._whole_models():
         model, wrapper = _unwrap(rec.model)
@@ -49,7 +49,7 @@ def observe(recorder) -> dict[str, Any]:
                 if id(p) in names:
                     continue
                 names[id(p)] = f"{key}.{full}"
-                owners[id(p)] = f"{key}.{path}" if path else key
+                owners[id(sub)] = f"{key}.{path}" if path else key
                 params[full] = {"shape": list(p.shape), "dtype": _dtype(p.dtype),
                                 "device": p.device.type, "requires_grad": bool(p.requires_grad),
                                 "trained": id(p) in trained}
@@ -86,25 +86,28 @@ def observe(recorder) -> dict[str, Any]:
     optimizers = []
     for rec in recorder.optimizers.values():
         groups = []
-        for group in rec.optimizer.param_groups:
+        for index, group in enumerate(rec.optimizer.param_groups):
+            first = rec.first_options or []
             groups.append({"params": [names.get(id(p), f"<not in a model: "
                                       f"{'x'.join(map(str, p.shape)) or 'scalar'}>")
                                       for p in group["params"]],
-                           "options": _options(group)})
+                           "options": first[index] if index < len(first) else
+                           group_options(group)})
         schedulers = [s for s in recorder.schedulers.values()
                       if getattr(s.scheduler, "optimizer", None) is rec.optimizer]
         lrs = [[row[i] for row in rec.lrs if i < len(row)] for i in range(len(groups))]
         optimizers.append({"class": rec.name, "groups": groups,
                            "schedulers": [s.name for s in schedulers],
-                           "lr": [_runs(values) for values in lrs]})
+                           # steps GradScaler skipped move the schedule by the data: not kept
+                           "lr": None if rec.skipped else [_runs(values) for values in lrs]})
         sites["optimizers"].append({"created": rec.created,
                                     "schedulers": [s.created for s in schedulers],
                                     "steps": rec.step_sites[:1]})
     layers: dict[str, Any] = {}
     for kind, bands in (("grad_norm", recorder.layers.grad), ("update_ratio",
                                                               recorder.layers.update)):
-        for pid, (low, high) in bands.items():
-            layer = owners.get(pid)
+        for module, (low, high) in bands.items():
+            layer = owners.get(module)
             if layer is None:
                 continue
             band = layers.setdefault(layer, {}).setdefault(kind, [low, high])
@@ -145,9 +148,10 @@ def _dtype(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _options(group: dict) -> dict[str, Any]:
+def group_options(group: dict) -> dict[str, Any]:
     """A group's options other than its parameters and the learning rate (compared as the
-    schedule): numbers, booleans and short tuples of numbers."""
+    schedule): numbers, booleans and short tuples of numbers. Taken at the optimizer's first
+    step: a scheduler may change them later (OneCycleLR cycles the momentum)."""
     out: dict[str, Any] = {}
     for key, value in sorted(group.items()):
         if key in ("params", "lr", "initial_lr", "name"):

@@ -85,6 +85,8 @@ class OptimizerRecord:
     # backward sites of those that ran on gradients not cleared since the previous evaluation
     closure_calls: int = 0
     uncleared_closure_calls: list[Site | None] = field(default_factory=list)
+    # observing: each group's options at the first step (a scheduler may cycle momentum)
+    first_options: list[dict[str, Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -181,21 +183,36 @@ class NonFinite:
 
 
 class LayerBands:
-    """Observing: per module (the parameters' owner), the lowest and highest gradient norm and
-    update/weight ratio (the norm of a step's change over the weight's norm) over the sampled
-    steps: the first 10, then every 10th (the copies of the weights cost a step's memory)."""
+    """Observing: per layer (the module owning parameters directly), the lowest and highest
+    gradient norm and update/weight ratio (the norm of a step's change over the weight's norm)
+    over the sampled steps: the first 10, then every 10th (the copies of the weights cost a
+    step's memory). Norms are of the layer's parameters together (weight and bias)."""
 
-    def __init__(self) -> None:
-        self.grad: dict[int, list[float]] = {}  # parameter id -> [low, high]
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.grad: dict[int, list[float]] = {}  # module id -> [low, high]
         self.update: dict[int, list[float]] = {}
+        self._owner: dict[int, int] = {}  # parameter id -> module id
+        self._models = -1
         self._before: list[tuple[Any, Any]] = []  # (parameter, its copy before the step)
 
     @staticmethod
     def sampled(steps: int) -> bool:
         return steps < 10 or steps % 10 == 0
 
+    def _owners(self) -> dict[int, int]:
+        if self._models != len(self.recorder.models):
+            self._models = len(self.recorder.models)
+            for rec in self.recorder.models.values():
+                for sub in rec.model.modules():
+                    for p in sub.parameters(recurse=False):
+                        self._owner.setdefault(id(p), id(sub))
+        return self._owner
+
     def before_step(self, rec: OptimizerRecord) -> None:
-        params = [p for p in rec.params() if p.grad is not None and not p.grad.is_sparse]
+        owners = self._owners()
+        params = [p for p in rec.params() if p.grad is not None and not p.grad.is_sparse
+                  and id(p) in owners]
         if not params:
             return
         with torch.no_grad():
@@ -203,14 +220,21 @@ class LayerBands:
                 norms = torch._foreach_norm([p.grad for p in params])
             except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
                 norms = [p.grad.norm() for p in params]
+            squares: dict[int, float] = {}
             for p, norm in zip(params, torch.stack([n.float().cpu() for n in norms]).tolist(),
                                strict=True):
-                _widen(self.grad, id(p), norm)
+                layer = owners[id(p)]
+                squares[layer] = squares.get(layer, 0.0) + norm * norm
+            for layer, square in squares.items():
+                _widen(self.grad, layer, math.sqrt(square))
             self._before = [(p, p.detach().clone()) for p in params]
 
     def after_step(self, rec: OptimizerRecord) -> None:
         if not self._before:
             return
+        owners = self._owners()
+        weights: dict[int, float] = {}
+        changes: dict[int, float] = {}
         with torch.no_grad():
             for p, old in self._before:
                 try:
@@ -218,8 +242,12 @@ class LayerBands:
                     change = float((p.detach().float() - old.float()).norm())
                 except Exception:  # noqa: BLE001 - a parameter replaced in the step
                     continue
-                if weight > 0 and math.isfinite(change):
-                    _widen(self.update, id(p), change / weight)
+                layer = owners[id(p)]
+                weights[layer] = weights.get(layer, 0.0) + weight * weight
+                changes[layer] = changes.get(layer, 0.0) + change * change
+        for layer, weight in weights.items():
+            if weight > 0:
+                _widen(self.update, layer, math.sqrt(changes[layer] / weight))
         self._before = []
 
 
@@ -240,7 +268,7 @@ class Recorder:
         # a baseline is recorded or compared (`modellint.watching.baseline`): what it needs
         # beyond the checks is kept (per-layer bands, inputs, where parameters were changed)
         self.observe = observe
-        self.layers = LayerBands()
+        self.layers = LayerBands(self)
         self.frozen_sites: dict[int, Site | None] = {}  # parameter id -> its requires_grad_(False)
         self.cast_sites: dict[int, Site | None] = {}  # parameter id -> its .to()/.half() call
         self._applying = 0
@@ -477,6 +505,10 @@ class Recorder:
         sample = [p for p in rec.params() if p.grad is not None][:4]
         if sample:
             rec.sample = sample
+        if self.observe and rec.first_options is None:
+            from modellint.watching.baseline import group_options
+
+            rec.first_options = [group_options(group) for group in opt.param_groups]
         if self.observe and self.layers.sampled(self.total_steps):
             self.layers.before_step(rec)
         self._stepping = True
