@@ -262,3 +262,52 @@ def test_pytest_fixture_compares_with_a_baseline(pytester, repo):
     result = pytester.runpytest_subprocess("-q", "-W", "ignore", "-p", "no:xdist")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*ML332*eval mode with gradients*"])
+
+
+# -- under torchrun: two gloo ranks on CPU ----------------------------------------------------
+DDP = '''import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(256, 8), torch.randn(256, 1))
+sampler = DistributedSampler(data, shuffle=True)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+model = DistributedDataParallel(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+for epoch in range(10):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+dist.destroy_process_group()
+'''
+
+
+def test_under_torchrun_a_model_no_longer_wrapped_in_ddp_is_reported(tmp_path):
+    pytest.importorskip("torch.distributed")
+    (tmp_path / "train.py").write_text(DDP)
+    out = _run("--record", "baseline.json", "--steps", "8", "--", "torchrun",
+               "--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = json.loads((tmp_path / "baseline.json").read_text())
+    assert data["ranks"] == {"count": 2, "params_agree": True, "differ": []}
+    assert data["models"]["Sequential"]["wrapper"] == "DistributedDataParallel"
+    # one code path leaves the wrapper out (each rank seeded apart, as a per-rank seed does)
+    (tmp_path / "train.py").write_text(DDP.replace(
+        "model = DistributedDataParallel(model)\n",
+        "torch.manual_seed(dist.get_rank())\n"
+        "model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))\n"))
+    out = _run("--compare", "baseline.json", "--steps", "8", "--format", "concise", "--",
+               "torchrun", "--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "train.py:23:9: ML335" in out.stdout and "baseline all ranks agree" in out.stdout
+    assert "ML339 `Sequential` is wrapped differently: baseline DistributedDataParallel, " \
+           "now not wrapped" in out.stdout
