@@ -18,9 +18,39 @@ import math
 from typing import Any
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import RunRule, Severity
+from modellint.rule import Invalid, RunRule, Severity, Valid
 
 Raw = dict[str, Any]
+
+# the examples: a small seeded training script, recorded as the baseline (the `baseline`
+# option of each example), then the example compared with it, both under `modellint.watch()`
+_BASE = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
+         "TensorDataset\n\ntorch.manual_seed(0)\ndata = TensorDataset(torch.randn(64, 8), "
+         "torch.randn(64, 1))\nloader = DataLoader(data, batch_size=8)\n"
+         "model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 1))\n"
+         "optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)\n"
+         "scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)\n"
+         "for epoch in range(4):\n    model.train()\n    for x, y in loader:\n"
+         "        optimizer.zero_grad()\n"
+         "        nn.functional.mse_loss(model(x), y).backward()\n"
+         "        optimizer.step()\n    scheduler.step()\n")
+_RECORDED = {"baseline": _BASE}
+
+
+def _same_script_other_seed() -> Valid:
+    return Valid(_BASE.replace("manual_seed(0)", "manual_seed(1)"), _RECORDED)
+
+
+def _changed(old: str, new: str) -> Invalid:
+    """The baseline's script with `old` replaced by `new` (several parts: `|` between them),
+    reported at the line that ends with `  # <-`."""
+    code = _BASE
+    for before, after in zip(old.split("|"), new.split("|"), strict=True):
+        assert before in code, before
+        code = code.replace(before, after, 1)
+    lines = code.split("\n")
+    line = next(i for i, text in enumerate(lines, 1) if text.endswith("  # <-"))
+    return Invalid(code.replace("  # <-", ""), line=line, options=_RECORDED)
 
 
 def _names(names: list[str], limit: int = 3) -> str:
@@ -104,6 +134,10 @@ class ParameterNoLongerTrains(RunRule):
     name = "parameter-no-longer-trains"
     severity = Severity.ERROR
 
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("optimizer = torch.optim",
+                        "model[0].requires_grad_(False)  # <-\noptimizer = torch.optim")]
+
     def check(self, record) -> None:
         return None  # compared with the baseline by `compare_baseline`
 
@@ -162,6 +196,9 @@ class LearningRateScheduleChanged(RunRule):
     code = "ML331"
     name = "learning-rate-schedule-changed"
     severity = Severity.WARNING
+
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("step_size=1, gamma=0.5)\n", "step_size=2, gamma=0.5)  # <-\n")]
 
     def check(self, record) -> None:
         return None
@@ -234,6 +271,10 @@ class ModeChangedInPhase(RunRule):
     name = "mode-changed-in-phase"
     severity = Severity.ERROR
 
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("    model.train()|mse_loss(model(x), y).backward()\n",
+                        "    model.eval()|mse_loss(model(x), y).backward()  # <-\n")]
+
     def check(self, record) -> None:
         return None
 
@@ -286,6 +327,10 @@ class DtypeOrDeviceChanged(RunRule):
     code = "ML333"
     name = "dtype-or-device-changed"
     severity = Severity.WARNING
+
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("torch.randn(64, 8)|nn.Linear(16, 1))\n",
+                        "torch.randn(64, 8).double()|nn.Linear(16, 1)).double()  # <-\n")]
 
     def check(self, record) -> None:
         return None
@@ -345,6 +390,9 @@ class ParamGroupsChanged(RunRule):
     code = "ML334"
     name = "param-groups-changed"
     severity = Severity.WARNING
+
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("momentum=0.9)\n", "momentum=0.5)  # <-\n")]
 
     def check(self, record) -> None:
         return None
@@ -488,6 +536,10 @@ class GradientNormBandLeft(RunRule):
     name = "gradient-norm-band-left"
     severity = Severity.WARNING
 
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("nn.functional.mse_loss(model(x), y).backward()\n",
+                        "(1000 * nn.functional.mse_loss(model(x), y)).backward()  # <-\n")]
+
     def check(self, record) -> None:
         return None
 
@@ -518,6 +570,11 @@ class UpdateRatioBandLeft(RunRule):
     name = "update-ratio-band-left"
     severity = Severity.WARNING
 
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("mse_loss(model(x), y).backward()\n",
+                        "mse_loss(model(x), y).backward()  # <-\n"
+                        "        optimizer.param_groups[0]['lr'] = 5.0\n")]
+
     def check(self, record) -> None:
         return None
 
@@ -547,6 +604,11 @@ class LossTrendChanged(RunRule):
     code = "ML338"
     name = "loss-trend-changed"
     severity = Severity.WARNING
+
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("backward()\n        optimizer.step()\n",
+                        "backward()\n        optimizer.param_groups[0]['lr'] = 0.0\n"
+                        "        optimizer.step()  # <-\n")]
 
     def check(self, record) -> None:
         return None
@@ -589,6 +651,12 @@ class ModelsChanged(RunRule):
     code = "ML339"
     name = "models-changed"
     severity = Severity.WARNING
+
+    valid = [_same_script_other_seed()]
+    invalid = [_changed("nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 1)|"
+                        "mse_loss(model(x), y).backward()\n",
+                        "nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1)|"
+                        "mse_loss(model(x), y).backward()  # <-\n")]
 
     def check(self, record) -> None:
         return None

@@ -311,3 +311,39 @@ def test_under_torchrun_a_model_no_longer_wrapped_in_ddp_is_reported(tmp_path):
     assert "train.py:23:9: ML335" in out.stdout and "baseline all ranks agree" in out.stdout
     assert "ML339 `Sequential` is wrapped differently: baseline DistributedDataParallel, " \
            "now not wrapped" in out.stdout
+
+
+# -- the rules' own examples: the baseline recorded from the `baseline` option ----------------
+def _example_cases(kind):
+    from modellint.rules.run_baseline import BASELINE_RULES
+
+    for rule in BASELINE_RULES:
+        for index, example in enumerate(getattr(rule, kind)):
+            yield pytest.param(rule, example, id=f"{rule.code}-{kind}-{index}")
+
+
+def _compared(example, tmp_path, code):
+    baseline = tmp_path / "baseline.json"
+    script = tmp_path / "example.py"
+    script.write_text(example.options["baseline"])
+    with modellint.watch(steps=20, batches_per_epoch=5, baseline=baseline, select=[code]):
+        runpy.run_path(str(script), run_name="__main__")
+    assert baseline.exists()
+    script.write_text(example.code)
+    with modellint.watch(steps=20, batches_per_epoch=5, baseline=baseline, select=[code]) as w:
+        runpy.run_path(str(script), run_name="__main__")
+    return w
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("rule", "example"), list(_example_cases("valid")))
+def test_baseline_rule_valid_example(rule, example, tmp_path, capsys):
+    w = _compared(example, tmp_path, rule.code)
+    assert rule.code not in w.codes(), str(w)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("rule", "example"), list(_example_cases("invalid")))
+def test_baseline_rule_invalid_example(rule, example, tmp_path, capsys):
+    w = _compared(example, tmp_path, rule.code)
+    assert (rule.code, example.line) in [(f.code, f.line) for f in w.findings], str(w)

@@ -84,25 +84,25 @@ def observe(recorder) -> dict[str, Any]:
                                            for (p, d, dev), s in rec.inputs.items()},
                                 "eval": rec.eval_sites[0][0] if rec.eval_sites else None}
     optimizers = []
-    for rec in recorder.optimizers.values():
+    for opt_rec in recorder.optimizers.values():
         groups = []
-        for index, group in enumerate(rec.optimizer.param_groups):
-            first = rec.first_options or []
+        for index, group in enumerate(opt_rec.optimizer.param_groups):
+            at_first = opt_rec.first_options or []
             groups.append({"params": [names.get(id(p), f"<not in a model: "
                                       f"{'x'.join(map(str, p.shape)) or 'scalar'}>")
                                       for p in group["params"]],
-                           "options": first[index] if index < len(first) else
+                           "options": at_first[index] if index < len(at_first) else
                            group_options(group)})
         schedulers = [s for s in recorder.schedulers.values()
-                      if getattr(s.scheduler, "optimizer", None) is rec.optimizer]
-        lrs = [[row[i] for row in rec.lrs if i < len(row)] for i in range(len(groups))]
-        optimizers.append({"class": rec.name, "groups": groups,
+                      if getattr(s.scheduler, "optimizer", None) is opt_rec.optimizer]
+        lrs = [[row[i] for row in opt_rec.lrs if i < len(row)] for i in range(len(groups))]
+        optimizers.append({"class": opt_rec.name, "groups": groups,
                            "schedulers": [s.name for s in schedulers],
                            # steps GradScaler skipped move the schedule by the data: not kept
-                           "lr": None if rec.skipped else [_runs(values) for values in lrs]})
-        sites["optimizers"].append({"created": rec.created,
+                           "lr": None if opt_rec.skipped else [_runs(values) for values in lrs]})
+        sites["optimizers"].append({"created": opt_rec.created,
                                     "schedulers": [s.created for s in schedulers],
-                                    "steps": rec.step_sites[:1]})
+                                    "steps": opt_rec.step_sites[:1]})
     layers: dict[str, Any] = {}
     for kind, bands in (("grad_norm", recorder.layers.grad), ("update_ratio",
                                                               recorder.layers.update)):

@@ -385,10 +385,10 @@ def _merge(ranks: list[dict | None]) -> dict | None:
     if observation is not None:
         from modellint.watching.baseline import agree_across_ranks
 
-        ranks = [r for r in results if not r.get("followed")]
-        if len(ranks) > 1:
+        own = [r for r in results if not r.get("followed")]  # not processes the script started
+        if len(own) > 1:
             observation["ranks"] = agree_across_ranks([r.get("rank_prints") or []
-                                                       for r in ranks])
+                                                       for r in own])
         merged["observation"] = observation
     return merged
 

@@ -216,6 +216,7 @@ class LayerBands:
         if not params:
             return
         with torch.no_grad():
+            norms: Any
             try:
                 norms = torch._foreach_norm([p.grad for p in params])
             except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
