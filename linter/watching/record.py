@@ -216,14 +216,8 @@ class LayerBands:
         if not params:
             return
         with torch.no_grad():
-            norms: Any
-            try:
-                norms = torch._foreach_norm([p.grad for p in params])
-            except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
-                norms = [p.grad.norm() for p in params]
             squares: dict[int, float] = {}
-            for p, norm in zip(params, torch.stack([n.float().cpu() for n in norms]).tolist(),
-                               strict=True):
+            for p, norm in zip(params, _norms([p.grad for p in params]), strict=True):
                 layer = owners[id(p)]
                 squares[layer] = squares.get(layer, 0.0) + norm * norm
             for layer, square in squares.items():
@@ -236,13 +230,14 @@ class LayerBands:
         owners = self._owners()
         weights: dict[int, float] = {}
         changes: dict[int, float] = {}
+        kept = [(p, old) for p, old in self._before if p.shape == old.shape]
         with torch.no_grad():
-            for p, old in self._before:
-                try:
-                    weight = float(old.float().norm())
-                    change = float((p.detach().float() - old.float()).norm())
-                except Exception:  # noqa: BLE001 - a parameter replaced in the step
-                    continue
+            olds = [old for _, old in kept]
+            try:
+                deltas = torch._foreach_sub([p.detach() for p, _ in kept], olds)
+            except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
+                deltas = [p.detach() - old for p, old in kept]
+            for (p, _), weight, change in zip(kept, _norms(olds), _norms(deltas), strict=True):
                 layer = owners[id(p)]
                 weights[layer] = weights.get(layer, 0.0) + weight * weight
                 changes[layer] = changes.get(layer, 0.0) + change * change
@@ -250,6 +245,17 @@ class LayerBands:
             if weight > 0:
                 _widen(self.update, layer, math.sqrt(changes[layer] / weight))
         self._before = []
+
+
+def _norms(tensors: list[Any]) -> list[float]:
+    """The norms of `tensors`, read back to the host at once (one copy, not one per tensor)."""
+    if not tensors:
+        return []
+    try:
+        norms = torch._foreach_norm(tensors)
+        return torch.stack([n.float() for n in norms]).cpu().tolist()
+    except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
+        return [float(t.float().norm()) for t in tensors]
 
 
 def _widen(bands: dict[int, list[float]], key: int, value: float) -> None:
