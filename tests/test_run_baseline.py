@@ -347,3 +347,24 @@ def test_baseline_rule_valid_example(rule, example, tmp_path, capsys):
 def test_baseline_rule_invalid_example(rule, example, tmp_path, capsys):
     w = _compared(example, tmp_path, rule.code)
     assert (rule.code, example.line) in [(f.code, f.line) for f in w.findings], str(w)
+
+
+def test_under_torchrun_fsdp2_records_and_compares(tmp_path):
+    pytest.importorskip("torch.distributed")
+    fsdp = DDP.replace("from torch.nn.parallel import DistributedDataParallel\n",
+                       "from torch.distributed.fsdp import fully_shard\n").replace(
+        "model = DistributedDataParallel(model)\n", "fully_shard(model[0])\nfully_shard(model)\n")
+    (tmp_path / "train.py").write_text(fsdp)
+    out = _run("--record", "baseline.json", "--steps", "8", "--format", "concise", "--",
+               "torchrun", "--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    # sharded parameters hold each rank's own shard: not ranks that diverge (ML323)
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = json.loads((tmp_path / "baseline.json").read_text())
+    model = data["models"]["Sequential"]  # the user's class, not FSDP2's FSDPSequential
+    assert model["wrapper"] == "fully_shard" and model["parameters"]["0.weight"]["shape"] == [16, 8]
+    (tmp_path / "train.py").write_text(fsdp.replace("lr=0.01", "lr=0.1"))
+    out = _run("--compare", "baseline.json", "--steps", "8", "--format", "concise", "--",
+               "torchrun", "--nproc-per-node", "2", "train.py", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "train.py:16:1: ML331" in out.stdout and "baseline 0.01, now 0.1" in out.stdout
+    assert "ML323" not in out.stdout

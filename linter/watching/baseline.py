@@ -41,7 +41,7 @@ def observe(recorder) -> dict[str, Any]:
     trained = {i for rec in recorder.optimizers.values() for i in rec.updated}
     for rec in recorder._whole_models():
         model, wrapper = _unwrap(rec.model)
-        key = _unique(type(model).__name__, models)
+        key = _unique(_class_name(model), models)
         params: dict[str, Any] = {}
         for path, sub in model.named_modules():
             for name, p in sub.named_parameters(recurse=False):
@@ -65,7 +65,7 @@ def observe(recorder) -> dict[str, Any]:
         inputs: dict[str, list[str]] = {}
         for (phase_name, dtype, device) in rec.inputs:
             inputs.setdefault(phase_name, []).append(f"{dtype.replace('torch.', '')} {device}")
-        models[key] = {"class": type(model).__name__, "wrapper": wrapper,
+        models[key] = {"class": _class_name(model), "wrapper": wrapper,
                        "parameters": params, "modes": modes,
                        "inputs": {k: sorted(v) for k, v in sorted(inputs.items())}}
         first: dict[str, Any] = {}
@@ -121,7 +121,20 @@ def observe(recorder) -> dict[str, Any]:
             "loss": _trend(losses), "ranks": None, "sites": sites}
 
 
+def _class_name(model) -> str:
+    """The model's class; FSDP2's `fully_shard` swaps it for a subclass made on the fly
+    (`FSDPNet`): the user's class is named instead."""
+    cls = type(model)
+    if any(base.__name__ == "FSDPModule" for base in cls.__mro__[1:]):
+        for base in cls.__mro__[1:]:
+            if base.__name__ != "FSDPModule" and not base.__name__.startswith("FSDP"):
+                return base.__name__
+    return cls.__name__
+
+
 def _unwrap(model) -> tuple[Any, str | None]:
+    if _class_name(model) != type(model).__name__:
+        return model, "fully_shard"
     wrapper = None
     for _ in range(3):
         name = type(model).__name__

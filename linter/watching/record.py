@@ -593,7 +593,8 @@ class Recorder:
         with torch.no_grad():
             for model in self.models.values():
                 for name, p in model.model.named_parameters():
-                    if p.requires_grad and name not in sums:
+                    # a sharded parameter (FSDP2's DTensor) holds each rank's own shard
+                    if p.requires_grad and name not in sums and not _sharded(p):
                         sums[f"{model.name}.{name}"] = float(p.detach().double().sum())
         calls = {model.name: model.forwards[0].site for model in self.models.values()
                  if model.forwards and model.forwards[0].site}
@@ -1168,6 +1169,14 @@ def _distributed() -> bool:
         return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     except Exception:  # noqa: BLE001
         return False
+
+
+def _sharded(p) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - a torch built without distributed
+        return False
+    return isinstance(p, DTensor)
 
 
 def _head(p) -> Any:
