@@ -111,11 +111,83 @@ def watched(text: str, folder: Path, baseline: Path, steps: int = 20):
     return w
 
 
+# real scripts of bench/run_corpus.py whose pinned trees are in the corpus cache: (name,
+# commit, (file, seed line, another seed), (file, learning-rate line, 10x))
+REAL = [("karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26",
+         ("projects/adder/adder.py", "C.system.seed = 3407", "C.system.seed = 3408"),
+         ("projects/adder/adder.py", "C.trainer.learning_rate = 5e-4",
+          "C.trainer.learning_rate = 5e-3")),
+        ("karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291",
+         ("train.py", "torch.manual_seed(1337 + seed_offset)",
+          "torch.manual_seed(1338 + seed_offset)"),
+         ("train.py", "learning_rate = 6e-4 # max", "learning_rate = 6e-3 # max"))]
+
+
+def real_scripts(cache: Path) -> None:
+    """Each real script recorded (30 steps), then compared: the same with another seed and
+    20 steps (a false alarm if any ML33x), and with a learning rate 10x (caught or not).
+    `modellint run` processes, in a copy of the pinned tree (never the cache itself)."""
+    import os
+    import shutil
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import run_corpus
+
+    commands = {"karpathy/minGPT": run_corpus._mingpt, "karpathy/nanoGPT": run_corpus._nanogpt}
+    for name, commit, seed, lr in REAL:
+        source = cache / f"{name.replace('/', '+')}@{commit}"
+        if not source.is_dir():
+            print(f"{name}: not in {cache}: skipped")
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = Path(tmp) / "tree"
+            shutil.copytree(source, tree, ignore=shutil.ignore_patterns(".git"))
+            [argv] = commands[name](tree)
+            command = argv[argv.index("--"):]
+            command[1] = sys.executable
+
+            def run(*options, tree=tree, command=command):
+                proc = subprocess.run([sys.executable, "-m", "modellint", "run", "--format",
+                                       "concise", *options, *command], cwd=tree,
+                                      capture_output=True, text=True,
+                                      env={**os.environ, "PYTHONPATH": str(tree)})
+                return sorted(set(re.findall(r": (ML33\d) ", proc.stdout))), proc
+
+            def edit(change, tree=tree):
+                path = tree / change[0]
+                text = path.read_text()
+                assert change[1] in text, change
+                path.write_text(text.replace(change[1], change[2], 1))
+                return lambda: path.write_text(text)
+
+            codes, proc = run("--steps", "30", "--record", str(Path(tmp) / "b.json"))
+            if not (Path(tmp) / "b.json").exists():
+                print(f"{name}: no baseline: {proc.stderr[-500:]}")
+                continue
+            undo = edit(seed)
+            alarm, proc = run("--steps", "20", "--compare", str(Path(tmp) / "b.json"))
+            undo()
+            undo = edit(lr)
+            caught, proc = run("--steps", "30", "--compare", str(Path(tmp) / "b.json"))
+            undo()
+            print(f"{name}: other seed and 20 steps: {alarm or 'clean'}; learning rate 10x: "
+                  f"{caught or 'MISSED'}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--real", action="store_true",
+                        help="also minGPT and nanoGPT of bench/run_corpus.py, from the corpus "
+                             "cache ($MODELLINT_CORPUS_DIR or ~/.cache/modellint-corpus)")
     args = parser.parse_args()
+    if args.real:
+        import os
+
+        real_scripts(Path(os.environ.get("MODELLINT_CORPUS_DIR",
+                                         Path.home() / ".cache" / "modellint-corpus")))
     only = {f"{n}.py" for n in args.only.split(",") if n}
     goods = sorted(p for p in FIXTURES.glob("*.py") if (p.name.endswith("_good.py") or
                                                         p.name == "clean.py")

@@ -208,6 +208,16 @@ def test_a_baseline_path_that_is_a_link_is_refused(repo, tmp_path):
     assert out.returncode == 2 and "--update rewrites the baseline of --compare" in out.stderr
 
 
+def test_a_failed_run_is_never_recorded(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT.replace("        optimizer.step()\n",
+                                                      "        optimizer.step()\n"
+                                                      "        raise ValueError('bad batch')\n"))
+    out = _run("--record", "baseline.json", "--", sys.executable, "train.py", cwd=tmp_path)
+    assert out.returncode == 1 and "ML003" in out.stdout
+    assert "not written, the script failed" in out.stderr
+    assert not (tmp_path / "baseline.json").exists()
+
+
 def test_parse_never_raises_anything_but_a_baseline_error():
     good = {"format": "modellint-baseline", "version": 1, "runs": 1, "steps": 1, "models": {},
             "optimizers": [], "layers": {}, "loss": None, "ranks": None}

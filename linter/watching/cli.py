@@ -171,8 +171,9 @@ def run_main(argv: list[str]) -> int:
         print("modellint: the run ended before anything could be observed: no baseline "
               "written or compared", file=sys.stderr)
     elif observation is not None:
+        failed = stopped is not None or any(r["code"] == "ML003" for r in raws)
         raws += _baseline_after_run(args, tree, baseline, observation, registry, enabled,
-                                    config)
+                                    config, failed)
     if len(result.get("rank_prints") or []) > 1:  # checks that compare the ranks
         for code in sorted(enabled):
             compare = getattr(registry.run_checks.get(code), "compare_ranks", None)
@@ -241,9 +242,10 @@ def _baseline_before_run(args, tree) -> dict | None:
         raise cli.UsageError(f"--compare: {exc}") from None
 
 
-def _baseline_after_run(args, tree, baseline, observation, registry, enabled, config
-                        ) -> list[dict]:
-    """Compare with the baseline (the findings), then write what is asked."""
+def _baseline_after_run(args, tree, baseline, observation, registry, enabled, config,
+                        failed: bool) -> list[dict]:
+    """Compare with the baseline (the findings), then write what is asked; not from a run
+    whose script `failed` (ML003): what it saw is no known-good run."""
     from modellint import cli
     from modellint.report import printable
     from modellint.safe_write import UnsafePath
@@ -254,6 +256,10 @@ def _baseline_after_run(args, tree, baseline, observation, registry, enabled, co
         raws = compare(baseline, observation, registry, enabled, config.baseline_accept)
     path = args.record or (args.compare if args.update else None)
     if path is None:
+        return raws
+    if failed:
+        print(f"modellint: {printable(path)}: not written, the script failed (ML003)",
+              file=sys.stderr)
         return raws
     written = merge(baseline, observation) if args.record and baseline is not None \
         else observation

@@ -233,8 +233,9 @@ class LayerBands:
         kept = [(p, old) for p, old in self._before if p.shape == old.shape]
         with torch.no_grad():
             olds = [old for _, old in kept]
+            deltas: list[Any]
             try:
-                deltas = torch._foreach_sub([p.detach() for p, _ in kept], olds)
+                deltas = list(torch._foreach_sub([p.detach() for p, _ in kept], olds))
             except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
                 deltas = [p.detach() - old for p, old in kept]
             for (p, _), weight, change in zip(kept, _norms(olds), _norms(deltas), strict=True):

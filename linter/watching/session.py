@@ -104,21 +104,24 @@ class Watch:
         run_checks(self.recorder, registry, enabled)
         self.recorder.cleanup()
         raws = list(self.recorder.findings)
+        failed = kind is not None and not issubclass(kind, BudgetSpent)
         if self.baseline_path is not None:
-            raws += self._baseline(registry, enabled)
+            raws += self._baseline(registry, enabled, may_write=not failed)
         findings = to_findings(raws, registry, enabled)
         self.report = Report(findings=findings, notes=list(self.recorder.notes))
         return kind is not None and issubclass(kind, BudgetSpent)
 
-    def _baseline(self, registry, enabled) -> list[dict[str, Any]]:
+    def _baseline(self, registry, enabled, may_write: bool) -> list[dict[str, Any]]:
         """Compared with the baseline when there is one; written when there is none yet, or
-        `update`."""
+        `update`, and the block did not fail (`may_write`)."""
         from modellint.watching.baseline import compare, observe, write
 
         assert self.baseline_path is not None
         self.observation = observe(self.recorder)
         if self.baseline is not None:
             return compare(self.baseline, self.observation, registry, enabled, self.accept)
+        if not may_write:
+            return []
         folder = os.path.dirname(os.path.abspath(self.baseline_path))
         write(self.baseline_path, [folder], self.observation)
         self.recorder.note(f"baseline written to {self.baseline_path}")
