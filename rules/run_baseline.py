@@ -19,6 +19,8 @@ from typing import Any
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import Invalid, RunRule, Severity, Valid
+from modellint.rules.run import _lr_text as _text
+from modellint.rules.run import _names
 
 Raw = dict[str, Any]
 
@@ -51,11 +53,6 @@ def _changed(old: str, new: str) -> Invalid:
     lines = code.split("\n")
     line = next(i for i, text in enumerate(lines, 1) if text.endswith("  # <-"))
     return Invalid(code.replace("  # <-", ""), line=line, options=_RECORDED)
-
-
-def _names(names: list[str], limit: int = 3) -> str:
-    shown = ", ".join(f"`{n}`" for n in names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _raw(code: str, message: str, site, subject: str, related=()) -> Raw:
@@ -93,15 +90,6 @@ def _common_models(baseline: dict, observed: dict):
         now = observed["models"].get(key)
         if now is not None:
             yield key, before, now
-
-
-def _text(values: list[float]) -> str:
-    out: list[str] = []
-    for v in values:
-        text = f"{v:.3g}"
-        if not out or out[-1] != text:
-            out.append(text)
-    return " → ".join(out[:6]) + (" → ..." if len(out) > 6 else "")
 
 
 def _schedule(runs) -> list[float]:
