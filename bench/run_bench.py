@@ -3,7 +3,9 @@
 A small CNN (two conv blocks with batch norm and dropout, CIFAR-sized input) trains for 50
 optimizer steps on synthetic data through a DataLoader, with a scheduler and an eval pass,
 plain and under `modellint.watch()` (the instrumentation `modellint run` loads), the two
-interleaved, best of the repeats. Goal: instrumented ≤ 1.3× plain.
+interleaved, best of the repeats. Goal: instrumented ≤ 1.3× plain. Also recording a baseline
+(`modellint run --record`, `watch(baseline=...)` with no file yet) and comparing with it
+(`--compare`), interleaved with them: goal ≤ 1.2× plain (docs/run-baseline.md).
 
 Memory: the Python allocations the instrumentation adds (tracemalloc, peak over the run) and
 the tensors it references (the outputs of the forward's leaf modules, to name the module of a
@@ -19,6 +21,9 @@ bench/runtime_bench.py for why on a shared machine).
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import tempfile
 import time
 import tracemalloc
 
@@ -81,7 +86,9 @@ def main() -> None:
     train(3, args.batch, data)  # warm up both paths
     with modellint.watch():
         train(3, args.batch, data)
-    plain, watched = [], []
+    plain, watched, recorded, compared = [], [], [], []
+    folder = tempfile.mkdtemp(prefix="modellint-bench-")
+    baseline = os.path.join(folder, "baseline.json")
     for _ in range(args.repeat):
         start = clock()
         train(args.steps, args.batch, data)
@@ -91,6 +98,18 @@ def main() -> None:
             train(args.steps, args.batch, data)
         watched.append(clock() - start)
         assert w.recorder.total_steps == args.steps and w.findings == [], str(w)
+        if os.path.exists(baseline):
+            os.unlink(baseline)
+        start = clock()  # --record: the baseline observed and written
+        with modellint.watch(baseline=baseline) as w:
+            train(args.steps, args.batch, data)
+        recorded.append(clock() - start)
+        start = clock()  # --compare: observed, read back and compared
+        with modellint.watch(baseline=baseline) as w:
+            train(args.steps, args.batch, data)
+        compared.append(clock() - start)
+        assert w.findings == [], str(w)
+    shutil.rmtree(folder, ignore_errors=True)
     best_plain, best_watched = min(plain), min(watched)
     print(f"{args.steps} steps, batch {args.batch}, {args.threads} thread(s), {args.clock} "
           f"time, best of {args.repeat}:")
@@ -98,6 +117,11 @@ def main() -> None:
     print(f"  instrumented  {best_watched:.3f} s (incl. the checks at the end)")
     ratio = best_watched / best_plain
     print(f"  ratio         {ratio:.2f}x (goal <= 1.3x): {'ok' if ratio <= 1.3 else 'OVER'}")
+    for name, times in (("--record", recorded), ("--compare", compared)):
+        best = min(times)
+        print(f"  {name:<12}  {best:.3f} s: {best / best_plain:.2f}x plain (goal <= 1.2x: "
+              f"{'ok' if best / best_plain <= 1.2 else 'OVER'}), {best / best_watched:.2f}x "
+              f"instrumented")
 
     tracemalloc.start()
     train(args.steps, args.batch, data)

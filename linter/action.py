@@ -1,7 +1,7 @@
 """The GitHub Action's logic (action.yml calls it; tests run it with the environment GitHub sets).
 
 Two steps, both driven by the action's inputs (`INPUT_ARGS`, `INPUT_SRC`, `INPUT_VERSION`,
-`INPUT_RUNTIME`, `INPUT_SARIF_FILE`, `INPUT_SUMMARY`):
+`INPUT_RUNTIME`, `INPUT_SARIF_FILE`, `INPUT_SUMMARY`, `INPUT_BASELINE`, `INPUT_BASELINE_MODE`):
 
     python "$GITHUB_ACTION_PATH/linter/action.py" install   # standard library only
     "$MODELLINT_PYTHON" -m modellint.action                    # run: annotate, summarise
@@ -96,12 +96,34 @@ def check_command(environ: Mapping[str, str], python: str = sys.executable,
                          "the files to check go in `src`")
     if flag("runtime", environ, False) and "--runtime" not in args:
         args.append("--runtime")
+    args += baseline_options(environ, args)
     src = shlex.split(get_input("src", environ, ".") or ".")
     # the console script, not `python -m`: -m would put the checked-out repository first on
     # sys.path, where a file named like one of modellint's imports (pluggy.py) would shadow it
     script = Path(python).with_name("modellint")
     prefix = [str(script)] if script.is_file() else [python, "-m", "modellint"]
     return [*prefix, *args, *output, "--", *src]
+
+
+BASELINE_MODES = {"compare": ["--compare"], "record": ["--record"],
+                  "update": ["--compare", "--update"]}
+
+
+def baseline_options(environ: Mapping[str, str], args: Sequence[str]) -> list[str]:
+    """`baseline` and `baseline-mode`: the options of `modellint run` that record or compare
+    the baseline (the path in `--option=PATH`, so that no file name is taken for an option)."""
+    path = get_input("baseline", environ)
+    mode = get_input("baseline-mode", environ, "compare") or "compare"
+    if mode not in BASELINE_MODES:
+        raise SystemExit(f"modellint action: input `baseline-mode` must be compare, record or "
+                         f"update, not {mode!r}")
+    if not path:
+        return []
+    if not args or args[0] != "run":
+        raise SystemExit("modellint action: input `baseline` needs `args: run ...` (and the "
+                         "training command in `src`)")
+    first, *rest = BASELINE_MODES[mode]
+    return [f"{first}={path}", *rest]
 
 
 def remove_stale_output(path: str, workspace: str) -> str | None:

@@ -509,6 +509,7 @@ def _settings_text(config: Config, args, enabled: set[str], static_rules) -> str
         ("target-torch-version", value(".".join(map(str, config.target_torch_version))),
          origin("target-torch-version")),
         ("target-gpu-memory", value(config.target_gpu_memory), origin("target-gpu-memory")),
+        ("baseline-accept", value(config.baseline_accept), origin("baseline-accept")),
         ("max-code-bytes", value(config.max_code_bytes), origin("max-code-bytes",
                                                                 args.max_code_bytes)),
         ("runtime", value(config.runtime), origin("runtime")),

@@ -22,6 +22,7 @@ KNOWN_KEYS = frozenset(
     {
         "select", "extend-select", "ignore", "exclude", "per-file-ignores", "plugins",
         "target-torch-version", "target-gpu-memory", "runtime", "notebooks", "max-code-bytes",
+        "baseline-accept",
     }
 )
 RUNTIME_KEYS = frozenset({"device", "timeout", "models", "fail-on-unchecked"})
@@ -78,6 +79,9 @@ class Config:
     # walk folders for *.ipynb too (a notebook named on the command line is always linted)
     notebooks: bool = True
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES
+    # `modellint run --compare`: the changes from the baseline that are expected (ML33x, or
+    # ML33x:GLOB of the change's subject)
+    baseline_accept: list[str] = field(default_factory=list)
     # directory of the pyproject.toml the settings came from (patterns are relative to it)
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
@@ -231,6 +235,8 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
     if "max-code-bytes" in table:
         config.max_code_bytes = check_max_code_bytes(table["max-code-bytes"],
                                                      f"{path}: `max-code-bytes`")
+    if "baseline-accept" in table:
+        config.baseline_accept = _baseline_accept(table["baseline-accept"], path)
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
@@ -278,6 +284,20 @@ def parse_table(table: dict[str, Any], path: Path | None) -> Config:
                                   f"{did_you_mean(key, MODEL_KEYS)}")
     config.runtime = runtime
     return config
+
+
+def _baseline_accept(entries: Any, path: Path | None) -> list[str]:
+    """`baseline-accept = ["ML331", "ML330:Net.head.*"]`: baseline codes, each optionally with
+    a glob of the changes' subjects (a parameter, layer, model or optimizer)."""
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ConfigError(f"{path}: `baseline-accept` must be a list of strings such as "
+                          f"\"ML331\" or \"ML330:Net.head.*\", got {_shown(entries)}")
+    for entry in entries:
+        if not re.fullmatch(r"ML33\d(:.+)?", entry):
+            raise ConfigError(f"{path}: `baseline-accept` entry {_shown(entry)} is not a "
+                              f"baseline code ML330-ML339, alone or with `:GLOB` "
+                              f"(\"ML330:Net.head.*\")")
+    return list(entries)
 
 
 def matches(code: str, selectors: list[str]) -> bool:

@@ -40,6 +40,7 @@ BUILTIN_PLUGINS = (
     "modellint.rules.runtime.checks",
     "modellint.rules.run",
     "modellint.rules.run_numerics",
+    "modellint.rules.run_baseline",
     "modellint.report.builtin",
 )
 ENTRY_POINT_GROUP = "modellint"

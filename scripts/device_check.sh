@@ -10,6 +10,8 @@
 # by side. Under two or more GPUs, `modellint run -- torchrun --nproc-per-node 2` runs the DDP
 # fixture with one GPU per rank (nccl); with `--device cpu` it runs with two gloo ranks, and
 # every command runs on cpu twice (a check of the script itself, and of run-to-run noise).
+# A baseline (`modellint run --record`) recorded and compared on each device must compare clean;
+# the device's run compared with the cpu's baseline prints what differs (ML333: the device).
 # Exit 0 when every pair agrees, 1 when one differs, 2 on a usage error.
 set -u
 
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
         --device) device="${2:-}"; shift 2 || { echo "--device needs a value" >&2; exit 2; } ;;
         --device=*) device="${1#--device=}"; shift ;;
         --out) out="${2:-}"; shift 2 || { echo "--out needs a folder" >&2; exit 2; } ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "device_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -96,6 +98,18 @@ compare trace-shape-bug -- "${ml[@]}" trace --device @DEV@ \
     fixtures/runtime/channel_mismatch.py:TwoStageNet
 compare run-bad -- "${ml[@]}" run --format concise -- "$python" fixtures/device/train_bad.py
 compare run-good -- "${ml[@]}" run --format concise -- "$python" fixtures/device/train_good.py
+# a baseline recorded and compared on the same device: clean on each
+record_compare='"$0" -m modellint run --record "$1/baseline.$2.json" -- "$0" "$3" >/dev/null 2>&1 && "$0" -m modellint run --compare "$1/baseline.$2.json" --format concise -- "$0" "$3"'
+rm -f "$out"/baseline.*.json
+compare run-baseline -- bash -c "$record_compare" "$python" "$out" @DEV@ \
+    fixtures/device/train_good.py
+if [ "$device" != cpu ]; then  # the device's run against the cpu's baseline: ML333 (device)
+    echo
+    echo "== run-baseline-across: $device compared with the baseline recorded on cpu"
+    MODELLINT_CHECK_DEVICE="$device" "${ml[@]}" run --compare "$out/baseline.cpu.json" \
+        --format concise -- "$python" fixtures/device/train_good.py 2>&1 | grep ML33 \
+        | sed 's/^/   | /'
+fi
 if ! command -v torchrun >/dev/null; then
     echo
     echo "== run-torchrun: skipped (no torchrun on PATH)"

@@ -82,7 +82,7 @@ def test_action_yml_declares_the_inputs_and_runs_the_script():
     inputs = action["inputs"]
     assert {name: inputs[name].get("default") for name in inputs} == {
         "args": "check", "src": ".", "version": "", "runtime": "false", "sarif-file": "",
-        "summary": "true",
+        "summary": "true", "baseline": "", "baseline-mode": "compare",
     }
     assert all(spec.get("description") for spec in inputs.values())
     assert action["runs"]["using"] == "composite"
@@ -255,3 +255,39 @@ def test_a_committed_link_at_the_sarif_path_writes_nothing_outside(workspace, tm
     assert proc.returncode == 2
     assert "leads out of the workspace" in proc.stderr and "Traceback" not in proc.stderr
     assert outside.read_text() == "not modellint's"
+
+
+TRAIN = (ROOT / "fixtures" / "training" / "clean.py").read_text()
+
+
+def test_baseline_recorded_on_the_default_branch_and_compared_on_a_pull_request(workspace):
+    pytest.importorskip("torch")
+    (workspace / "train.py").write_text(TRAIN)
+    # `python` after `--` would be the runner's: the interpreter that has modellint here
+    common = {"args": "run --steps 12", "src": f"{sys.executable} train.py",
+              "baseline": "ci/baseline.json"}
+    (workspace / "ci").mkdir()
+    proc = run_action(workspace, baseline_mode="record", **common)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((workspace / "ci" / "baseline.json").read_text())["steps"] == 12
+    (workspace / "train.py").write_text(TRAIN.replace("    model.train()\n",
+                                                      "    model.eval()\n"))
+    proc = run_action(workspace, **common)
+    assert proc.returncode == 1, proc.stderr
+    assert [kind for kind, file in annotations(proc.stdout) if file == "train.py"] == ["error"]
+    assert "ML332" in proc.stdout and "baseline train mode only" in proc.stdout
+    summary = (workspace.parent / "step_summary.md").read_text()
+    assert "mode-changed-in-phase" in summary
+
+
+def test_baseline_inputs_map_to_options(tmp_path):
+    env = {"INPUT_ARGS": "run --steps 5", "INPUT_SRC": "python train.py",
+           "INPUT_BASELINE": "-odd.json"}
+    assert check_command(env, "py")[3:6] == ["run", "--steps", "5"]
+    assert "--compare=-odd.json" in check_command(env, "py")
+    update = check_command({**env, "INPUT_BASELINE_MODE": "update"}, "py")
+    assert "--compare=-odd.json" in update and "--update" in update
+    with pytest.raises(SystemExit, match="baseline-mode"):
+        check_command({**env, "INPUT_BASELINE_MODE": "write"}, "py")
+    with pytest.raises(SystemExit, match="needs `args: run"):
+        check_command({**env, "INPUT_ARGS": "check"}, "py")

@@ -99,6 +99,8 @@ def _run_rule_cases(kind):
     for code, rule in sorted(registry().run_checks.items()):
         if isinstance(rule, type) and issubclass(rule, RunRule):
             for index, example in enumerate(getattr(rule, kind)):
+                if "baseline" in getattr(example, "options", {}):
+                    continue  # compared with a recorded run: tests/test_run_baseline.py
                 text = example if isinstance(example, str) else example.code
                 yield pytest.param(rule, text, getattr(example, "line", None),
                                    id=f"{code}-{kind}-{index}")

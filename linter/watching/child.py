@@ -62,6 +62,10 @@ class _Finish:
                 result = {"findings": recorder.findings, "notes": recorder.notes,
                           "summary": recorder.summary(), "rank_prints": recorder.rank_prints,
                           "followed": self.followed}
+                if recorder.observe:
+                    from modellint.watching.baseline import observe
+
+                    result["observation"] = observe(recorder)
         except BaseException as exc:  # noqa: BLE001 - the parent reports it as ML001
             result["internal"] = f"{type(exc).__name__}: {exc}"
         tmp = self.result_path + ".tmp"
@@ -127,7 +131,8 @@ def watched(result_path: str, options: dict, run, followed: bool = False
 
     finish = _Finish(result_path, options, followed)
     recorder = Recorder(steps=options.get("steps"),
-                        batches_per_epoch=options.get("batches_per_epoch"), on_budget=finish)
+                        batches_per_epoch=options.get("batches_per_epoch"), on_budget=finish,
+                        observe=bool(options.get("observe")) and not followed)
     finish.recorder = recorder
     timeout = options.get("timeout")
     if timeout:

@@ -38,6 +38,16 @@ def build_parser(parser_class) -> argparse.ArgumentParser:
     add_report_options(parser)
     parser.add_argument("--plots", metavar="DIR",
                         help="write PNGs of loss, learning rates and gradient norm per step")
+    baseline = parser.add_mutually_exclusive_group()
+    baseline.add_argument("--record", metavar="BASELINE",
+                          help="write what held in this run to BASELINE (JSON, to commit; an "
+                               "existing baseline gets this run added, its bands widened: see "
+                               "docs/run-baseline.md)")
+    baseline.add_argument("--compare", metavar="BASELINE",
+                          help="report what held in the run recorded in BASELINE and no longer "
+                               "holds (ML330-ML339)")
+    parser.add_argument("--update", action="store_true",
+                        help="with --compare: rewrite BASELINE from this run after reporting")
     parser.add_argument("--debug", action="store_true", help="print tracebacks of internal errors")
     return parser
 
@@ -134,6 +144,7 @@ def run_main(argv: list[str]) -> int:
         cli.check_output_file(args.output_file, tree)
     if args.plots:
         check_plots_folder(args.plots, tree)
+    baseline = _baseline_before_run(args, tree)
     registry = cli._registry(config, args)
     validate_codes(config, registry.rules, {"select": args.select or [],
                                             "extend-select": args.extend_select,
@@ -152,8 +163,17 @@ def run_main(argv: list[str]) -> int:
     if config.plugins and cli.config_plugins_allowed(args.allow_config_plugins):
         plugins += list(config.plugins)
     result, stopped = _run_child(command, args, sorted(enabled), plugins,
-                                 report_to_stdout=not args.output_file)
+                                 report_to_stdout=not args.output_file,
+                                 observe=bool(args.record or args.compare))
     raws = list(result.get("findings", []))
+    observation = result.get("observation")
+    if (args.record or args.compare) and observation is None and "internal" not in result:
+        print("modellint: the run ended before anything could be observed: no baseline "
+              "written or compared", file=sys.stderr)
+    elif observation is not None:
+        failed = stopped is not None or any(r["code"] == "ML003" for r in raws)
+        raws += _baseline_after_run(args, tree, baseline, observation, registry, enabled,
+                                    config, failed)
     if len(result.get("rank_prints") or []) > 1:  # checks that compare the ranks
         for code in sorted(enabled):
             compare = getattr(registry.run_checks.get(code), "compare_ranks", None)
@@ -191,6 +211,70 @@ def run_main(argv: list[str]) -> int:
     return cli.EXIT_FINDINGS if counted else cli.EXIT_CLEAN
 
 
+def _baseline_before_run(args, tree) -> dict | None:
+    """--record / --compare / --update: the paths refused (a link, not a regular file, a folder
+    that is a link in the tree) and the baseline read, before the script runs. The baseline
+    compared with (or, recording, the one the run is added to), or None."""
+    from modellint import cli
+    from modellint.safe_write import UnsafePath, check_target
+    from modellint.watching.baseline import BaselineError, load
+
+    if args.update and not args.compare:
+        raise cli.UsageError("--update rewrites the baseline of --compare: give --compare "
+                             "BASELINE")
+    path = args.record or args.compare
+    if path is None:
+        return None
+    option = "--record" if args.record else "--compare"
+    if args.record or args.update:
+        try:
+            check_target(path, tree)
+        except UnsafePath as exc:
+            raise cli.UsageError(f"{option}: {exc}") from None
+    if args.record and not os.path.lexists(path):
+        return None
+    try:
+        return load(path)
+    except BaselineError as exc:
+        if args.record:
+            raise cli.UsageError(f"--record: {exc}; remove it to record a new baseline, or "
+                                 f"name another file") from None
+        raise cli.UsageError(f"--compare: {exc}") from None
+
+
+def _baseline_after_run(args, tree, baseline, observation, registry, enabled, config,
+                        failed: bool) -> list[dict]:
+    """Compare with the baseline (the findings), then write what is asked; not from a run
+    whose script `failed` (ML003): what it saw is no known-good run."""
+    from modellint import cli
+    from modellint.report import printable
+    from modellint.safe_write import UnsafePath
+    from modellint.watching.baseline import compare, merge, write
+
+    raws: list[dict] = []
+    if args.compare and baseline is not None:
+        raws = compare(baseline, observation, registry, enabled, config.baseline_accept)
+    path = args.record or (args.compare if args.update else None)
+    if path is None:
+        return raws
+    if failed:
+        print(f"modellint: {printable(path)}: not written, the script failed (ML003)",
+              file=sys.stderr)
+        return raws
+    written = merge(baseline, observation) if args.record and baseline is not None \
+        else observation
+    option = "--record" if args.record else "--update"
+    try:
+        write(path, tree, written)
+    except UnsafePath as exc:
+        raise cli.UsageError(f"{option}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise cli.UsageError(f"{option}: cannot write {path}: {exc}") from None
+    print(f"modellint: {printable(path)}: baseline of {written['runs']} run(s) written",
+          file=sys.stderr)
+    return raws
+
+
 def check_plots_folder(folder: str, tree) -> None:
     """--plots: refused before the run when the folder, or a name on the way to it, is a link
     in the tree (`modellint.safe_write.enter_folder`)."""
@@ -221,10 +305,10 @@ def run_summary(data: dict) -> str:
 
 
 def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
-               report_to_stdout: bool) -> tuple[dict, str | None]:
+               report_to_stdout: bool, observe: bool = False) -> tuple[dict, str | None]:
     """Run the script; (its result, why it gave none or None)."""
     options = {"steps": args.steps, "timeout": args.timeout, "codes": codes,
-               "plugins": plugins,
+               "plugins": plugins, "observe": observe,
                "batches_per_epoch": args.batches_per_epoch or None}
     interpreter, target = command[0], command[1:]
     with tempfile.TemporaryDirectory(prefix="modellint-run-") as folder:
@@ -301,6 +385,17 @@ def _merge(ranks: list[dict | None]) -> dict | None:
         if "internal" in result:
             merged["internal"] = result["internal"]
     merged["rank_prints"] = [r.get("rank_prints") or [] for r in results]
+    # the baseline: rank 0's observation (the first result), and whether the ranks agreed
+    observation = next((r["observation"] for r in results if r.get("observation")
+                        and not r.get("followed")), None)
+    if observation is not None:
+        from modellint.watching.baseline import agree_across_ranks
+
+        own = [r for r in results if not r.get("followed")]  # not processes the script started
+        if len(own) > 1:
+            observation["ranks"] = agree_across_ranks([r.get("rank_prints") or []
+                                                       for r in own])
+        merged["observation"] = observation
     return merged
 
 

@@ -85,6 +85,8 @@ class OptimizerRecord:
     # backward sites of those that ran on gradients not cleared since the previous evaluation
     closure_calls: int = 0
     uncleared_closure_calls: list[Site | None] = field(default_factory=list)
+    # observing: each group's options at the first step (a scheduler may cycle momentum)
+    first_options: list[dict[str, Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -146,6 +148,9 @@ class ModelRecord:
     forwards: list[Forward] = field(default_factory=list)
     # each `eval()` of the model: (site, steps taken before it, order)
     eval_sites: list[tuple[Site | None, int, int]] = field(default_factory=list)
+    # observing (a baseline): (phase, dtype, device) of the first tensor of each top-level
+    # call -> the first line that made such a call
+    inputs: dict[tuple[str, str, str], Site | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -177,10 +182,104 @@ class NonFinite:
     detail: str
 
 
+class LayerBands:
+    """Observing: per layer (the module owning parameters directly), the lowest and highest
+    gradient norm and update/weight ratio (the norm of a step's change over the weight's norm)
+    over the sampled steps: the first 10, then every 10th (the copies of the weights cost a
+    step's memory). Norms are of the layer's parameters together (weight and bias)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.grad: dict[int, list[float]] = {}  # module id -> [low, high]
+        self.update: dict[int, list[float]] = {}
+        self._owner: dict[int, int] = {}  # parameter id -> module id
+        self._models = -1
+        self._before: list[tuple[Any, Any]] = []  # (parameter, its copy before the step)
+
+    @staticmethod
+    def sampled(steps: int) -> bool:
+        return steps < 10 or steps % 10 == 0
+
+    def _owners(self) -> dict[int, int]:
+        if self._models != len(self.recorder.models):
+            self._models = len(self.recorder.models)
+            for rec in self.recorder.models.values():
+                for sub in rec.model.modules():
+                    for p in sub.parameters(recurse=False):
+                        self._owner.setdefault(id(p), id(sub))
+        return self._owner
+
+    def before_step(self, rec: OptimizerRecord) -> None:
+        owners = self._owners()
+        params = [p for p in rec.params() if p.grad is not None and not p.grad.is_sparse
+                  and id(p) in owners]
+        if not params:
+            return
+        with torch.no_grad():
+            squares: dict[int, float] = {}
+            for p, norm in zip(params, _norms([p.grad for p in params]), strict=True):
+                layer = owners[id(p)]
+                squares[layer] = squares.get(layer, 0.0) + norm * norm
+            for layer, square in squares.items():
+                _widen(self.grad, layer, math.sqrt(square))
+            self._before = [(p, p.detach().clone()) for p in params]
+
+    def after_step(self, rec: OptimizerRecord) -> None:
+        if not self._before:
+            return
+        owners = self._owners()
+        weights: dict[int, float] = {}
+        changes: dict[int, float] = {}
+        kept = [(p, old) for p, old in self._before if p.shape == old.shape]
+        with torch.no_grad():
+            olds = [old for _, old in kept]
+            deltas: list[Any]
+            try:
+                deltas = list(torch._foreach_sub([p.detach() for p, _ in kept], olds))
+            except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
+                deltas = [p.detach() - old for p, old in kept]
+            for (p, _), weight, change in zip(kept, _norms(olds), _norms(deltas), strict=True):
+                layer = owners[id(p)]
+                weights[layer] = weights.get(layer, 0.0) + weight * weight
+                changes[layer] = changes.get(layer, 0.0) + change * change
+        for layer, weight in weights.items():
+            if weight > 0:
+                _widen(self.update, layer, math.sqrt(changes[layer] / weight))
+        self._before = []
+
+
+def _norms(tensors: list[Any]) -> list[float]:
+    """The norms of `tensors`, read back to the host at once (one copy, not one per tensor)."""
+    if not tensors:
+        return []
+    try:
+        norms = torch._foreach_norm(tensors)
+        return torch.stack([n.float() for n in norms]).cpu().tolist()
+    except Exception:  # noqa: BLE001 - mixed devices or dtypes: one at a time
+        return [float(t.float().norm()) for t in tensors]
+
+
+def _widen(bands: dict[int, list[float]], key: int, value: float) -> None:
+    if not math.isfinite(value):
+        return
+    band = bands.get(key)
+    if band is None:
+        bands[key] = [value, value]
+    else:
+        band[0], band[1] = min(band[0], value), max(band[1], value)
+
+
 class Recorder:
     def __init__(self, *, steps: int | None = None, batches_per_epoch: int | None = None,
-                 on_budget=None) -> None:
+                 on_budget=None, observe: bool = False) -> None:
         self.budget = steps
+        # a baseline is recorded or compared (`modellint.watching.baseline`): what it needs
+        # beyond the checks is kept (per-layer bands, inputs, where parameters were changed)
+        self.observe = observe
+        self.layers = LayerBands(self)
+        self.frozen_sites: dict[int, Site | None] = {}  # parameter id -> its requires_grad_(False)
+        self.cast_sites: dict[int, Site | None] = {}  # parameter id -> its .to()/.half() call
+        self._applying = 0
         self.batches_per_epoch = batches_per_epoch
         self.on_budget = on_budget
         self.user = UserCode()
@@ -316,6 +415,9 @@ class Recorder:
             return __setattr__
 
         patch(nn.Module, "__setattr__", setattr_)
+        if self.observe:
+            patch(nn.Module, "requires_grad_", self._requires_grad_patch)
+            patch(nn.Module, "_apply", self._apply_patch)
 
         def backward(original):
             def backward(tensors, *args, **kwargs):
@@ -411,6 +513,12 @@ class Recorder:
         sample = [p for p in rec.params() if p.grad is not None][:4]
         if sample:
             rec.sample = sample
+        if self.observe and rec.first_options is None:
+            from modellint.watching.baseline import group_options
+
+            rec.first_options = [group_options(group) for group in opt.param_groups]
+        if self.observe and self.layers.sampled(self.total_steps):
+            self.layers.before_step(rec)
         self._stepping = True
         return self._watch_closure(rec, args, kwargs)
 
@@ -444,6 +552,8 @@ class Recorder:
     def _step_post(self, opt, args, kwargs) -> None:
         rec = self._optimizer(opt)
         rec.steps += 1
+        if self.observe:
+            self.layers.after_step(rec)
         self._stepped()
         if rec.steps == 1:
             self._watch_ungraded(rec)
@@ -484,7 +594,8 @@ class Recorder:
         with torch.no_grad():
             for model in self.models.values():
                 for name, p in model.model.named_parameters():
-                    if p.requires_grad and name not in sums:
+                    # a sharded parameter (FSDP2's DTensor) holds each rank's own shard
+                    if p.requires_grad and name not in sums and not _sharded(p):
                         sums[f"{model.name}.{name}"] = float(p.detach().double().sum())
         calls = {model.name: model.forwards[0].site for model in self.models.values()
                  if model.forwards and model.forwards[0].site}
@@ -692,6 +803,12 @@ class Recorder:
                 self._names.setdefault(id(sub), name)
         self._look_for_manual_update()
         grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        if self.observe:
+            tensor = _first_tensor(args)
+            if tensor is not None:
+                key = ("grad" if grad else "no_grad", str(tensor.dtype), tensor.device.type)
+                if key not in rec.inputs:
+                    rec.inputs[key] = self.site()
         self._order += 1
         rec.forwards.append(Forward(module.training, grad, self.site(), self.total_steps,
                                     self._order))
@@ -730,6 +847,34 @@ class Recorder:
             if tensor is not None and tensor.is_floating_point():
                 self._leaf_outputs.append((self._names.get(id(module), type(module).__name__),
                                            tensor))
+
+    # -- where parameters were frozen or cast (observing) -----------------------------------
+    def _requires_grad_patch(self, original):
+        recorder = self
+
+        def requires_grad_(module, requires_grad=True):
+            if recorder._installed and not requires_grad:
+                site = recorder.site()
+                for p in module.parameters():
+                    recorder.frozen_sites.setdefault(id(p), site)
+            return original(module, requires_grad)
+        return requires_grad_
+
+    def _apply_patch(self, original):
+        recorder = self
+
+        def _apply(module, fn, *args, **kwargs):
+            recorder._applying += 1
+            try:
+                result = original(module, fn, *args, **kwargs)
+            finally:
+                recorder._applying -= 1
+            if recorder._installed and not recorder._applying:  # the user's own call
+                site = recorder.site()
+                for p in module.parameters():
+                    recorder.cast_sites[id(p)] = site
+            return result
+        return _apply
 
     # -- schedulers -----------------------------------------------------------------------
     def _scheduler_step_patch(self, original):
@@ -1025,6 +1170,14 @@ def _distributed() -> bool:
         return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     except Exception:  # noqa: BLE001
         return False
+
+
+def _sharded(p) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - a torch built without distributed
+        return False
+    return isinstance(p, DTensor)
 
 
 def _head(p) -> Any:
