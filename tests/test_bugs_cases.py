@@ -109,6 +109,7 @@ def mirror(tmp_path: Path) -> tuple[Path, str, str, str]:
     work = tmp_path / "work"
     work.mkdir()
     git(work, "init", "-q")
+    commit_file(work, "README.md", b"notes\n", "readme")
     bug = commit_file(work, "src/train.py", BUGGY.encode(), "train")
     fix = commit_file(work, "src/train.py", FIXED.encode(), "clear the gradients")
     sheet_work = tmp_path / "sheet"
@@ -233,14 +234,17 @@ def test_from_commit_writes_a_reference_case(tmp_path: Path, mirror, monkeypatch
     assert from_commit.main([
         "--mirror", str(mirror_dir), "--repo", "o/trainer", "--fix", fix, "--id", "t-made",
         "--class", "missing-zero-grad", "--title", "t", "--path", "src/train.py",
-        "--excerpt", "src/train.py:4-8", "--found-by", "the test", "--cases", str(cases)]) == 0
+        "--excerpt", "src/train.py:4-8", "--found-by", "the test", "--cases", str(cases),
+        "--context", "README.md"]) == 0
     assert [p.name for p in (cases / "t-made").iterdir()] == ["case.toml"]
     [case] = bugs_cases.load_cases(cases)
     assert case.source["commit"] == bug and case.source["fix_commit"] == fix
-    assert case.code == {"files": ["src/train.py"], "flat": True, "excerpt": {"src/train.py": [4, 8]}}
+    assert case.code == {"files": ["src/train.py", "README.md"], "flat": True,
+                         "excerpt": {"src/train.py": [4, 8]}}
     # the fix inserts zero_grad() before line 6 of the file: the line before it, 2 of the excerpt
     assert case.data["mistake"] == [{"file": "train.py", "line": 2}]
     out = tmp_path / "cache" / "cases" / "t-made"
+    assert (out / "buggy" / "README.md").read_text() == "notes\n"
     assert (out / "fixed" / "train.py").read_text() == "".join(FIXED.splitlines(keepends=True)[3:9])
 
 

@@ -12,9 +12,11 @@ materialized into the cache (bench/bugs_cases.py) and each mistake's line printe
         --path train.py --line train.py:42 --found-by "git log -i --grep zero_grad"
 
 With `--mirror DIR` the commits are read from the bare repository `DIR/<owner>+<name>/repo`;
-without it the repository is cloned into the cache, as `bench/bugs_cases.py fetch` does. Without
-`--line`, a file's mistake line is the first line the fix removes or changes in it (or, for a
-pure insertion, the buggy line just before it): check it before committing.
+without it the repository is cloned into the cache, as `bench/bugs_cases.py fetch` does.
+`--context PATH` keeps a file that holds no mistake (the script that trains a model whose
+mistake is in another file). Without `--line`, a file's mistake line is the first line the fix
+removes or changes in it (or, for a pure insertion, the buggy line just before it): check it
+before committing.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class", dest="klass", required=True)
     parser.add_argument("--pass", dest="pass_", default="static", choices=bugs_cases.PASSES)
     parser.add_argument("--path", action="append", required=True, help="a file in the repository")
+    parser.add_argument("--context", action="append", default=[],
+                        help="a file kept for context, with no mistake")
     parser.add_argument("--line", action="append", default=[], help="PATH:N, a line of the buggy file")
     parser.add_argument("--excerpt", action="append", default=[],
                         help="PATH:FIRST-LAST[,FIRST-LAST...] of the buggy file")
@@ -113,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     classes = bugs_cases.load_classes()
     if args.klass not in classes:
         parser.error(f"class {args.klass!r} is not in {bugs_cases.CLASSES_FILE.name}")
-    for path in args.path:
+    paths = args.path + args.context
+    for path in paths:
         try:
             bugs_cases.safe_name(path, "--path")
         except bugs_cases.CaseError as error:
@@ -130,15 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     lines = dict(item.rsplit(":", 1) for item in args.line)
     excerpts = {path: [[int(n) for n in span.split("-")] for span in spans.split(",")]
                 for path, spans in (item.rsplit(":", 1) for item in args.excerpt)}
-    names = [PurePosixPath(p).name for p in args.path]
-    flat = len(set(names)) == len(names) and names != args.path
+    names = [PurePosixPath(p).name for p in paths]
+    flat = len(set(names)) == len(names) and names != paths
 
     case = args.cases / args.id
     if case.exists() and not args.force:
         parser.error(f"{case} exists (--force to overwrite)")
     mistakes: list[tuple[str, int]] = []
     fixed_files: list[str] = []
-    for path, name in zip(args.path, names if flat else args.path, strict=True):
+    for path, name in zip(paths, names if flat else paths, strict=True):
         try:
             buggy = bugs_cases.lines_of(repo.read(parent, path))
         except bugs_cases.CaseError as error:
@@ -151,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         line = (int(lines[path]) if path in lines
                 else first_changed_line([b.rstrip(b"\r\n") for b in buggy],
                                         [f.rstrip(b"\r\n") for f in fixed or []]))
+        if path in args.context:
+            continue
         if path in excerpts:
             kept = 0
             for first, last in excerpts[path]:
@@ -162,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"{path}: line {line} is outside the excerpt {excerpts[path]}")
         mistakes.append((name, line))
 
-    code: dict[str, object] = {"files": args.path}
+    code: dict[str, object] = {"files": paths}
     if flat:
         code["flat"] = True
     if args.no_fixed:
