@@ -134,7 +134,15 @@ def test_repository_case_buggy_and_fixed(tmp_path: Path, mirror) -> None:
                header("missing-zero-grad", "ML303", "o/trainer", bug, fix)
                + '\n[code]\nfiles = ["src/train.py"]\nexcerpt = {"src/train.py" = [4, 8]}\n'
                + '\n[[mistake]]\nfile = "src/train.py"\nline = 4\n')
-    [whole, excerpt] = bugs_cases.load_cases(cases, classes=CLASSES)
+    write_case(cases, "t-trainer-fixed-excerpt",
+               header("missing-zero-grad", "ML303", "o/trainer", bug, fix)
+               + '\n[code]\nfiles = ["src/train.py"]\nexcerpt = {"src/train.py" = [4, 8]}\n'
+               + 'fixed_excerpt = {"src/train.py" = [[1, 1], [4, 9]]}\n'
+               + '\n[[mistake]]\nfile = "src/train.py"\nline = 4\n')
+    [whole, excerpt, explicit] = bugs_cases.load_cases(cases, classes=CLASSES)
+    out = bugs_cases.materialize(explicit, tmp_path / "cache", mirror_dir)
+    fixed_lines = FIXED.splitlines(keepends=True)
+    assert (out / "fixed" / "src" / "train.py").read_text() == "".join(fixed_lines[:1] + fixed_lines[3:9])
     out = bugs_cases.materialize(whole, tmp_path / "cache", mirror_dir)
     assert out == tmp_path / "cache" / "cases" / "t-trainer"
     assert (out / "buggy" / "train.py").read_text() == BUGGY
