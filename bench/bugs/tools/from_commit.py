@@ -22,6 +22,7 @@ before committing.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import importlib.util
 import json
@@ -83,6 +84,26 @@ def first_changed_line(buggy: list[bytes], fixed: list[bytes]) -> int:
     return 1
 
 
+def enclosing_spans(source: bytes, line: int) -> list[list[int]]:
+    """The module's leading imports and the top-level statement around `line`, as line spans:
+    whole statements keep the excerpt parseable, which a static linter needs. The code is
+    parsed, never run."""
+    body = ast.parse(source).body
+    around = next(n for n in body if n.lineno <= line <= (n.end_lineno or n.lineno))
+    leading: list[ast.stmt] = []
+    for node in body:
+        if node is around or not isinstance(node, (ast.Import, ast.ImportFrom, ast.Expr)):
+            break
+        if not isinstance(node, ast.Expr):  # a module docstring is skipped, not kept
+            leading.append(node)
+    spans = []
+    if leading:
+        spans.append([leading[0].lineno, leading[-1].end_lineno or leading[-1].lineno])
+    first = min([around.lineno] + [d.lineno for d in getattr(around, "decorator_list", [])])
+    spans.append([first, around.end_lineno or around.lineno])
+    return spans
+
+
 def quote(value: object) -> str:
     """A TOML value: JSON's strings, numbers, lists and booleans are TOML's too."""
     if isinstance(value, dict):
@@ -105,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a file kept for context, with no mistake")
     parser.add_argument("--line", action="append", default=[], help="PATH:N, a line of the buggy file")
     parser.add_argument("--excerpt", action="append", default=[],
-                        help="PATH:FIRST-LAST[,FIRST-LAST...] of the buggy file")
+                        help="PATH:FIRST-LAST[,FIRST-LAST...] of the buggy file, or PATH:auto for "
+                        "its imports and the top-level statement around the mistake")
     parser.add_argument("--found-by", required=True)
     parser.add_argument("--confirmed-by", default="the fix commit's message")
     parser.add_argument("--fixed-from", help="take the fixed twin from this later commit instead")
@@ -133,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     except subprocess.CalledProcessError as error:
         parser.error(f"{args.repo}: {error.stderr.decode(errors='replace').strip()}")
     lines = dict(item.rsplit(":", 1) for item in args.line)
+    wanted = dict(item.rsplit(":", 1) for item in args.excerpt)
+    auto = {path for path, spans in wanted.items() if spans == "auto"}
     excerpts = {path: [[int(n) for n in span.split("-")] for span in spans.split(",")]
-                for path, spans in (item.rsplit(":", 1) for item in args.excerpt)}
+                for path, spans in wanted.items() if path not in auto}
+    fixed_excerpts: dict[str, list[list[int]]] = {}
     names = [PurePosixPath(p).name for p in paths]
     flat = len(set(names)) == len(names) and names != paths
 
@@ -158,6 +183,19 @@ def main(argv: list[str] | None = None) -> int:
                                         [f.rstrip(b"\r\n") for f in fixed or []]))
         if path in args.context:
             continue
+        if path in auto:
+            try:
+                spans = enclosing_spans(b"".join(buggy), line)
+                excerpts[path] = spans
+                if fixed is not None:
+                    old = [b.rstrip(b"\r\n") for b in buggy]
+                    new = [f.rstrip(b"\r\n") for f in fixed]
+                    mine = enclosing_spans(b"".join(fixed), bugs_cases.map_line(old, new, line))
+                    if mine != [list(s) for s in bugs_cases.fixed_spans(
+                            b"".join(buggy), b"".join(fixed), [(a, b) for a, b in spans])]:
+                        fixed_excerpts[path] = mine
+            except (SyntaxError, ValueError, StopIteration):
+                parser.error(f"{path}: no top-level statement around line {line} (does it parse?)")
         if path in excerpts:
             kept = 0
             for first, last in excerpts[path]:
@@ -179,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     if excerpts:
         code["excerpt"] = {path: spans[0] if len(spans) == 1 else spans
                            for path, spans in excerpts.items()}
+    if fixed_excerpts:
+        code["fixed_excerpt"] = {path: spans[0] if len(spans) == 1 else spans
+                                 for path, spans in fixed_excerpts.items()}
     confirmed = (f"{args.confirmed_by}: {subject}"
                  if args.confirmed_by == parser.get_default("confirmed_by") else args.confirmed_by)
     toml = [
