@@ -253,7 +253,18 @@ def test_from_commit_writes_a_reference_case(tmp_path: Path, mirror, monkeypatch
     assert case.data["mistake"] == [{"file": "train.py", "line": 2}]
     out = tmp_path / "cache" / "cases" / "t-made"
     assert (out / "buggy" / "README.md").read_text() == "notes\n"
-    assert (out / "fixed" / "train.py").read_text() == "".join(FIXED.splitlines(keepends=True)[3:9])
+    fixed_lines = FIXED.splitlines(keepends=True)
+    assert (out / "fixed" / "train.py").read_text() == "".join(fixed_lines[3:9])
+    # auto: the leading import and the whole function around the mistake, so both files parse
+    assert from_commit.main([
+        "--mirror", str(mirror_dir), "--repo", "o/trainer", "--fix", fix, "--id", "t-auto",
+        "--class", "missing-zero-grad", "--title", "t", "--path", "src/train.py",
+        "--excerpt", "src/train.py:auto", "--found-by", "the test", "--cases", str(cases)]) == 0
+    auto = next(case for case in bugs_cases.load_cases(cases) if case.id == "t-auto")
+    assert auto.code["excerpt"] == {"src/train.py": [[1, 1], [4, 8]]}
+    assert auto.data["mistake"] == [{"file": "train.py", "line": 3}]
+    out = tmp_path / "cache" / "cases" / "t-auto"
+    assert (out / "fixed" / "train.py").read_text() == "".join(fixed_lines[:1] + fixed_lines[3:9])
 
 
 @needs_git
