@@ -209,6 +209,11 @@ def _check_code(case: Case) -> None:
         raise CaseError(f"{where}.excerpt maps paths of `files` to [first, last] spans")
     for path, spans in excerpt.items():
         _spans(spans, f"{where}.excerpt[{path!r}]")
+    fixed_excerpt = code.get("fixed_excerpt", {})
+    if not isinstance(fixed_excerpt, dict) or any(path not in excerpt for path in fixed_excerpt):
+        raise CaseError(f"{where}.fixed_excerpt maps paths of `excerpt` to the fixed file's spans")
+    for path, spans in fixed_excerpt.items():
+        _spans(spans, f"{where}.fixed_excerpt[{path!r}]")
 
 
 def _check_case(case: Case, classes: dict[str, Any]) -> None:
@@ -437,7 +442,9 @@ def case_files(case: Case, cache: Path, mirror: Path | None) -> dict[str, dict[s
             if spans[-1][1] > len(lines_of(buggy)):
                 raise CaseError(f"{case.id}: excerpt {spans} runs past the {len(lines_of(buggy))} "
                                 f"lines of {path}")
-            if fixed is not None:
+            if fixed is not None and path in code.get("fixed_excerpt", {}):
+                fixed = cut(fixed, _spans(code["fixed_excerpt"][path], f"{case.id}: fixed_excerpt"))
+            elif fixed is not None:
                 fixed = cut(fixed, fixed_spans(buggy, fixed, spans))
             buggy = cut(buggy, spans)
         out["buggy"][name] = buggy

@@ -109,6 +109,7 @@ def mirror(tmp_path: Path) -> tuple[Path, str, str, str]:
     work = tmp_path / "work"
     work.mkdir()
     git(work, "init", "-q")
+    commit_file(work, "README.md", b"notes\n", "readme")
     bug = commit_file(work, "src/train.py", BUGGY.encode(), "train")
     fix = commit_file(work, "src/train.py", FIXED.encode(), "clear the gradients")
     sheet_work = tmp_path / "sheet"
@@ -133,7 +134,15 @@ def test_repository_case_buggy_and_fixed(tmp_path: Path, mirror) -> None:
                header("missing-zero-grad", "ML303", "o/trainer", bug, fix)
                + '\n[code]\nfiles = ["src/train.py"]\nexcerpt = {"src/train.py" = [4, 8]}\n'
                + '\n[[mistake]]\nfile = "src/train.py"\nline = 4\n')
-    [whole, excerpt] = bugs_cases.load_cases(cases, classes=CLASSES)
+    write_case(cases, "t-trainer-fixed-excerpt",
+               header("missing-zero-grad", "ML303", "o/trainer", bug, fix)
+               + '\n[code]\nfiles = ["src/train.py"]\nexcerpt = {"src/train.py" = [4, 8]}\n'
+               + 'fixed_excerpt = {"src/train.py" = [[1, 1], [4, 9]]}\n'
+               + '\n[[mistake]]\nfile = "src/train.py"\nline = 4\n')
+    [whole, excerpt, explicit] = bugs_cases.load_cases(cases, classes=CLASSES)
+    out = bugs_cases.materialize(explicit, tmp_path / "cache", mirror_dir)
+    fixed_lines = FIXED.splitlines(keepends=True)
+    assert (out / "fixed" / "src" / "train.py").read_text() == "".join(fixed_lines[:1] + fixed_lines[3:9])
     out = bugs_cases.materialize(whole, tmp_path / "cache", mirror_dir)
     assert out == tmp_path / "cache" / "cases" / "t-trainer"
     assert (out / "buggy" / "train.py").read_text() == BUGGY
@@ -233,15 +242,29 @@ def test_from_commit_writes_a_reference_case(tmp_path: Path, mirror, monkeypatch
     assert from_commit.main([
         "--mirror", str(mirror_dir), "--repo", "o/trainer", "--fix", fix, "--id", "t-made",
         "--class", "missing-zero-grad", "--title", "t", "--path", "src/train.py",
-        "--excerpt", "src/train.py:4-8", "--found-by", "the test", "--cases", str(cases)]) == 0
+        "--excerpt", "src/train.py:4-8", "--found-by", "the test", "--cases", str(cases),
+        "--context", "README.md"]) == 0
     assert [p.name for p in (cases / "t-made").iterdir()] == ["case.toml"]
     [case] = bugs_cases.load_cases(cases)
     assert case.source["commit"] == bug and case.source["fix_commit"] == fix
-    assert case.code == {"files": ["src/train.py"], "flat": True, "excerpt": {"src/train.py": [4, 8]}}
+    assert case.code == {"files": ["src/train.py", "README.md"], "flat": True,
+                         "excerpt": {"src/train.py": [4, 8]}}
     # the fix inserts zero_grad() before line 6 of the file: the line before it, 2 of the excerpt
     assert case.data["mistake"] == [{"file": "train.py", "line": 2}]
     out = tmp_path / "cache" / "cases" / "t-made"
-    assert (out / "fixed" / "train.py").read_text() == "".join(FIXED.splitlines(keepends=True)[3:9])
+    assert (out / "buggy" / "README.md").read_text() == "notes\n"
+    fixed_lines = FIXED.splitlines(keepends=True)
+    assert (out / "fixed" / "train.py").read_text() == "".join(fixed_lines[3:9])
+    # auto: the leading import and the whole function around the mistake, so both files parse
+    assert from_commit.main([
+        "--mirror", str(mirror_dir), "--repo", "o/trainer", "--fix", fix, "--id", "t-auto",
+        "--class", "missing-zero-grad", "--title", "t", "--path", "src/train.py",
+        "--excerpt", "src/train.py:auto", "--found-by", "the test", "--cases", str(cases)]) == 0
+    auto = next(case for case in bugs_cases.load_cases(cases) if case.id == "t-auto")
+    assert auto.code["excerpt"] == {"src/train.py": [[1, 1], [4, 8]]}
+    assert auto.data["mistake"] == [{"file": "train.py", "line": 3}]
+    out = tmp_path / "cache" / "cases" / "t-auto"
+    assert (out / "fixed" / "train.py").read_text() == "".join(fixed_lines[:1] + fixed_lines[3:9])
 
 
 @needs_git

@@ -12,14 +12,17 @@ materialized into the cache (bench/bugs_cases.py) and each mistake's line printe
         --path train.py --line train.py:42 --found-by "git log -i --grep zero_grad"
 
 With `--mirror DIR` the commits are read from the bare repository `DIR/<owner>+<name>/repo`;
-without it the repository is cloned into the cache, as `bench/bugs_cases.py fetch` does. Without
-`--line`, a file's mistake line is the first line the fix removes or changes in it (or, for a
-pure insertion, the buggy line just before it): check it before committing.
+without it the repository is cloned into the cache, as `bench/bugs_cases.py fetch` does.
+`--context PATH` keeps a file that holds no mistake (the script that trains a model whose
+mistake is in another file). Without `--line`, a file's mistake line is the first line the fix
+removes or changes in it (or, for a pure insertion, the buggy line just before it): check it
+before committing.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import importlib.util
 import json
@@ -81,6 +84,26 @@ def first_changed_line(buggy: list[bytes], fixed: list[bytes]) -> int:
     return 1
 
 
+def enclosing_spans(source: bytes, line: int) -> list[list[int]]:
+    """The module's leading imports and the top-level statement around `line`, as line spans:
+    whole statements keep the excerpt parseable, which a static linter needs. The code is
+    parsed, never run."""
+    body = ast.parse(source).body
+    around = next(n for n in body if n.lineno <= line <= (n.end_lineno or n.lineno))
+    leading: list[ast.stmt] = []
+    for node in body:
+        if node is around or not isinstance(node, (ast.Import, ast.ImportFrom, ast.Expr)):
+            break
+        if not isinstance(node, ast.Expr):  # a module docstring is skipped, not kept
+            leading.append(node)
+    spans = []
+    if leading:
+        spans.append([leading[0].lineno, leading[-1].end_lineno or leading[-1].lineno])
+    first = min([around.lineno] + [d.lineno for d in getattr(around, "decorator_list", [])])
+    spans.append([first, around.end_lineno or around.lineno])
+    return spans
+
+
 def quote(value: object) -> str:
     """A TOML value: JSON's strings, numbers, lists and booleans are TOML's too."""
     if isinstance(value, dict):
@@ -99,9 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class", dest="klass", required=True)
     parser.add_argument("--pass", dest="pass_", default="static", choices=bugs_cases.PASSES)
     parser.add_argument("--path", action="append", required=True, help="a file in the repository")
+    parser.add_argument("--context", action="append", default=[],
+                        help="a file kept for context, with no mistake")
     parser.add_argument("--line", action="append", default=[], help="PATH:N, a line of the buggy file")
     parser.add_argument("--excerpt", action="append", default=[],
-                        help="PATH:FIRST-LAST[,FIRST-LAST...] of the buggy file")
+                        help="PATH:FIRST-LAST[,FIRST-LAST...] of the buggy file, or PATH:auto for "
+                        "its imports and the top-level statement around the mistake")
     parser.add_argument("--found-by", required=True)
     parser.add_argument("--confirmed-by", default="the fix commit's message")
     parser.add_argument("--fixed-from", help="take the fixed twin from this later commit instead")
@@ -113,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     classes = bugs_cases.load_classes()
     if args.klass not in classes:
         parser.error(f"class {args.klass!r} is not in {bugs_cases.CLASSES_FILE.name}")
-    for path in args.path:
+    paths = args.path + args.context
+    for path in paths:
         try:
             bugs_cases.safe_name(path, "--path")
         except bugs_cases.CaseError as error:
@@ -128,17 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     except subprocess.CalledProcessError as error:
         parser.error(f"{args.repo}: {error.stderr.decode(errors='replace').strip()}")
     lines = dict(item.rsplit(":", 1) for item in args.line)
+    wanted = dict(item.rsplit(":", 1) for item in args.excerpt)
+    auto = {path for path, spans in wanted.items() if spans == "auto"}
     excerpts = {path: [[int(n) for n in span.split("-")] for span in spans.split(",")]
-                for path, spans in (item.rsplit(":", 1) for item in args.excerpt)}
-    names = [PurePosixPath(p).name for p in args.path]
-    flat = len(set(names)) == len(names) and names != args.path
+                for path, spans in wanted.items() if path not in auto}
+    fixed_excerpts: dict[str, list[list[int]]] = {}
+    names = [PurePosixPath(p).name for p in paths]
+    flat = len(set(names)) == len(names) and names != paths
 
     case = args.cases / args.id
     if case.exists() and not args.force:
         parser.error(f"{case} exists (--force to overwrite)")
     mistakes: list[tuple[str, int]] = []
     fixed_files: list[str] = []
-    for path, name in zip(args.path, names if flat else args.path, strict=True):
+    for path, name in zip(paths, names if flat else paths, strict=True):
         try:
             buggy = bugs_cases.lines_of(repo.read(parent, path))
         except bugs_cases.CaseError as error:
@@ -151,6 +181,21 @@ def main(argv: list[str] | None = None) -> int:
         line = (int(lines[path]) if path in lines
                 else first_changed_line([b.rstrip(b"\r\n") for b in buggy],
                                         [f.rstrip(b"\r\n") for f in fixed or []]))
+        if path in args.context:
+            continue
+        if path in auto:
+            try:
+                spans = enclosing_spans(b"".join(buggy), line)
+                excerpts[path] = spans
+                if fixed is not None:
+                    old = [b.rstrip(b"\r\n") for b in buggy]
+                    new = [f.rstrip(b"\r\n") for f in fixed]
+                    mine = enclosing_spans(b"".join(fixed), bugs_cases.map_line(old, new, line))
+                    if mine != [list(s) for s in bugs_cases.fixed_spans(
+                            b"".join(buggy), b"".join(fixed), [(a, b) for a, b in spans])]:
+                        fixed_excerpts[path] = mine
+            except (SyntaxError, ValueError, StopIteration):
+                parser.error(f"{path}: no top-level statement around line {line} (does it parse?)")
         if path in excerpts:
             kept = 0
             for first, last in excerpts[path]:
@@ -162,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"{path}: line {line} is outside the excerpt {excerpts[path]}")
         mistakes.append((name, line))
 
-    code: dict[str, object] = {"files": args.path}
+    code: dict[str, object] = {"files": paths}
     if flat:
         code["flat"] = True
     if args.no_fixed:
@@ -172,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     if excerpts:
         code["excerpt"] = {path: spans[0] if len(spans) == 1 else spans
                            for path, spans in excerpts.items()}
+    if fixed_excerpts:
+        code["fixed_excerpt"] = {path: spans[0] if len(spans) == 1 else spans
+                                 for path, spans in fixed_excerpts.items()}
     confirmed = (f"{args.confirmed_by}: {subject}"
                  if args.confirmed_by == parser.get_default("confirmed_by") else args.confirmed_by)
     toml = [
