@@ -481,6 +481,12 @@ class ZeroDimDataIndex(StaticRule):
 
     ## Use instead
         running_loss += loss.item()
+
+    ## What it does not see
+    A loss made by a criterion the file reads as a global it never assigns: nothing says the
+    result is 0-dim. c-cifar100-loss-data-zero-index's `loss = loss_function(outputs, labels)`
+    then `loss.data[0]` is such a case (its excerpt leaves out where `loss_function` is
+    built); it finds 3 of 4 bench/bugs cases.
     """
 
     code = "ML910"
