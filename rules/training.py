@@ -2036,14 +2036,14 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
 
     ## What it does not see
     On bench/bugs it finds 2 of 13 cases at the marked line; the cases mark the activation in
-    `forward`, and this rule reports the loss call, so three cases it does find are scored
-    elsewhere (r-pysi-21511, r-pysi-155381, c-pytorch-gan-acgan-aux-softmax). It misses:
+    `forward`, and this rule reports the loss call, so three cases it does find count as
+    misses (r-pysi-21511, r-pysi-155381, c-pytorch-gan-acgan-aux-softmax). It misses:
 
     - the output reshaped or moved before the loss (`criterion(out.view(-1, 3), y)`,
       `out = out.to(device)`, `y_pred.resize(...)`): r-pysi-81063, r-pysi-52862,
       r-nishnik-cdssm-softmax-before-ce;
-    - a `forward` that reassigns one variable layer by layer and ends with
-      `x = self.softmax(x)` / `out = F.softmax(out)` then `return x`: r-pysi-76679,
+    - a `forward` that assigns the returned variable more than once (`x = self.fc(x)`,
+      `x = F.softmax(x, dim=1)`, `return x`): r-pysi-76679,
       r-jindongwang-activity-softmax-before-ce (which also gets the model as a parameter);
     - a model of a file imported under another name whose `forward` returns a tuple
       (`output, hidden = decoder(...)`: c-zerotoall-seq2seq-logsoftmax-cross-entropy);
