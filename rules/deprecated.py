@@ -627,6 +627,10 @@ class DataLoaderIteratorNext(StaticRule):
     ## Use instead
         batches = iter(train_loader)
         images, labels = next(batches)
+
+    ## What it does not see
+    Iterators kept in a container: `for it in self.dataloader_iter_list: it.next()`, where a
+    list was filled with `iter(loader)`s (r-dtrb-loader-iterator-next in bench/bugs).
     """
 
     code = "ML911"
