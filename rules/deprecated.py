@@ -481,6 +481,12 @@ class ZeroDimDataIndex(StaticRule):
 
     ## Use instead
         running_loss += loss.item()
+
+    ## What it does not see
+    A loss made by a criterion the file reads as a global it never assigns: nothing says the
+    result is 0-dim. c-cifar100-loss-data-zero-index's `loss = loss_function(outputs, labels)`
+    then `loss.data[0]` is such a case (its excerpt leaves out where `loss_function` is
+    built); it finds 3 of 4 bench/bugs cases.
     """
 
     code = "ML910"
@@ -621,6 +627,10 @@ class DataLoaderIteratorNext(StaticRule):
     ## Use instead
         batches = iter(train_loader)
         images, labels = next(batches)
+
+    ## What it does not see
+    Iterators kept in a container: `for it in self.dataloader_iter_list: it.next()`, where a
+    list was filled with `iter(loader)`s (r-dtrb-loader-iterator-next in bench/bugs).
     """
 
     code = "ML911"

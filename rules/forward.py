@@ -318,6 +318,10 @@ class ForwardCalledDirectly(StaticRule):
     ## Use instead
         def forward(self, x):
             return self.head(self.body(x))
+
+    ## What it does not see
+    `model.forward(x)` on a name the file never assigns (a snippet's `model`): nothing says it
+    holds a module, as in the bench/bugs case r-pysi-105009-forward-called-directly.
     """
 
     code = "ML202"

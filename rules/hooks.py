@@ -356,6 +356,12 @@ class HookKeepsGraph(StaticRule):
 
             def __call__(self, module, module_in, module_out):
                 self.outputs.append(module_out.detach())
+
+    ## What it does not see
+    A hook that passes its output through a callable it does not know before storing it
+    (`activation = self.reshape_transform(activation)` under an `if`, then
+    `self.activations.append(activation.cpu())`): the result may be a new tensor, so it is
+    not reported (c-grad-cam-hooks-keep-graph in bench/bugs).
     """
 
     code = "ML402"

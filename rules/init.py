@@ -1012,6 +1012,11 @@ class ParameterTruthValue(StaticRule):
                 nn.init.xavier_uniform_(m.weight)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
+
+    ## What it does not see
+    Tensors other than layer parameters, by design (above): the bench/bugs case
+    r-opennmt-ensemble-attn-truth-value tests `if attn:` on an attention tensor passed as an
+    argument, which it does not report (2 of 3 cases found).
     """
 
     code = "ML605"

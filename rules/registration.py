@@ -622,6 +622,14 @@ class UnregisteredTensor(StaticRule):
                 super().__init__()
                 self.register_buffer("scale", torch.ones(3, 4))  # state, not trained
                 # or: self.scale = nn.Parameter(torch.ones(3, 4))  # trained
+
+    ## What it does not see
+    On the benchmark of real bugs (bench/bugs) it finds 3 of 8 cases. It misses a tensor
+    wrapped in `Variable(...)` (`self.e = Variable(torch.Tensor([math.e]))`: r-pysi-10129,
+    r-pysi-36422, c-opennmt-positional-encoding-plain-tensor), a tensor chosen by a conditional
+    expression (`self.w = torch.tensor(w) if w is not None else None`:
+    c-chemprop-loss-task-weights-plain-tensor), and tensors assigned in a method other than
+    `__init__` (an `init_states` helper: r-xlstm-states-not-buffers).
     """
 
     code = "ML103"
@@ -1109,6 +1117,11 @@ class RepeatedModuleInstance(StaticRule):
 
     ## Use instead
         self.blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])
+
+    ## What it does not see
+    A module reused through a copy of a list rather than a repeat: `decoder = encoder` and
+    then `[m for m in reversed(decoder) ...]` puts the encoder's own layers into the decoder
+    (r-segnet-decoder-shares-encoder-modules in bench/bugs, 1 of its 2 cases found).
     """
 
     code = "ML108"

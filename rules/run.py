@@ -556,6 +556,12 @@ class SamplerEpochNeverSet(RunRule):
             sampler.set_epoch(epoch)
             for x, y in loader:
                 ...
+
+    ## What it does not see
+    Code it does not watch run: the rule has no static pass, so `modellint check` never
+    reports it. The benchmark of real bugs marks its 6 cases (r-fixmatch-sampler-set-epoch-missing,
+    c-simclr-sampler-epoch-never-set, ...) for the static pass, where it finds none; they
+    need `torch.distributed` to run.
     """
 
     code = "ML321"

@@ -496,6 +496,14 @@ class SchedulerBeforeOptimizer(ScopeRule):
                 criterion(model(x), y).backward()
                 optimizer.step()
             scheduler.step()
+
+    ## What it does not see
+    An optimizer stepped by a function of a module that is not in the checked tree: the
+    benchmark's deformable-protopnet cases call `scheduler.step()` before
+    `tnt.train(optimizer=...)` of a `train_and_test.py` the case does not include, so nothing
+    says `tnt.train` steps the optimizer (r-/c-deformable-protopnet-scheduler-before-train).
+    A file that does not parse is not checked at all (c-ivadomed-scheduler-stepped-before-training
+    is an excerpt cut mid-block). On bench/bugs it finds 1 of 4 cases.
     """
 
     code = "ML302"
@@ -1547,6 +1555,29 @@ class EvalWithoutEvalMode(ScopeRule):
         with torch.no_grad():
             for x, y in val_loader:
                 correct += (model(x).argmax(1) == y).sum()
+
+    ## What it does not see
+    On the benchmark of real bugs (bench/bugs) it finds none of 14 cases, for these reasons:
+
+    - evaluation without any `no_grad` block (the rule keys on it), or under
+      `torch.set_grad_enabled(False)`: c-deepspeech-test-loop-train-mode,
+      c-unet-eval-net-train-mode, c-yunjey-tutorial-resnet-test-without-eval,
+      r-/c-pointnet-test-batches-in-train-mode, r-dmcount-test-without-eval, and a call in a
+      method of a class that is not a module (c-ddpm-fid-inception-train-mode);
+    - the model is a parameter of the evaluating function and no call site in the checked tree
+      says how it was built (r-pysi-113423-validate-without-eval, c-unet-predict-train-mode,
+      c-simclr-linear-eval-encoder-train-mode);
+    - the model's class comes from a file or package that is not in the checked tree, so
+      nothing says it holds dropout or batch norm (r-dmcount-test-without-eval's
+      `models.vgg19`, c-parallel-wavegan-decode-train-mode);
+    - snippets that never define the model (r-pysi-43349-test-without-eval), or validate in a
+      `no_grad` block inside the training loop's body, which the rule leaves alone as a
+      training step (r-pysi-100222-validation-without-eval);
+    - a model whose layers behave the same in both modes (an `nn.LSTM` without `dropout=` and
+      an `nn.Linear`: c-yunjey-tutorial-rnn-test-without-eval), by design.
+
+    The run pass (`modellint run`) sees a forward under `no_grad` in training mode wherever it
+    happens.
     """
 
     code = "ML306"
@@ -1783,6 +1814,15 @@ class EvalWithoutNoGrad(ScopeRule):
         with torch.no_grad():
             for x, y in val_loader:
                 correct += (model(x).argmax(1) == y).sum().item()
+
+    ## What it does not see
+    On bench/bugs it finds 5 of 10 cases. It misses a single call after `model.eval()` that
+    is not in a loop (`logits = model(x)`: r-pysi-17183-eval-without-no-grad;
+    `output = model(img)` in yolov4's `do_detect`: c-pytorch-yolov4-do-detect-without-no-grad),
+    a loop that calls `model.forward(...)` rather than `model(...)`
+    (r-pysi-105009-validation-without-no-grad), and files that do not parse (the excerpts of
+    c-yolov7-detect-without-no-grad and c-parallel-wavegan-eval-step-without-no-grad are cut
+    mid-block).
     """
 
     code = "ML307"
@@ -1993,6 +2033,22 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     ## Use instead
         logits = model(x)
         loss = F.cross_entropy(logits, y)
+
+    ## What it does not see
+    On bench/bugs it finds 2 of 13 cases at the marked line; the cases mark the activation in
+    `forward`, and this rule reports the loss call, so three cases it does find count as
+    misses (r-pysi-21511, r-pysi-155381, c-pytorch-gan-acgan-aux-softmax). It misses:
+
+    - the output reshaped or moved before the loss (`criterion(out.view(-1, 3), y)`,
+      `out = out.to(device)`, `y_pred.resize(...)`): r-pysi-81063, r-pysi-52862,
+      r-nishnik-cdssm-softmax-before-ce;
+    - a `forward` that assigns the returned variable more than once (`x = self.fc(x)`,
+      `x = F.softmax(x, dim=1)`, `return x`): r-pysi-76679,
+      r-jindongwang-activity-softmax-before-ce (which also gets the model as a parameter);
+    - a model of a file imported under another name whose `forward` returns a tuple
+      (`output, hidden = decoder(...)`: c-zerotoall-seq2seq-logsoftmax-cross-entropy);
+    - `sigmoid` before `nn.CrossEntropyLoss` (r-pysi-101895), which it does not check, and a
+      snippet that never calls its loss (r-pysi-27298).
     """
 
     code = "ML308"

@@ -652,6 +652,16 @@ class EvalNeverReset(ScopeRule):
                 optimizer.step()
             model.eval()
             validate(model, val_loader)
+
+    ## What it does not see
+    Modes switched and the model trained only through project functions and methods that the
+    training loop calls: r-vsepp-validation-leaves-eval-mode trains through a wrapper class
+    (`model.train_start()` before the loop, `model.train_emb(...)` doing the backward, and a
+    `validate(opt, val_loader, model)` whose `model.val_start()` calls `eval()` on the
+    encoders); c-unet-eval-net-leaves-eval-mode calls `eval_net(net, ...)` of another file,
+    which calls `net.eval()`. Only an `eval()` in the loop's own body is checked; it finds
+    neither bench/bugs case. The run pass (`modellint run`) sees the model left in eval mode
+    wherever `eval()` was called.
     """
 
     code = "ML312"
@@ -1300,6 +1310,12 @@ class AccumulationWithoutLossScaling(ScopeRule):
             if (i + 1) % accum_steps == 0:
                 optimizer.step()
                 optimizer.zero_grad()
+
+    ## What it does not see
+    Accumulation written as an inner loop of `backward()` calls followed by one
+    `optimizer.step()` (`for _ in range(accumulate_every): loss = model(x); loss.backward()`:
+    c-ddpm-accumulation-loss-not-scaled), and a framework's backward (`fabric.backward(loss)`:
+    c-lit-llama-lora-accumulation-loss-not-scaled). It finds 1 of 3 bench/bugs cases.
     """
 
     code = "ML315"
