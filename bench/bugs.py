@@ -910,6 +910,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bugs: no folder {args.cases}", file=sys.stderr)
         return 2
     cases, problems = load_cases(args.cases, classes)
+    if args.cases == cache_dir() / "cases":
+        # the cache may still hold cases since removed from the repository
+        committed = {toml.parent.name for toml in CASES_DIR.glob("*/case.toml")}
+        cases = [case for case in cases if case.id in committed]
     for problem in problems:
         print(f"bugs: case left out: {problem}", file=sys.stderr)
     if args.only:
