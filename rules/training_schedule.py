@@ -1,4 +1,5 @@
-"""Built-in rules: optimizer and scheduler state across epochs (ML328, ML329, ML340).
+"""Built-in rules: optimizer and scheduler state across epochs (ML328, ML329, ML340), and the
+order of one training step (ML341).
 
 Mistakes seen in real training code (issue 25) that keep training running with the wrong
 learning rate or the wrong optimizer state: an optimizer built anew every epoch, a scheduler
@@ -21,14 +22,17 @@ from modellint.rules._loops import (
     Scope,
     ScopeRule,
     Site,
+    backward_calls,
     constructor_of,
     invalid_at,
+    is_optimizer,
+    last_segment,
     names_in,
     optimizer_steps,
     scheduler_steps,
     scope_of,
 )
-from modellint.rules.training import HEADER, _callee
+from modellint.rules.training import HEADER, _callee, _receiver, _stepped
 from modellint.static.kinds import OPTIMIZER, SCHEDULER, SCHEDULERS
 
 # a loop header or function name that says it counts epochs
@@ -1164,7 +1168,185 @@ class SchedulerGetLr(ScopeRule):
         return classes if len(classes) > 1 else []
 
 
+# -- ML341 ------------------------------------------------------------------------------------
+
+
+class ZeroGradBeforeStep(ScopeRule):
+    """`zero_grad()` runs between `backward()` and `step()` in one training step.
+
+    ## What it does
+    Finds `optimizer.zero_grad()` (or `model.zero_grad()`) that, in one iteration of a loop
+    (or in the body of a function run once per step), comes after `loss.backward()` and before
+    the `step()` of the same optimizer, with no other `backward()` in between. A
+    `model.zero_grad()` counts only when the function steps a single optimizer.
+
+    Not reported: a `zero_grad()` under a condition (`if`, `else`, `try`), as in gradient
+    accumulation; one after the step (the usual order at the end of an iteration); the
+    `zero_grad()` of another optimizer (a GAN's `opt_d.zero_grad()` before `opt_g.step()`);
+    a step that passes a closure (LBFGS zeroes inside it); a `zero_grad()` followed by a new
+    `backward()` before the step.
+
+    ## Why is this bad?
+    `backward()` stores the gradients in `.grad`; `zero_grad()` then clears them (sets them
+    to `None` by default), so `step()` applies nothing, or only weight decay and momentum.
+    The model trains without error but does not learn.
+
+    ## Example
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.zero_grad()
+            optimizer.step()
+
+    ## Use instead
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+
+    code = "ML341"
+    name = "zero-grad-before-step"
+    severity = Severity.ERROR
+    triggers = ("zero_grad",)
+    valid = [
+        # the usual order
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n",
+        # cleared at the end of the iteration, after the step
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n"
+        "        optimizer.zero_grad()\n",
+        # gradient accumulation: cleared under a condition
+        HEADER + "def train(model, loader, optimizer, accum=4):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "        (F.mse_loss(model(x), y) / accum).backward()\n"
+        "        if (i + 1) % accum == 0:\n"
+        "            optimizer.step()\n"
+        "            optimizer.zero_grad()\n",
+        # a GAN: the generator's optimizer is zeroed before the discriminator's step; the
+        # generator's gradients of the discriminator's loss are not wanted
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n"
+        "    for real in loader:\n"
+        "        fake = G(torch.randn(real.size(0), 8))\n"
+        "        opt_d.zero_grad()\n"
+        "        (D(fake).mean() - D(real).mean()).backward()\n"
+        "        opt_g.zero_grad()\n"
+        "        opt_d.step()\n"
+        "        (-D(fake).mean()).backward()\n"
+        "        opt_g.step()\n",
+        # a model zeroed before another backward that the step uses
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n"
+        "    for real in loader:\n"
+        "        D(real).mean().backward()\n"
+        "        opt_d.step()\n"
+        "        G.zero_grad()\n"
+        "        (-D(G(real)).mean()).backward()\n"
+        "        opt_g.step()\n",
+        # LBFGS: the closure zeroes, then computes the gradients
+        HEADER + "def train(model, x, y, optimizer):\n"
+        "    for _ in range(20):\n"
+        "        def closure():\n"
+        "            optimizer.zero_grad()\n"
+        "            loss = F.mse_loss(model(x), y)\n"
+        "            loss.backward()\n"
+        "            return loss\n"
+        "        optimizer.step(closure)\n",
+        # zeroed after backward, then the gradients are computed again before the step
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        optimizer.zero_grad()\n"
+        "        F.l1_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n",
+    ]
+    invalid = [
+        invalid_at(
+            HEADER + "def train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n"
+            "        optimizer.zero_grad()\n"
+            "        optimizer.step()\n",
+            "optimizer.zero_grad()",
+        ),
+        # a script's top-level loop, zeroing through the model
+        invalid_at(
+            HEADER + "model = nn.Linear(4, 1)\n"
+            "opt = torch.optim.Adam(model.parameters())\n"
+            "for x, y in data:\n"
+            "    F.mse_loss(model(x), y).backward()\n"
+            "    model.zero_grad()\n"
+            "    opt.step()\n",
+            "model.zero_grad()",
+        ),
+        # a function run once per training step
+        invalid_at(
+            HEADER + "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.model = model\n"
+            "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n\n"
+            "    def train_step(self, x, y):\n"
+            "        F.cross_entropy(self.model(x), y).backward()\n"
+            "        self.optimizer.zero_grad()\n"
+            "        self.optimizer.step()\n",
+            "self.optimizer.zero_grad()",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        zeroings = scope.method_calls("zero_grad")
+        if not zeroings:
+            return
+        backwards = [site for site, _ in backward_calls(context, scope)]
+        if not backwards:
+            return
+        steps = [step for step in optimizer_steps(context, scope)
+                 if not (step.node.args and "scaler" not in last_segment(_receiver(step)))]
+        stepped = {_stepped(step) for step in steps}
+        for site, receiver in zeroings:
+            name = dotted_name(receiver)
+            if name is None:
+                continue
+            if is_optimizer(context, scope, name):
+                mine = [step for step in steps if _stepped(step) == name]
+            elif len(stepped) == 1:
+                mine = steps  # a model's zero_grad(): the one optimizer the function steps
+            else:
+                continue
+            region = site.loops[-1] if site.loops else scope.root
+            if any(isinstance(a, (cst.If, cst.Else, cst.Try, cst.ExceptHandler, cst.IfExp))
+                   for a in site.ancestors_below(region)):
+                continue
+            in_region = [s for s in mine if region is scope.root or s.inside(region)]
+            after = [s for s in in_region if s.order > site.order]
+            before = [b for b in backwards
+                      if (region is scope.root or b.inside(region)) and b.order < site.order]
+            if not after or not before:
+                continue
+            step = after[0]
+            last_backward = before[-1]
+            if any(last_backward.order < s.order < site.order for s in in_region):
+                continue  # stepped since that backward: this zeroing starts the next step
+            if any(site.order < b.order < step.order for b in backwards):
+                continue  # the gradients are computed again before the step
+            self.report_at(
+                site, site.node,
+                f"`{name}.zero_grad()` runs after `backward()` and before "
+                f"`{_stepped(step)}.step()`, so the step applies cleared gradients and the "
+                "model does not learn; call `zero_grad()` before `backward()` (or after "
+                "`step()`)",
+            )
+
+
 @hookimpl
 def modellint_add_rules():
     return [OptimizerRebuiltPerEpoch, IterationSchedulerSteppedPerEpoch,
-            SchedulerGetLr]
+            SchedulerGetLr, ZeroGradBeforeStep]
