@@ -1,11 +1,11 @@
 """Rules for mistakes that recur in the real-bug benchmark (issue 25, section 2): ML341, on
-small training scripts written for these tests."""
+small training scripts written for these tests; ML342 likewise."""
 
 from __future__ import annotations
 
 import textwrap
 
-from modellint.rules.training_schedule import ZeroGradBeforeStep
+from modellint.rules.training_schedule import GraphCutBeforeLoss, ZeroGradBeforeStep
 from modellint.testing import lint_text
 
 
@@ -144,3 +144,71 @@ def test_zero_grad_at_the_top_of_the_next_iteration_is_not_reported():
             F.mse_loss(model(x), y).backward()
         """
     assert found(source) == []
+
+
+# -- ML342 ------------------------------------------------------------------------------------
+
+GAN_REWRAPPED = """\
+import torch
+from torch.autograd import Variable
+
+def d_step(D, G, real, z, criterion, opt_d):
+    opt_d.zero_grad()
+    real_loss = criterion(D(real), torch.ones(real.size(0), 1))
+    fake_loss = criterion(D(G(z)), torch.zeros(z.size(0), 1))
+    d_loss = Variable((real_loss + fake_loss) / 2, requires_grad=True)  # cut
+    d_loss.backward()
+    opt_d.step()
+    return d_loss.item()
+"""
+
+
+def test_loss_rewrapped_from_losses_of_the_model():
+    assert found(GAN_REWRAPPED, [GraphCutBeforeLoss]) == [
+        ("ML342", line_of(GAN_REWRAPPED, "# cut"))]
+
+
+def test_rewrapped_part_reaches_backward_through_a_sum():
+    source = """\
+        import torch
+        import torch.nn.functional as F
+
+        def step(model, x, y, aux_head, optimizer):
+            feats, logits = model(x)
+            main = F.cross_entropy(logits, y)
+            aux = aux_head(feats).mean().detach().requires_grad_()
+            total = main + 0.1 * aux
+            total.backward()
+            optimizer.step()
+        """
+    assert found(source, [GraphCutBeforeLoss]) == [
+        ("ML342", line_of(source, "requires_grad_()"))]
+
+
+def test_leaf_whose_gradient_is_read_is_not_reported():
+    # gradients with respect to a feature map (saliency): the leaf is wanted
+    source = """\
+        import torch
+        import torch.nn.functional as F
+
+        def saliency(backbone, head, x, y):
+            feats = backbone(x).detach().requires_grad_()
+            F.cross_entropy(head(feats), y).backward()
+            return feats.grad.abs()
+        """
+    assert found(source, [GraphCutBeforeLoss]) == []
+
+
+def test_value_of_unknown_origin_is_not_reported():
+    # a parameter and a tensor built by torch: not known to be the model's output
+    source = """\
+        import torch
+        import torch.nn.functional as F
+
+        def fit(model, target, optimizer):
+            noise = torch.tensor(torch.randn(4, 8), requires_grad=True)
+            target = torch.tensor(target, requires_grad=True)
+            F.mse_loss(model(noise), target).backward()
+            optimizer.step()
+        """
+    assert found(source, [GraphCutBeforeLoss]) == []
