@@ -1,10 +1,11 @@
 """Rules for mistakes that recur in the real-bug benchmark (issue 25, section 2): ML341, on
-small training scripts written for these tests; ML342 likewise."""
+small training scripts written for these tests; ML342 and ML113 likewise."""
 
 from __future__ import annotations
 
 import textwrap
 
+from modellint.rules.layers import ModuleClassCalledWithTensors
 from modellint.rules.training_schedule import GraphCutBeforeLoss, ZeroGradBeforeStep
 from modellint.testing import lint_text
 
@@ -212,3 +213,56 @@ def test_value_of_unknown_origin_is_not_reported():
             optimizer.step()
         """
     assert found(source, [GraphCutBeforeLoss]) == []
+
+
+# -- ML113 ------------------------------------------------------------------------------------
+
+CLASSIFIER = """\
+import torch
+import torch.nn as nn
+from torch.nn import CrossEntropyLoss
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 1)
+        self.act = nn.Tanh()
+
+    def forward(self, x):
+        return nn.Tanh(self.fc(x))  # activation
+
+
+def train(model, loader, optimizer, weights):
+    criterion = nn.CrossEntropyLoss(weights)
+    for x, y in loader:
+        out = model(x)
+        loss = CrossEntropyLoss(out, y)  # loss
+        ok = criterion(out, y)
+        loss.backward()
+"""
+
+
+def test_loss_and_activation_classes_called_with_tensors():
+    assert found(CLASSIFIER, [ModuleClassCalledWithTensors]) == [
+        ("ML113", line_of(CLASSIFIER, "# activation")),
+        ("ML113", line_of(CLASSIFIER, "# loss")),
+    ]
+
+
+def test_message_shows_the_call_that_computes_the_loss():
+    [finding] = lint_text("import torch.nn as nn\n\nloss = nn.NLLLoss(logp, target)\n",
+                          [ModuleClassCalledWithTensors])
+    assert "`NLLLoss()(logp, target)`" in finding.message
+
+
+def test_constructor_arguments_are_not_reported():
+    source = """\
+        import torch.nn as nn
+
+        a = nn.CrossEntropyLoss(None, None, 0)
+        b = nn.BCEWithLogitsLoss(pos_weight=w)
+        c = nn.MarginRankingLoss(0.5)
+        d = nn.Softmax(1)
+        """
+    assert found(source, [ModuleClassCalledWithTensors]) == []
