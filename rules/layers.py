@@ -1,7 +1,8 @@
-"""Layer structure (ML110-ML112): what torch's own layers are built with and answer to:
+"""Layer structure (ML110-ML113): what torch's own layers are built with and answer to:
 `dropout=` on a one-layer recurrent layer (ML110), a misspelt attribute of a torch layer
-(ML111), and attributes read through a `DataParallel`/`DistributedDataParallel` wrapper
-(ML112). The layers' attributes are tables in `modellint.static.kinds`."""
+(ML111), attributes read through a `DataParallel`/`DistributedDataParallel` wrapper
+(ML112), and a layer class called with tensors instead of being built (ML113). The layers'
+attributes are tables in `modellint.static.kinds`."""
 
 from __future__ import annotations
 
