@@ -1,7 +1,8 @@
-"""Layer structure (ML110-ML112): what torch's own layers are built with and answer to:
+"""Layer structure (ML110-ML113): what torch's own layers are built with and answer to:
 `dropout=` on a one-layer recurrent layer (ML110), a misspelt attribute of a torch layer
-(ML111), and attributes read through a `DataParallel`/`DistributedDataParallel` wrapper
-(ML112). The layers' attributes are tables in `modellint.static.kinds`."""
+(ML111), attributes read through a `DataParallel`/`DistributedDataParallel` wrapper
+(ML112), and a layer class called with tensors instead of being built (ML113). The layers'
+attributes are tables in `modellint.static.kinds`."""
 
 from __future__ import annotations
 
@@ -405,6 +406,112 @@ class WrappedModelAttribute(_SiteTracker):
                          text) is not None
 
 
+# -- ML113 ------------------------------------------------------------------------------------
+
+# activations whose constructor takes no positional argument
+_NO_ARGUMENT_ACTIVATIONS = frozenset({
+    "Sigmoid", "Tanh", "LogSigmoid", "Softsign", "Tanhshrink", "Mish", "SiLU",
+})
+_LITERALS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString,
+             cst.FormattedString, cst.UnaryOperation)
+
+
+def _torch_nn_class(qualified: str | None) -> str | None:
+    """`CrossEntropyLoss` for `torch.nn.CrossEntropyLoss` (or `torch.nn.modules...`); else
+    None."""
+    if not qualified or not qualified.startswith("torch.nn."):
+        return None
+    parts = qualified.split(".")
+    if len(parts) == 3 or (len(parts) == 5 and parts[2] == "modules"):
+        return parts[-1] if parts[-1][:1].isupper() else None
+    return None
+
+
+def _value_like(expr: cst.BaseExpression) -> bool:
+    """Not a literal, `None`, `True` or `False`: something that may be a tensor."""
+    if isinstance(expr, _LITERALS):
+        return False
+    return not (isinstance(expr, cst.Name) and expr.value in ("None", "True", "False"))
+
+
+class ModuleClassCalledWithTensors(StaticRule):
+    """A `torch.nn` class called with tensors instead of being built, then called.
+
+    ## What it does
+    Finds a loss class of `torch.nn` called with two or more positional arguments that are
+    not literals (`nn.CrossEntropyLoss(out, y)`, `nn.NLLLoss(log_probs, target)`), and an
+    activation class whose constructor takes no positional argument called with one
+    (`nn.Sigmoid(x)`, `nn.Tanh(h)`).
+
+    ## Why is this bad?
+    `nn.CrossEntropyLoss(out, y)` does not compute a loss: it builds a loss module whose
+    `weight` is `out` and whose `size_average` is `y`, and returns the module. The code then
+    fails further on (`'CrossEntropyLoss' object has no attribute 'backward'`), or, when the
+    module is only logged or compared, silently does nothing. `nn.Sigmoid(x)` raises a
+    `TypeError`: the class takes no tensor.
+
+    ## Example
+        loss = nn.CrossEntropyLoss(outputs, labels)
+        probs = nn.Sigmoid(logits)
+
+    ## Use instead
+        criterion = nn.CrossEntropyLoss()
+        loss = criterion(outputs, labels)
+        probs = torch.sigmoid(logits)
+    """
+
+    code = "ML113"
+    name = "module-class-called-with-tensors"
+    severity = Severity.ERROR
+    triggers = ("Loss", "Sigmoid", "Tanh", "Softsign", "Mish", "SiLU")
+    valid: ClassVar = [
+        HEADER + "criterion = nn.CrossEntropyLoss()\nloss = criterion(out, y)\n",
+        HEADER + "loss = nn.CrossEntropyLoss()(out, y)\n",
+        # class weights are the constructor's first argument
+        HEADER + "criterion = nn.CrossEntropyLoss(class_weights)\n",
+        HEADER + "criterion = nn.CrossEntropyLoss(weights, None, -1)\n",
+        HEADER + "criterion = nn.NLLLoss(reduction='sum')\n",
+        HEADER + "act = nn.Sigmoid()\nprobs = act(logits)\n",
+        HEADER + "probs = torch.sigmoid(logits)\n",
+        # ReLU(True) is `inplace=True`
+        HEADER + "act = nn.ReLU(True)\n",
+        # a class of the project with the same name
+        "class CrossEntropyLoss:\n    def __init__(self, out, y):\n        self.v = out, y\n\n"
+        "loss = CrossEntropyLoss(out, y)\n",
+    ]
+    invalid: ClassVar = [
+        Invalid(HEADER + "loss = nn.CrossEntropyLoss(outputs, labels)\n", line=4),
+        Invalid("from torch.nn import NLLLoss\n\nloss = NLLLoss(model(x), target)\n", line=3),
+        Invalid(HEADER + "class Net(nn.Module):\n"
+                "    def forward(self, x):\n"
+                "        return torch.nn.Sigmoid(self.fc(x))\n", line=6),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        cls = _torch_nn_class(self.context.call_name(node))
+        if cls is None or has_star_args(node):
+            return
+        positional = positional_args(node)
+        if cls.endswith("Loss"):
+            if len(positional) < 2 or not all(_value_like(a.value) for a in positional[:2]):
+                return
+            operands = ", ".join(source_of(a.value) for a in positional[:2])
+            message = (f"`{cls}(...)` builds a loss module (its positional arguments are "
+                       "`weight`, `size_average`...), it does not compute the loss; build it "
+                       f"once, then call it: `{cls}()({operands})`")
+        elif cls in _NO_ARGUMENT_ACTIVATIONS:
+            if not positional:
+                return
+            function = (f"torch.{cls.lower()}" if cls in ("Sigmoid", "Tanh")
+                        else f"torch.nn.functional.{cls.lower()}")
+            message = (f"`{cls}` is a module class and takes no tensor; call an instance "
+                       f"(`{cls}()(x)`) or the function (`{function}(x)`)")
+        else:
+            return
+        self.report(node, message)
+
+
 @hookimpl
 def modellint_add_rules():
-    return [RecurrentDropoutOneLayer, LayerAttributeTypo, WrappedModelAttribute]
+    return [RecurrentDropoutOneLayer, LayerAttributeTypo, WrappedModelAttribute,
+            ModuleClassCalledWithTensors]

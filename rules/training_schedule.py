@@ -1,4 +1,5 @@
-"""Built-in rules: optimizer and scheduler state across epochs (ML328, ML329, ML340).
+"""Built-in rules: optimizer and scheduler state across epochs (ML328, ML329, ML340), and one
+training step's order and graph (ML341, ML342).
 
 Mistakes seen in real training code (issue 25) that keep training running with the wrong
 learning rate or the wrong optimizer state: an optimizer built anew every epoch, a scheduler
@@ -21,15 +22,18 @@ from modellint.rules._loops import (
     Scope,
     ScopeRule,
     Site,
+    backward_calls,
     constructor_of,
     invalid_at,
+    is_optimizer,
+    last_segment,
     names_in,
     optimizer_steps,
     scheduler_steps,
     scope_of,
 )
-from modellint.rules.training import HEADER, _callee
-from modellint.static.kinds import OPTIMIZER, SCHEDULER, SCHEDULERS
+from modellint.rules.training import HEADER, _callee, _receiver, _stepped
+from modellint.static.kinds import MODULE, OPTIMIZER, SCHEDULER, SCHEDULERS
 
 # a loop header or function name that says it counts epochs
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)
@@ -1164,7 +1168,429 @@ class SchedulerGetLr(ScopeRule):
         return classes if len(classes) > 1 else []
 
 
+# -- ML341 ------------------------------------------------------------------------------------
+
+
+class ZeroGradBeforeStep(ScopeRule):
+    """`zero_grad()` runs between `backward()` and `step()` in one training step.
+
+    ## What it does
+    Finds `optimizer.zero_grad()` (or `model.zero_grad()`) that, in one iteration of a loop
+    (or in the body of a function run once per step), comes after `loss.backward()` and before
+    the `step()` of the same optimizer, with no other `backward()` in between. A
+    `model.zero_grad()` counts only when the function steps a single optimizer.
+
+    Not reported: a `zero_grad()` under a condition (`if`, `else`, `try`), as in gradient
+    accumulation; one after the step (the usual order at the end of an iteration); the
+    `zero_grad()` of another optimizer (a GAN's `opt_d.zero_grad()` before `opt_g.step()`);
+    a step that passes a closure (LBFGS zeroes inside it); a `zero_grad()` followed by a new
+    `backward()` before the step.
+
+    ## Why is this bad?
+    `backward()` stores the gradients in `.grad`; `zero_grad()` then clears them (sets them
+    to `None` by default), so `step()` applies nothing, or only weight decay and momentum.
+    The model trains without error but does not learn.
+
+    ## Example
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.zero_grad()
+            optimizer.step()
+
+    ## Use instead
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+
+    code = "ML341"
+    name = "zero-grad-before-step"
+    severity = Severity.ERROR
+    triggers = ("zero_grad",)
+    valid = [
+        # the usual order
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n",
+        # cleared at the end of the iteration, after the step
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n"
+        "        optimizer.zero_grad()\n",
+        # gradient accumulation: cleared under a condition
+        HEADER + "def train(model, loader, optimizer, accum=4):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "        (F.mse_loss(model(x), y) / accum).backward()\n"
+        "        if (i + 1) % accum == 0:\n"
+        "            optimizer.step()\n"
+        "            optimizer.zero_grad()\n",
+        # a GAN: the generator's optimizer is zeroed before the discriminator's step; the
+        # generator's gradients of the discriminator's loss are not wanted
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n"
+        "    for real in loader:\n"
+        "        fake = G(torch.randn(real.size(0), 8))\n"
+        "        opt_d.zero_grad()\n"
+        "        (D(fake).mean() - D(real).mean()).backward()\n"
+        "        opt_g.zero_grad()\n"
+        "        opt_d.step()\n"
+        "        (-D(fake).mean()).backward()\n"
+        "        opt_g.step()\n",
+        # a model zeroed before another backward that the step uses
+        HEADER + "def train(G, D, loader, opt_g, opt_d):\n"
+        "    for real in loader:\n"
+        "        D(real).mean().backward()\n"
+        "        opt_d.step()\n"
+        "        G.zero_grad()\n"
+        "        (-D(G(real)).mean()).backward()\n"
+        "        opt_g.step()\n",
+        # LBFGS: the closure zeroes, then computes the gradients
+        HEADER + "def train(model, x, y, optimizer):\n"
+        "    for _ in range(20):\n"
+        "        def closure():\n"
+        "            optimizer.zero_grad()\n"
+        "            loss = F.mse_loss(model(x), y)\n"
+        "            loss.backward()\n"
+        "            return loss\n"
+        "        optimizer.step(closure)\n",
+        # zeroed after backward, then the gradients are computed again before the step
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        optimizer.zero_grad()\n"
+        "        F.l1_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n",
+    ]
+    invalid = [
+        invalid_at(
+            HEADER + "def train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n"
+            "        loss = F.mse_loss(model(x), y)\n"
+            "        loss.backward()\n"
+            "        optimizer.zero_grad()\n"
+            "        optimizer.step()\n",
+            "optimizer.zero_grad()",
+        ),
+        # a script's top-level loop, zeroing through the model
+        invalid_at(
+            HEADER + "model = nn.Linear(4, 1)\n"
+            "opt = torch.optim.Adam(model.parameters())\n"
+            "for x, y in data:\n"
+            "    F.mse_loss(model(x), y).backward()\n"
+            "    model.zero_grad()\n"
+            "    opt.step()\n",
+            "model.zero_grad()",
+        ),
+        # a function run once per training step
+        invalid_at(
+            HEADER + "class Trainer:\n"
+            "    def __init__(self, model):\n"
+            "        self.model = model\n"
+            "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n\n"
+            "    def train_step(self, x, y):\n"
+            "        F.cross_entropy(self.model(x), y).backward()\n"
+            "        self.optimizer.zero_grad()\n"
+            "        self.optimizer.step()\n",
+            "self.optimizer.zero_grad()",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        zeroings = scope.method_calls("zero_grad")
+        if not zeroings:
+            return
+        backwards = [site for site, _ in backward_calls(context, scope)]
+        if not backwards:
+            return
+        steps = [step for step in optimizer_steps(context, scope)
+                 if not (step.node.args and "scaler" not in last_segment(_receiver(step)))]
+        stepped = {_stepped(step) for step in steps}
+        for site, receiver in zeroings:
+            name = dotted_name(receiver)
+            if name is None:
+                continue
+            if is_optimizer(context, scope, name):
+                mine = [step for step in steps if _stepped(step) == name]
+            elif len(stepped) == 1:
+                mine = steps  # a model's zero_grad(): the one optimizer the function steps
+            else:
+                continue
+            region = site.loops[-1] if site.loops else scope.root
+            if any(isinstance(a, (cst.If, cst.Else, cst.Try, cst.ExceptHandler, cst.IfExp))
+                   for a in site.ancestors_below(region)):
+                continue
+            in_region = [s for s in mine if region is scope.root or s.inside(region)]
+            after = [s for s in in_region if s.order > site.order]
+            before = [b for b in backwards
+                      if (region is scope.root or b.inside(region)) and b.order < site.order]
+            if not after or not before:
+                continue
+            step = after[0]
+            last_backward = before[-1]
+            if any(last_backward.order < s.order < site.order for s in in_region):
+                continue  # stepped since that backward: this zeroing starts the next step
+            if any(site.order < b.order < step.order for b in backwards):
+                continue  # the gradients are computed again before the step
+            self.report_at(
+                site, site.node,
+                f"`{name}.zero_grad()` runs after `backward()` and before "
+                f"`{_stepped(step)}.step()`, so the step applies cleared gradients and the "
+                "model does not learn; call `zero_grad()` before `backward()` (or after "
+                "`step()`)",
+            )
+
+
+# -- ML342 ------------------------------------------------------------------------------------
+
+_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# methods and attributes that give the same values as their tensor: what is re-wrapped
+_SAME_VALUES = frozenset({
+    "data", "detach", "float", "double", "half", "cpu", "cuda", "to", "clone", "contiguous",
+    "view", "reshape", "squeeze", "unsqueeze", "type",
+})
+# a callable whose name says it is a model, a part of one, or a loss (when nothing else is
+# known of it)
+_MODEL_OR_LOSS_NAME = re.compile(
+    r"loss|criterion|model|net|encoder|decoder|embed|head|backbone|classifier|generator|"
+    r"discriminator|^[gd]$", re.IGNORECASE)
+
+
+def _true(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def _rewrapped(context, call: cst.Call) -> cst.BaseExpression | None:
+    """The tensor that `call` turns into a new leaf: `Variable(x, requires_grad=True)`,
+    `torch.tensor(x, requires_grad=True)`, `x.detach().requires_grad_()`,
+    `x.data.requires_grad_()`; else None."""
+    qualified = context.call_name(call)
+    if qualified in _VARIABLE or qualified == "torch.tensor":
+        if call.args and call.args[0].keyword is None and _true(
+                _argument(call, -1, "requires_grad")):
+            return call.args[0].value
+        return None
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_"):
+        return None
+    if call.args and not _true(call.args[0].value):
+        return None
+    inner = func.value
+    if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and (
+            inner.func.attr.value == "detach"):
+        return inner.func.value
+    if isinstance(inner, cst.Attribute) and inner.attr.value == "data":
+        return inner.value
+    return None
+
+
+def _strip_same_values(expr: cst.BaseExpression) -> cst.BaseExpression:
+    while True:
+        if isinstance(expr, cst.Attribute) and expr.attr.value in _SAME_VALUES:
+            expr = expr.value
+        elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+              and expr.func.attr.value in _SAME_VALUES):
+            expr = expr.func.value
+        else:
+            return expr
+
+
+def _model_output(context, scope: Scope, expr: cst.BaseExpression, before: int,
+                  statement: cst.CSTNode | None = None, depth: int = 0) -> bool:
+    """`expr` is a tensor that this function computes with a model or a loss: the call of a
+    module (known to be one, or a callable whose name says so), of `torch.nn.functional`,
+    a name assigned such a value earlier in the function (not by `statement`, the one that
+    re-wraps it), or arithmetic on one."""
+    expr = _strip_same_values(expr)
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.BinaryOperation):
+        return any(_model_output(context, scope, side, before, statement, depth + 1)
+                   for side in (expr.left, expr.right))
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and dotted_name(expr.func) is None:
+            # a method of a computed tensor: `head(x).mean()`
+            return _model_output(context, scope, expr.func.value, before, statement, depth + 1)
+        qualified = context.call_name(expr)
+        if qualified is not None:
+            return qualified.startswith("torch.nn.functional.")
+        kind = context.semantic.kind(expr.func, scope, before)
+        if kind is not None:
+            return kind.kind == MODULE
+        return bool(_MODEL_OR_LOSS_NAME.search(last_segment(dotted_name(expr.func))))
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    found = [a for a in scope.assigned(name, before) if a.site.statement is not statement]
+    if not found or found[-1].value is None:
+        return False  # a parameter, a loop's batch, a global: not known to be computed here
+    return _model_output(context, scope, found[-1].value, found[-1].site.order, None,
+                         depth + 1)
+
+
+class GraphCutBeforeLoss(ScopeRule):
+    """A model's output or loss is re-wrapped as a new leaf tensor, then backpropagated.
+
+    ## What it does
+    Finds `Variable(x, requires_grad=True)`, `torch.tensor(x, requires_grad=True)`,
+    `x.detach().requires_grad_()` or `x.data.requires_grad_()` where `x` is a tensor the
+    function computed with a model or a loss (the call of a module, of a loss function, or of
+    a callable whose name says it is one), when the new tensor (or what is computed from it)
+    later reaches `backward()`.
+
+    Not reported: a tensor of unknown origin (a parameter, a data batch, a global), a tensor
+    built by torch (`torch.randn(...)`), and a leaf the code wants gradients of: one whose
+    `.grad` is read, passed to `torch.autograd.grad`, or given to an optimizer (adversarial
+    examples, style transfer, feature inversion).
+
+    ## Why is this bad?
+    The new tensor is a leaf of the autograd graph: it has no history, so `backward()` stops
+    there and no gradient reaches the model's parameters. `requires_grad=True` only makes the
+    error go away ("element 0 of tensors does not require grad"); the optimizer then steps
+    with no gradients and the model does not learn.
+
+    ## Example
+        out = model(x)
+        loss = Variable(criterion(out, y), requires_grad=True)
+        loss.backward()
+
+    ## Use instead
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+    """
+
+    code = "ML342"
+    name = "graph-cut-before-loss"
+    severity = Severity.ERROR
+    triggers = ("requires_grad",)
+    valid = [
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        loss = F.cross_entropy(model(x), y)\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n",
+        # an adversarial example: the gradient of the input is what is wanted
+        HEADER + "def fgsm(model, x, y, eps):\n"
+        "    x_adv = x.detach().requires_grad_()\n"
+        "    loss = F.cross_entropy(model(x_adv), y)\n"
+        "    loss.backward()\n"
+        "    return x_adv + eps * x_adv.grad.sign()\n",
+        # style transfer: the image is optimized
+        HEADER + "def transfer(model, content, style_loss, steps):\n"
+        "    image = torch.tensor(model(content), requires_grad=True)\n"
+        "    optimizer = torch.optim.LBFGS([image])\n"
+        "    for _ in range(steps):\n"
+        "        optimizer.zero_grad()\n"
+        "        style_loss(image).backward()\n"
+        "        optimizer.step()\n",
+        # a data batch made a leaf: not the model's output
+        HEADER + "def train(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        x = torch.tensor(x, requires_grad=True)\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        optimizer.step()\n",
+        # re-wrapped but never backpropagated (a value kept for logging)
+        HEADER + "def evaluate(model, x, y):\n"
+        "    loss = F.mse_loss(model(x), y)\n"
+        "    kept = loss.detach().requires_grad_()\n"
+        "    return kept\n",
+    ]
+    invalid = [
+        invalid_at(
+            HEADER + "from torch.autograd import Variable\n\n"
+            "def train(model, loader, optimizer, criterion):\n"
+            "    for x, y in loader:\n"
+            "        optimizer.zero_grad()\n"
+            "        loss = Variable(criterion(model(x), y), requires_grad=True)\n"
+            "        loss.backward()\n"
+            "        optimizer.step()\n",
+            "Variable(",
+        ),
+        # a model's features re-wrapped, then the rest of the model and the loss
+        invalid_at(
+            HEADER + "def train(encoder, head, x, y, optimizer):\n"
+            "    features = encoder(x)\n"
+            "    features = features.detach().requires_grad_()\n"
+            "    loss = F.cross_entropy(head(features), y)\n"
+            "    loss.backward()\n"
+            "    optimizer.step()\n",
+            "requires_grad_()",
+        ),
+        invalid_at(
+            HEADER + "def step(model, x, y, optimizer):\n"
+            "    out = model(x)\n"
+            "    out = torch.tensor(out.float(), requires_grad=True)\n"
+            "    F.mse_loss(out, y).backward()\n"
+            "    optimizer.step()\n",
+            "torch.tensor(",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        backwards = backward_calls(context, scope)
+        if not backwards:
+            return
+        for site in scope.calls:
+            wrapped = _rewrapped(context, site.node)
+            if wrapped is None or not _model_output(context, scope, wrapped, site.order,
+                                                    site.statement):
+                continue
+            reached = self._reaches_backward(scope, site, backwards)
+            if reached is None:
+                continue
+            self.report_at(
+                site, site.node,
+                f"a new leaf tensor is made of `{source_of(wrapped)}`, which the model "
+                f"computed, and {reached}: backward() stops at the new leaf, so no gradient "
+                "reaches the model; use the tensor itself (drop the re-wrapping)",
+            )
+
+    def _reaches_backward(self, scope: Scope, site: CallSite,
+                          backwards: list[tuple[CallSite, cst.BaseExpression]]) -> str | None:
+        """How the re-wrapped tensor reaches a later `backward()` (None when it does not, or
+        when the code wants the gradient of the new leaf itself)."""
+        statement = site.statement
+        assign = statement
+        if isinstance(assign, cst.SimpleStatementLine) and len(assign.body) == 1:
+            assign = assign.body[0]
+        target = None
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            target = dotted_name(assign.targets[0].target)
+        for b, _ in backwards:
+            if b.order > site.order and b.statement is statement:
+                return "it is backpropagated"
+        if target is None:
+            return None
+        if re.search(rf"\b{re.escape(target)}\.grad\b", scope.code()):
+            return None
+        for call in scope.calls:
+            qualified = self.context.call_name(call.node) or ""
+            if (qualified == "torch.autograd.grad" or qualified.startswith("torch.optim.")) and (
+                    target.split(".")[0] in names_in(call.node)):
+                return None
+        tainted = {target}
+        for assignment in sorted(scope.assignments, key=lambda a: a.site.order):
+            if assignment.site.order <= site.order or assignment.value is None:
+                continue
+            if names_in(assignment.value) & tainted or (
+                    dotted_name(assignment.value) in tainted):
+                tainted.add(assignment.target)
+        heads = {name.split(".")[0] for name in tainted}
+        for b, expr in backwards:
+            if b.order > site.order and (names_in(expr) & heads):
+                return f"`{source_of(expr)}.backward()` follows from it"
+        return None
+
+
 @hookimpl
 def modellint_add_rules():
     return [OptimizerRebuiltPerEpoch, IterationSchedulerSteppedPerEpoch,
-            SchedulerGetLr]
+            SchedulerGetLr, ZeroGradBeforeStep, GraphCutBeforeLoss]

@@ -27,14 +27,14 @@ def test_scorer_hit_miss_and_fixed_twin(tmp_path, monkeypatch, capsys):
                       "--output", str(doc), "--json", str(verdicts)]) == 0
     result = json.loads(verdicts.read_text())
     assert result["tiny-missing-zero-grad"]["modellint"] == {"buggy": "hit", "fixed": "miss"}
-    assert result["tiny-zero-grad-before-step"]["modellint"] == {"buggy": "miss"}
-    assert result["tiny-zero-grad-before-step"]["modellint (all rules)"] == {"buggy": "miss"}
+    assert result["tiny-cuda-timing"]["modellint"] == {"buggy": "miss"}
+    assert result["tiny-cuda-timing"]["modellint (all rules)"] == {"buggy": "miss"}
     printed = capsys.readouterr().out
     assert "recall on 2 buggy cases: modellint 1/2 (0.50)" in printed
     assert "false alarms on fixed twins, modellint: 0/1 (0.00)" in printed
     text = doc.read_text()
     assert "| missing-zero-grad | ML303 | 1 | 1/1 | 1/1 |" in text
-    assert "`zero-grad-before-step` (1 case(s))" in text  # among the classes no tool covers
+    assert "`cuda-timing-without-synchronize` (1 case(s))" in text  # among the classes no tool covers
     # the cases were copied outside the repository, and linted there
     assert (tmp_path / "cache" / "tiny-missing-zero-grad" / "fixed" / "train.py").is_file()
 
