@@ -914,6 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         # the cache may still hold cases since removed from the repository
         committed = {toml.parent.name for toml in CASES_DIR.glob("*/case.toml")}
         cases = [case for case in cases if case.id in committed]
+        problems = [problem for problem in problems if problem.split(":", 1)[0] in committed]
     for problem in problems:
         print(f"bugs: case left out: {problem}", file=sys.stderr)
     if args.only:
