@@ -1463,6 +1463,12 @@ class GraphCutBeforeLoss(ScopeRule):
         out = model(x)
         loss = criterion(out, y)
         loss.backward()
+
+    ## What it does not see
+    On the real-bug benchmark (3 of 5 cases): a re-wrapped value the function never assigns
+    (a snippet's `entity_logits` that comes from elsewhere, r-pysi-112135), and a graph cut by
+    `.detach()` alone before a loss that other terms still feed (the generator loss of
+    r-image2reverb-generator-loss-detached): the cut is only certain where a new leaf is made.
     """
 
     code = "ML342"
