@@ -14,6 +14,8 @@ a baseline (20 steps, 5 batches per epoch), then compare with it
   from their inputs is NOT among them (its effect on 20 steps is within noise).
 
     python bench/run_baseline_study.py [--only clean,ml301_good] [--verbose]
+    python bench/run_baseline_study.py --traincheck MIRROR [--only pytorch-51800]  # bare clone
+      of OrderLab/TrainCheck-Evaluation-Workloads: its silent-error workloads that run on CPU
 
 Runs each script in this process under `modellint.watch(baseline=...)`, as the pytest
 fixture does (`modellint run` starts a process each: the same checks, slower).
@@ -175,6 +177,171 @@ def real_scripts(cache: Path) -> None:
                   f"{caught or 'MISSED'}", flush=True)
 
 
+# TrainCheck's silent-error workloads (OrderLab/TrainCheck-Evaluation-Workloads, the commit
+# below): the bug and fix scripts are extracted from the mirror into a cache folder outside the
+# repository, and the CPU/data substitutions are applied there as text edits.
+TRAINCHECK_REPO = "OrderLab/TrainCheck-Evaluation-Workloads"
+TRAINCHECK_COMMIT = "2de9268be8845dade014e5e065693e4fdd9095d6"
+TRAINCHECK_DIR = "silent-issue-detection/bug-reprod-scripts"
+_MNIST = [("datasets.MNIST(root='./data', train=True, download=True, transform=transform)",
+           "datasets.FakeData(size=600, image_size=(1, 28, 28), num_classes=10, "
+           "transform=transform, random_offset=0)"),
+          ("datasets.MNIST(root='./data', train=False, download=True, transform=transform)",
+           "datasets.FakeData(size=60, image_size=(1, 28, 28), num_classes=10, "
+           "transform=transform, random_offset=10000)"),
+          (".cuda()", ""), ("device='cuda'", "device='cpu'")]
+_CIFAR100 = [('datasets.CIFAR100(\n    root="./data", train=True, download=True, '
+              'transform=data_transform["train"]\n)',
+              'datasets.FakeData(size=640, image_size=(3, 32, 32), num_classes=100, '
+              'transform=data_transform["train"], random_offset=0)'),
+             ('datasets.CIFAR100(\n    root="./data", train=False, download=True, '
+              'transform=data_transform["valid"]\n)',
+              'datasets.FakeData(size=20, image_size=(3, 32, 32), num_classes=100, '
+              'transform=data_transform["valid"], random_offset=10000)'),
+             ("transforms.Resize((224, 224)),", "transforms.Resize((32, 32)),"),
+             ("num_workers=1", "num_workers=0"), ("np.Inf", "np.inf"),
+             # efficientnet_pytorch's pretrained download: a small stand-in with the same
+             # attribute names (`_fc`, batch norms named `_bn*`), so the freezing loops are
+             # the workload's own
+             ("from efficientnet_pytorch import EfficientNet\n",
+              "class EfficientNet(nn.Module):\n"
+              "    def __init__(self):\n"
+              "        super().__init__()\n"
+              "        self._conv_stem = nn.Conv2d(3, 16, 3, 2, 1)\n"
+              "        self._bn0 = nn.BatchNorm2d(16)\n"
+              "        self._conv_head = nn.Conv2d(16, 32, 3, 2, 1)\n"
+              "        self._bn1 = nn.BatchNorm2d(32)\n"
+              "        self._fc = nn.Linear(32, 1000)\n"
+              "    def forward(self, x):\n"
+              "        x = torch.relu(self._bn0(self._conv_stem(x)))\n"
+              "        x = torch.relu(self._bn1(self._conv_head(x)))\n"
+              "        return self._fc(x.mean((2, 3)))\n"
+              "    @classmethod\n"
+              "    def from_pretrained(cls, name):\n"
+              "        return cls()\n")]
+_MNIST_51800 = [("datasets.MNIST('../data', train=True, download=True, transform=transform)",
+                 "datasets.FakeData(size=600, image_size=(1, 28, 28), num_classes=10, "
+                 "transform=transform, random_offset=0)"),
+                ("datasets.MNIST('../data', train=False, transform=transform)",
+                 "datasets.FakeData(size=60, image_size=(1, 28, 28), num_classes=10, "
+                 "transform=transform, random_offset=10000)")]
+# (workload, fixed script, buggy script, substitutions, seed line or None); a workload that
+# cannot run here is (workload, None, None, why, None)
+TRAINCHECK = [
+    ("pytorch-51800", "mnist_51800_buggy_resolved.py", "mnist_51800_buggy.py", _MNIST_51800,
+     None),
+    ("pytorch-forum-84911", "fixed.py", "bug.py", _CIFAR100, ("seed = 786", "seed = 787")),
+    ("stackoverflow-60335387", "fixed.py", "bug.py", _MNIST, None),
+    ("baichuan2-86", None, None, "2 GPUs (a CUDA driver/hardware fault)", None),
+    ("deepspeed-1801", None, None, "DeepSpeed/Megatron tensor parallelism on GPUs, a "
+     "CodeParrot download", None),
+    ("deepspeed-5794", None, None, "DeepSpeed; TrainCheck did not evaluate it either", None),
+    ("lightning-thunder-725", None, None, "lightning-thunder and CUDA autocast (TrainCheck "
+     "simulated its trace)", None),
+    ("mmpretrain-702", None, None, "mmpretrain/mmcv and a pretrained VGG19 download "
+     "(TrainCheck simulated its trace)", None),
+    ("pytorch-84803", None, None, "2 GPUs (a GPU driver fault)", None),
+    ("pytorch-96600", None, None, "2 GPUs (shares pytorch-84803's trace)", None),
+    ("pytorch-104336", None, None, "multi-GPU DDP (NCCL)", None),
+    ("pytorch-115607", None, None, "a torch 2.2 dynamo bug, fixed in the installed torch "
+     "(TrainCheck simulated it)", None),
+    ("stackoverflow-67180955", None, None, "an outdated Python; TrainCheck did not evaluate "
+     "it either", None),
+    ("transformers-17877", None, None, "a Hugging Face model and dataset download", None),
+    ("transformers-23723", None, None, "Whisper and a Hugging Face dataset download", None),
+    ("transformers-33844", None, None, "a Hugging Face translation model download", None),
+    ("transformers-34204", None, None, "a Hugging Face model download; TrainCheck did not "
+     "evaluate it either", None),
+    ("x-jxmnop-ddp-out-of-sync", None, None, "multi-GPU DDP (shares pytorch-104336's trace)",
+     None),
+]
+
+
+def _traincheck_source(mirror: Path, workload: str, name: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "--git-dir", str(mirror), "show",
+                           f"{TRAINCHECK_COMMIT}:{TRAINCHECK_DIR}/{workload}/{name}"],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def _substituted(text: str, substitutions) -> str:
+    for old, new in substitutions:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def _with_seed(text: str, seed: int) -> str:
+    lines = text.split("\n")
+    last_import = max(i for i, line in enumerate(lines) if line.startswith(("import ", "from "))
+                      and not line.startswith("from __future__"))
+    lines.insert(last_import + 1, f"torch.manual_seed({seed})")
+    return "\n".join(lines)
+
+
+def traincheck(mirror: Path, cache: Path, steps: int, only: set[str]) -> None:
+    """Each TrainCheck workload that runs on CPU: the fixed script recorded, the buggy one
+    compared (caught: a finding of ML330-ML339, or another run finding), the fixed one with
+    another seed compared (a false alarm if any ML33x). `modellint run` processes."""
+    import os
+    import subprocess
+
+    caught = runnable = alarms = 0
+    rows = []
+    for workload, fixed, buggy, substitutions, seed in TRAINCHECK:
+        if only and workload not in only:
+            continue
+        if fixed is None:
+            rows.append(f"| `{workload}` | not run: {substitutions} | | |")
+            continue
+        folder = cache / workload
+        folder.mkdir(parents=True, exist_ok=True)
+        texts = {}
+        for role, name in (("fixed", fixed), ("buggy", buggy)):
+            text = _substituted(_traincheck_source(mirror, workload, name), substitutions)
+            texts[role] = text if seed is not None else _with_seed(text, 0)
+        # a script without a seed of its own is seeded after its imports (0; 1 for the
+        # false-alarm run), so that each run is deterministic
+        texts["other seed"] = texts["fixed"].replace(*(seed or ("torch.manual_seed(0)",
+                                                                "torch.manual_seed(1)")), 1)
+        for role, text in texts.items():
+            (folder / f"{role.replace(' ', '_')}.py").write_text(text)
+
+        def run(role, *options, folder=folder):
+            proc = subprocess.run([sys.executable, "-m", "modellint", "run", "--format",
+                                   "concise", "--exit-zero", "--steps", str(steps), *options,
+                                   "--", sys.executable, f"{role.replace(' ', '_')}.py"],
+                                  cwd=folder, capture_output=True, text=True,
+                                  env={**os.environ, "MPLBACKEND": "Agg"})
+            codes = re.findall(r": (ML\d{3}) ", proc.stdout)
+            return (sorted({c for c in codes if c in BASELINE_CODES}),
+                    sorted({c for c in codes if c not in BASELINE_CODES}), proc)
+
+        baseline = folder / "baseline.json"
+        baseline.unlink(missing_ok=True)
+        _, recorded_others, proc = run("fixed", "--record", str(baseline))
+        if not baseline.exists():
+            rows.append(f"| `{workload}` | no baseline: {proc.stderr.strip()[-200:]} | | |")
+            continue
+        runnable += 1
+        bug_codes, bug_others, _ = run("buggy", "--compare", str(baseline))
+        # a run finding counts only when the fixed script's run does not have it too
+        new_others = sorted(set(bug_others) - set(recorded_others))
+        alarm, _, _ = run("other seed", "--compare", str(baseline))
+        caught += bool(bug_codes or new_others)
+        alarms += bool(alarm)
+        rows.append(f"| `{workload}` | {', '.join(bug_codes) or 'no ML33x'}; run checks: "
+                    f"{', '.join(new_others) or 'none new'} | "
+                    f"{'caught' if bug_codes or new_others else 'MISSED'} | "
+                    f"{', '.join(alarm) or 'clean'} |")
+        print(rows[-1], flush=True)
+    print("| workload | buggy script compared | | fixed, another seed |\n|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"\nTrainCheck workloads run on CPU: {runnable}/{len(TRAINCHECK)}; caught "
+          f"{caught}/{runnable}; false alarms {alarms}/{runnable} (TrainCheck: 18/20)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
@@ -182,7 +349,19 @@ def main() -> int:
     parser.add_argument("--real", action="store_true",
                         help="also minGPT and nanoGPT of bench/run_corpus.py, from the corpus "
                              "cache ($MODELLINT_CORPUS_DIR or ~/.cache/modellint-corpus)")
+    parser.add_argument("--traincheck", metavar="MIRROR",
+                        help="also TrainCheck's silent-error workloads that run on CPU, from a "
+                             "bare git mirror of " + TRAINCHECK_REPO + "; extracted into "
+                             "$MODELLINT_CORPUS_DIR/traincheck-workloads (or a tmp folder)")
     args = parser.parse_args()
+    if args.traincheck:
+        import os
+
+        corpus = os.environ.get("MODELLINT_CORPUS_DIR")
+        with tempfile.TemporaryDirectory() as tmp:
+            traincheck(Path(args.traincheck), Path(corpus or tmp) / "traincheck-workloads", 20,
+                       {n for n in args.only.split(",") if n})
+        return 0
     if args.real:
         import os
 
