@@ -41,14 +41,21 @@ DEFAULT_MAX_CODE_BYTES = 512 * 1024
 MAX_CODE_BYTES = 100 * 1024 * 1024
 
 
+# letters typed for the digits they look like (`ML1O3` is ML103, not ML113)
+_LOOKALIKE = str.maketrans("OoIl", "0011")
+
+
 def closest(word: str, choices) -> str | None:
     """The choice closest to `word`, or None when none is close."""
     import difflib
 
+    seen = word.translate(_LOOKALIKE)
+
     def closeness(choice: str) -> tuple[float, int]:
         # ties (`ML1O5`: ML105 or ML315?) go to the choice with more characters in place
-        in_place = sum(a == b for a, b in zip(word, choice, strict=False))
-        return difflib.SequenceMatcher(None, word, choice).ratio(), in_place
+        shape = choice.translate(_LOOKALIKE)
+        in_place = sum(a == b for a, b in zip(seen, shape, strict=False))
+        return difflib.SequenceMatcher(None, seen, shape).ratio(), in_place
 
     scored = [(closeness(choice), choice) for choice in sorted(choices)]
     best = max(scored, default=None)
