@@ -255,6 +255,21 @@ MODULE_ATTRIBUTES = frozenset({
     "share_memory", "state_dict", "to", "to_empty", "train", "training", "type", "xpu",
     "zero_grad"
 })
+# the attributes that several of the layers below have alike
+_CONVOLUTION = frozenset({
+    "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
+    "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
+    "weight"
+})
+_NORMALIZATION = frozenset({
+    "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
+    "reset_parameters", "reset_running_stats", "running_mean", "running_var",
+    "track_running_stats", "weight"
+})
+_RECURRENT_CELL = frozenset({
+    "bias", "bias_hh", "bias_ih", "hidden_size", "input_size", "reset_parameters",
+    "weight_hh", "weight_ih"
+})
 LAYER_ATTRIBUTES = {
     "Linear": frozenset({
         "bias", "in_features", "out_features", "reset_parameters", "weight"
@@ -262,51 +277,15 @@ LAYER_ATTRIBUTES = {
     "Bilinear": frozenset({
         "bias", "in1_features", "in2_features", "out_features", "reset_parameters", "weight"
     }),
-    "Conv1d": frozenset({
-        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
-        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
-        "weight"
-    }),
-    "Conv2d": frozenset({
-        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
-        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
-        "weight"
-    }),
-    "Conv3d": frozenset({
-        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
-        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
-        "weight"
-    }),
-    "ConvTranspose1d": frozenset({
-        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
-        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
-        "weight"
-    }),
-    "ConvTranspose2d": frozenset({
-        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
-        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
-        "weight"
-    }),
-    "ConvTranspose3d": frozenset({
-        "bias", "dilation", "groups", "in_channels", "kernel_size", "out_channels",
-        "output_padding", "padding", "padding_mode", "reset_parameters", "stride", "transposed",
-        "weight"
-    }),
-    "BatchNorm1d": frozenset({
-        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
-        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
-        "track_running_stats", "weight"
-    }),
-    "BatchNorm2d": frozenset({
-        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
-        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
-        "track_running_stats", "weight"
-    }),
-    "BatchNorm3d": frozenset({
-        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
-        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
-        "track_running_stats", "weight"
-    }),
+    "Conv1d": _CONVOLUTION,
+    "Conv2d": _CONVOLUTION,
+    "Conv3d": _CONVOLUTION,
+    "ConvTranspose1d": _CONVOLUTION,
+    "ConvTranspose2d": _CONVOLUTION,
+    "ConvTranspose3d": _CONVOLUTION,
+    "BatchNorm1d": _NORMALIZATION,
+    "BatchNorm2d": _NORMALIZATION,
+    "BatchNorm3d": _NORMALIZATION,
     "SyncBatchNorm": frozenset({
         "affine", "bias", "convert_sync_batchnorm", "eps", "momentum", "num_batches_tracked",
         "num_features", "process_group", "reset_parameters", "reset_running_stats",
@@ -318,21 +297,9 @@ LAYER_ATTRIBUTES = {
     "GroupNorm": frozenset({
         "affine", "bias", "eps", "num_channels", "num_groups", "reset_parameters", "weight"
     }),
-    "InstanceNorm1d": frozenset({
-        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
-        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
-        "track_running_stats", "weight"
-    }),
-    "InstanceNorm2d": frozenset({
-        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
-        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
-        "track_running_stats", "weight"
-    }),
-    "InstanceNorm3d": frozenset({
-        "affine", "bias", "eps", "momentum", "num_batches_tracked", "num_features",
-        "reset_parameters", "reset_running_stats", "running_mean", "running_var",
-        "track_running_stats", "weight"
-    }),
+    "InstanceNorm1d": _NORMALIZATION,
+    "InstanceNorm2d": _NORMALIZATION,
+    "InstanceNorm3d": _NORMALIZATION,
     "Embedding": frozenset({
         "embedding_dim", "from_pretrained", "max_norm", "norm_type", "num_embeddings",
         "padding_idx", "reset_parameters", "scale_grad_by_freq", "sparse", "weight"
@@ -367,14 +334,8 @@ LAYER_ATTRIBUTES = {
         "bias", "bias_hh", "bias_ih", "hidden_size", "input_size", "nonlinearity",
         "reset_parameters", "weight_hh", "weight_ih"
     }),
-    "LSTMCell": frozenset({
-        "bias", "bias_hh", "bias_ih", "hidden_size", "input_size", "reset_parameters",
-        "weight_hh", "weight_ih"
-    }),
-    "GRUCell": frozenset({
-        "bias", "bias_hh", "bias_ih", "hidden_size", "input_size", "reset_parameters",
-        "weight_hh", "weight_ih"
-    }),
+    "LSTMCell": _RECURRENT_CELL,
+    "GRUCell": _RECURRENT_CELL,
     "MultiheadAttention": frozenset({
         "add_zero_attn", "batch_first", "bias_k", "bias_v", "dropout", "embed_dim", "head_dim",
         "in_proj_bias", "in_proj_weight", "k_proj_weight", "kdim", "merge_masks", "num_heads",
