@@ -19,12 +19,16 @@ from modellint.static.nodes import (
     positional_args,
     source_of,
 )
+from modellint.static.semantic import Effect, PassedArgument, ProjectFunction, Stepped
 from modellint.static.walk import child_nodes, code_nodes, visit
 
 __all__ = [
+    "Effect",
     "FileContext",
     "Fix",
     "Invalid",
+    "PassedArgument",
+    "ProjectFunction",
     "Rule",
     "RuntimeCheck",
     "RunCheck",
@@ -32,6 +36,7 @@ __all__ = [
     "RuntimeRule",
     "Severity",
     "StaticRule",
+    "Stepped",
     "Valid",
     "argument",
     "child_nodes",

@@ -12,6 +12,7 @@ import re
 import libcst as cst
 
 from modellint.rule import FileContext, Invalid, StaticRule, dotted_name, name_nodes
+from modellint.static.classes import first_param_name
 from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
     _NESTED,
     LOOPS,
@@ -210,6 +211,53 @@ def names_in(expr: cst.CSTNode) -> set[str]:
     """Every plain name read in an expression (attribute heads included), not looking into
     nested functions, classes and lambdas."""
     return {node.value for node in name_nodes(expr)}
+
+
+# -- what a call runs, what a step steps --------------------------------------------------------
+
+
+def receiver_name(site: CallSite) -> str:
+    """The dotted name a method call is made on (`optimizer` for `optimizer.step()`),
+    `optimizer` when it is not a name."""
+    func = site.node.func
+    return (dotted_name(func.value) if isinstance(func, cst.Attribute) else None) or "optimizer"
+
+
+def stepped_optimizer(step: CallSite) -> str:
+    """The optimizer an `optimizer.step()` / `scaler.step(optimizer)` call steps."""
+    optimizer = receiver_name(step)
+    if step.node.args and "scaler" in last_segment(optimizer):
+        optimizer = dotted_name(step.node.args[0].value) or optimizer
+    return optimizer
+
+
+def callee_of(context: FileContext, scope: Scope, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of this file that `call` runs: `self.method(...)` in a method (a method
+    of the same class), or `function(...)` for a function defined in the scope's own body or
+    at the top of the file, that the scope does not rebind."""
+    func = call.func
+    root = scope.root
+    if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            and isinstance(root, cst.FunctionDef)):
+        owner = context.method_owners.get(id(root))
+        if owner is None or func.value.value != first_param_name(root):
+            return None
+        name = func.attr.value
+        found = [s for s in owner.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+        return found[0] if len(found) == 1 else None
+    if isinstance(func, cst.Name) and context.module_node is not None:
+        name = func.value
+        if scope.assigned(name) or (
+            isinstance(root, cst.FunctionDef) and name in {p.name.value for p in root.params.params}
+        ):
+            return None
+        # a function defined in this one (`def main(): def train(): ...`), else at the top
+        for body in ((root.body.body,) if isinstance(root, cst.FunctionDef) else ()) + (
+                context.module_node.body,):
+            found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+            if found:
+                return found[0] if len(found) == 1 else None
+    return None
 
 
 # -- shared by the rule modules that check whole functions -------------------------------------

@@ -13,13 +13,22 @@ from collections.abc import Sequence
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, dotted_name, visit
+from modellint.rule import (
+    Fix,
+    Invalid,
+    ProjectFunction,
+    Severity,
+    StaticRule,
+    dotted_name,
+    visit,
+)
 from modellint.rules._loops import (
     CallSite,
     Scope,
     ScopeRule,
     Site,
     backward_calls,
+    callee_of,
     constructor_of,
     function_without_grad,
     invalid_at,
@@ -27,14 +36,15 @@ from modellint.rules._loops import (
     is_optimizer,
     is_optimizer_name,
     is_scheduler,
-    last_segment,
     line_of,
     mode_calls,
     names_in,
     optimizer_steps,
+    receiver_name,
     scheduler_class,
     scheduler_steps,
     scope_of,
+    stepped_optimizer,
     under_no_grad,
 )
 from modellint.static.classes import first_param_name
@@ -94,11 +104,6 @@ def _train(setup="", epoch_top="", batch_end="", epoch_end=""):
     head, _, body = source.partition("def train")
     return head + "def train" + "\n".join(
         line for line in body.splitlines() if line.strip()) + "\n"
-
-
-def _receiver(site: CallSite) -> str:
-    func = site.node.func
-    return (dotted_name(func.value) if isinstance(func, cst.Attribute) else None) or "optimizer"
 
 
 # -- ML301 ------------------------------------------------------------------------------------
@@ -303,53 +308,24 @@ def _is_lr_scheduler(context, scope: Scope, name: str, order: int) -> bool:
     return is_scheduler(context, scope, name)
 
 
-def _callee(context, scope: Scope, call: cst.Call) -> cst.FunctionDef | None:
-    """The function of this file that `call` runs: `self.method(...)` in a method (a method
-    of the same class), or `function(...)` for a function defined in the scope's own body or
-    at the top of the file, that the scope does not rebind."""
-    func = call.func
-    root = scope.root
-    if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-            and isinstance(root, cst.FunctionDef)):
-        owner = context.method_owners.get(id(root))
-        if owner is None or func.value.value != first_param_name(root):
-            return None
-        name = func.attr.value
-        found = [s for s in owner.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
-        return found[0] if len(found) == 1 else None
-    if isinstance(func, cst.Name) and context.module_node is not None:
-        name = func.value
-        if scope.assigned(name) or (
-            isinstance(root, cst.FunctionDef) and name in {p.name.value for p in root.params.params}
-        ):
-            return None
-        # a function defined in this one (`def main(): def train(): ...`), else at the top
-        for body in ((root.body.body,) if isinstance(root, cst.FunctionDef) else ()) + (
-                context.module_node.body,):
-            found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
-            if found:
-                return found[0] if len(found) == 1 else None
-    return None
-
-
 def _optimizer_events(context, scope: Scope, depth: int = 0, seen: frozenset = frozenset()
                       ) -> list[tuple[Site, str]]:
     """Where this scope steps an optimizer: `optimizer.step()` (a name that says so, or a
     value the semantic model knows is a torch optimizer), and calls of the project's own
     functions and methods of this file that do (followed `_CALL_DEPTH` deep): (site, what is
     stepped, as the message names it)."""
-    found = {id(site): (site, f"`{_receiver(site)}.step()`")
+    found = {id(site): (site, f"`{receiver_name(site)}.step()`")
              for site in optimizer_steps(context, scope)}
     for site, receiver in scope.method_calls("step"):
         if id(site) not in found:
             kind = context.semantic.kind(receiver, scope, site.order)
             if kind is not None and kind.kind == OPTIMIZER:
-                found[id(site)] = (site, f"`{_receiver(site)}.step()`")
+                found[id(site)] = (site, f"`{receiver_name(site)}.step()`")
     if depth < _CALL_DEPTH:
         for site in scope.calls:
             if id(site) in found:
                 continue
-            callee = _callee(context, scope, site.node)
+            callee = callee_of(context, scope, site.node)
             if callee is None:
                 elsewhere = _stepping_elsewhere(context, scope, site.node)
                 if elsewhere is not None:
@@ -366,23 +342,16 @@ def _optimizer_events(context, scope: Scope, depth: int = 0, seen: frozenset = f
     return sorted(found.values(), key=lambda event: event[0].order)
 
 
-def _facts_step_optimizer(context, path: str, cls: str | None, func: dict) -> bool:
-    """A function or method of another file (its index facts) calls `optimizer.step()`:
+def _steps_optimizer(context, function: ProjectFunction) -> bool:
+    """A function or method of the project (of another file) calls `optimizer.step()`:
     a value the semantic model knows is a torch optimizer, or, when nothing is known of it,
     one whose name says so."""
-    from modellint.static.index import Where, _locals
-
-    index = context.semantic.index
-    where = Where(path, cls, _locals(func))
-    for stepped in func.get("steps", ()):
-        kind = index.kind(stepped, where)
-        if kind is not None:
-            if kind.kind == OPTIMIZER:
+    for stepped in context.semantic.steps_in(function):
+        if stepped.kind is not None:
+            if stepped.kind.kind == OPTIMIZER:
                 return True
             continue
-        tag = stepped[0] if stepped else ""
-        name = stepped[1] if tag in ("ref", "self") else stepped[2] if tag == "attr" else ""
-        if is_optimizer_name(name):
+        if is_optimizer_name(stepped.name):
             return True
     return False
 
@@ -392,20 +361,17 @@ def _stepping_elsewhere(context, scope: Scope, call: cst.Call) -> str | None:
     imported from `engine.py`), or of a method that the class inherits from a project base
     of another file (`self.train_step(...)`), that steps the optimizer: where it is defined
     (`engine.py`); else None."""
-    from modellint.static.semantic import class_lineage
-
     func = call.func
     root = scope.root
-    index = context.semantic.index
+    semantic = context.semantic
     if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
             and isinstance(root, cst.FunctionDef)):
         owner = context.method_owners.get(id(root))
         if owner is not None and func.value.value == first_param_name(root):
-            for path, cls, facts in class_lineage(index, context.path, owner.name.value)[1:]:
-                method = facts["methods"].get(func.attr.value)
-                if method is not None:
-                    return f"{cls} in {path}" if _facts_step_optimizer(
-                        context, path, cls, method) else None
+            for method in semantic.inherited_methods(owner.name.value):
+                if method.name == func.attr.value:
+                    return f"{method.cls} in {method.path}" if _steps_optimizer(
+                        context, method) else None
             return None
     dotted = dotted_name(func)
     if dotted is None or context.module_node is None:
@@ -414,13 +380,10 @@ def _stepping_elsewhere(context, scope: Scope, call: cst.Call) -> str | None:
     if scope.assigned(head) or (isinstance(root, cst.FunctionDef) and head in {
             p.name.value for p in (*root.params.params, *root.params.kwonly_params)}):
         return None
-    found = index.resolve(context.path, dotted)
-    if found is None or found[0] != "function" or "." in found[2] or found[1] == context.path:
+    found = semantic.function_named(dotted)
+    if found is None or found.path == context.path or not _steps_optimizer(context, found):
         return None
-    facts = index.files[found[1]]["functions"].get(found[2])
-    if facts is None or not _facts_step_optimizer(context, found[1], None, facts):
-        return None
-    return found[1]
+    return found.path
 
 
 def _first_in_loop(site: Site, events: list[tuple[Site, str]]) -> tuple[Site, str] | None:
@@ -779,18 +742,14 @@ class SchedulerBeforeOptimizer(ScopeRule):
     def _inherited_step(self, owner: cst.ClassDef, hook: str) -> tuple[str, str] | None:
         """A method that the class inherits from a project base (of any file), that it does
         not override, and that steps the optimizer: ("the optimizer step", where)."""
-        from modellint.static.semantic import class_lineage
-
         own = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
-        lineage = class_lineage(self.context.semantic.index, self.context.path,
-                                owner.name.value)
-        for path, cls, facts in lineage[1:]:
-            for name, method in facts["methods"].items():
-                if name in own or name == hook:
-                    continue
-                if _facts_step_optimizer(self.context, path, cls, method):
-                    return "the optimizer step", f"`{cls}.{name}` ({path})"
-                own.add(name)
+        for method in self.context.semantic.inherited_methods(owner.name.value):
+            name = method.name
+            if name in own or name == hook:
+                continue
+            if _steps_optimizer(self.context, method):
+                return "the optimizer step", f"`{method.cls}.{name}` ({method.path})"
+            own.add(name)
         return None
 
     def _check_epoch_start(self, scope: Scope) -> None:
@@ -819,7 +778,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
             method_scope = scope_of(context, method)
             events = _optimizer_events(context, method_scope)
             for site in method_scope.calls:
-                if _callee(context, method_scope, site.node) is root:
+                if callee_of(context, method_scope, site.node) is root:
                     # the class runs the callback itself: each call must come first in its loop
                     first = _first_in_loop(site, events)
                     if first is None:
@@ -997,7 +956,7 @@ class MissingZeroGrad(ScopeRule):
             self._per_optimizer(scope, candidates, helpers)
             return
         for step in candidates:
-            optimizer = _stepped(step)
+            optimizer = stepped_optimizer(step)
             self.report_at(
                 step, step.node,
                 f"this loop calls `backward()` and steps `{optimizer}` but never clears the "
@@ -1030,7 +989,7 @@ class MissingZeroGrad(ScopeRule):
         } | {a.target for a in scope.assignments
              if a.value is not None and dotted_name(a.value) in zeroed}
         for step in candidates:
-            optimizer = _stepped(step)
+            optimizer = stepped_optimizer(step)
             if optimizer in zeroed or optimizer in aliases:
                 continue
             kind = self.context.semantic.kind_of_name(optimizer, scope, step.order)
@@ -1071,14 +1030,6 @@ def _cleared_in_helpers(context, scope: Scope) -> list[str | None]:
             if effect.effect == "zero_grad" and effect.target not in cleared:
                 cleared.append(effect.target)
     return cleared
-
-
-def _stepped(step: CallSite) -> str:
-    """The optimizer an `optimizer.step()` / `scaler.step(optimizer)` call steps."""
-    optimizer = _receiver(step)
-    if step.node.args and "scaler" in last_segment(optimizer):
-        optimizer = dotted_name(step.node.args[0].value) or optimizer
-    return optimizer
 
 
 # -- ML304 ------------------------------------------------------------------------------------
@@ -1722,10 +1673,6 @@ class EvalWithoutEvalMode(ScopeRule):
             )
 
 
-_BUILTINS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str", "hasattr",
-                       "getattr"})
-
-
 def _callers_in_training(context, scope: Scope, name: str) -> str | None:
     """For a parameter `name` of a top-level function: a description of its callers when
     every call of the function in the project passes a model that the caller put in training
@@ -1739,48 +1686,27 @@ def _callers_in_training(context, scope: Scope, name: str) -> str | None:
     params = [p.name.value for p in root.params.params]
     if name not in params:
         return None
-    position = params.index(name)
-    index = context.semantic.index
-    from modellint.static.index import Where, _locals
-
-    callers = index.callers(context.path, root.name.value)
-    if not callers:
+    passed = context.semantic.arguments_passed(root.name.value, params.index(name))
+    if not passed:
         return None
     names = []
-    for caller_path, body, args in callers:
-        if position >= len(args) or args[position] is None:
+    for argument in passed:
+        if argument.name is None or argument.evals:
             return None
-        arg = args[position]
-        if arg in body["evals"]:
-            return None
-        local = _locals(body) if "params" in body else None
-        kind = index.kind(["ref", arg], Where(caller_path, None, local))
+        kind = argument.kind
         if kind is not None and kind.kind == "module" and kind.mode is False:
             return None
-        if arg not in body["trains"] and not (
+        if not argument.trains and not (
             kind is not None and kind.kind == "module" and kind.mode is True
         ):
             return None
-        for callee, passed in body["calls"]:
-            if arg not in passed:
-                continue
-            found = index.resolve(caller_path, callee)
-            if found is None and callee in _BUILTINS:
-                continue
-            if found is not None and found[0] == "torch" and found[1].startswith("torch."):
-                continue  # torch.save(model, ...) does not set the mode
-            if found is None or found[0] != "function" or "." in found[2]:
-                return None  # a function not known here may call eval()
-            other = index.files[found[1]]["functions"][found[2]]
-            at = passed.index(arg)
-            if at < len(other["params"]) and ("eval", "param", other["params"][at]) in (
-                    index.effects(found[1], None, found[2])):
-                return None  # e.g. a validate(model) that calls model.eval(), or a helper
-        names.append(caller_path)
-    if len(callers) == 1:
-        where = "" if callers[0][0] == context.path else f" in {callers[0][0]}"
+        if argument.put_in_eval is not False:
+            return None  # passed to a function that puts it in eval mode, or may
+        names.append(argument.path)
+    if len(passed) == 1:
+        where = "" if passed[0].path == context.path else f" in {passed[0].path}"
         return f"its caller{where} never puts it in eval mode"
-    return f"none of its {len(callers)} callers ({', '.join(sorted(set(names)))}) puts it in " \
+    return f"none of its {len(passed)} callers ({', '.join(sorted(set(names)))}) puts it in " \
         "eval mode"
 
 

@@ -23,16 +23,19 @@ from modellint.rules._loops import (
     ScopeRule,
     Site,
     backward_calls,
+    callee_of,
     constructor_of,
     invalid_at,
     is_optimizer,
     last_segment,
     names_in,
     optimizer_steps,
+    receiver_name,
     scheduler_steps,
     scope_of,
+    stepped_optimizer,
 )
-from modellint.rules.training import HEADER, _callee, _receiver, _stepped
+from modellint.rules.training import HEADER
 from modellint.static.kinds import MODULE, OPTIMIZER, SCHEDULER, SCHEDULERS
 
 # a loop header or function name that says it counts epochs
@@ -444,7 +447,7 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
                 continue
             if not _passes(call.node, name):
                 continue
-            callee = _callee(self.context, scope, call.node)
+            callee = callee_of(self.context, scope, call.node)
             called = dotted_name(call.node.func) or _function_name(call.node)
             if callee is not None and _steps_in_a_loop(self.context, callee):
                 return f"which passes it to `{called}()`, whose batch loop steps it"
@@ -642,7 +645,7 @@ def _per_epoch_evidence(context, scope: Scope, site: CallSite, scheduler: str) -
     for call in scope.calls:
         if not call.loops or call.loops[-1] is not loop or _passes(call.node, scheduler):
             continue
-        callee = _callee(context, scope, call.node)
+        callee = callee_of(context, scope, call.node)
         called = dotted_name(call.node.func) or _function_name(call.node)
         if callee is not None and _steps_in_a_loop(context, callee):
             return f"`{called}()`, called in it, loops over the batches and steps the optimizer"
@@ -912,7 +915,7 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
         steps it once per epoch: in its own epoch loop, or once per call after its batch loop
         when this scope calls it in a loop."""
         for call in scope.calls:
-            callee = _callee(self.context, scope, call.node)
+            callee = callee_of(self.context, scope, call.node)
             if callee is None:
                 continue
             for arg, parameter in _arguments_to_parameters(self.context, call.node, callee):
@@ -1309,14 +1312,14 @@ class ZeroGradBeforeStep(ScopeRule):
         if not backwards:
             return
         steps = [step for step in optimizer_steps(context, scope)
-                 if not (step.node.args and "scaler" not in last_segment(_receiver(step)))]
-        stepped = {_stepped(step) for step in steps}
+                 if not (step.node.args and "scaler" not in last_segment(receiver_name(step)))]
+        stepped = {stepped_optimizer(step) for step in steps}
         for site, receiver in zeroings:
             name = dotted_name(receiver)
             if name is None:
                 continue
             if is_optimizer(context, scope, name):
-                mine = [step for step in steps if _stepped(step) == name]
+                mine = [step for step in steps if stepped_optimizer(step) == name]
             elif len(stepped) == 1:
                 mine = steps  # a model's zero_grad(): the one optimizer the function steps
             else:
@@ -1340,7 +1343,7 @@ class ZeroGradBeforeStep(ScopeRule):
             self.report_at(
                 site, site.node,
                 f"`{name}.zero_grad()` runs after `backward()` and before "
-                f"`{_stepped(step)}.step()`, so the step applies cleared gradients and the "
+                f"`{stepped_optimizer(step)}.step()`, so the step applies cleared gradients and the "
                 "model does not learn; call `zero_grad()` before `backward()` (or after "
                 "`step()`)",
             )

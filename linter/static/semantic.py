@@ -275,6 +275,87 @@ class SemanticModel:
             effects.append(Effect(effect, target))
         return effects
 
+    # -- the project's functions, as the rules ask of them ---------------------------------
+
+    def function_named(self, dotted: str) -> ProjectFunction | None:
+        """The top-level project function (of any file) that the dotted name `dotted` of
+        this file resolves to, through its imports; None for anything else."""
+        found = self.index.resolve(self.path, dotted)
+        if found is None or found[0] != "function" or "." in found[2]:
+            return None
+        if self.index.files[found[1]]["functions"].get(found[2]) is None:
+            return None
+        return ProjectFunction(found[1], None, found[2])
+
+    def inherited_methods(self, cls: str) -> list[ProjectFunction]:
+        """The methods of the project base classes (of any file) of this file's class `cls`,
+        nearest base first (the class's own left out; a name a nearer base defines may come
+        again from a farther one)."""
+        return [ProjectFunction(path, name, method)
+                for path, name, facts in class_lineage(self.index, self.path, cls)[1:]
+                for method in facts["methods"]]
+
+    def steps_in(self, function: ProjectFunction) -> list[Stepped]:
+        """What the project function calls `.step()` on, in its own body: for each, what the
+        model knows it holds and its name (`scaler.step(optimizer)` steps `optimizer`)."""
+        facts = self._facts_of(function)
+        if facts is None:
+            return []
+        where = Where(function.path, function.cls, _locals(facts))
+        found = []
+        for stepped in facts.get("steps", ()):
+            tag = stepped[0] if stepped else ""
+            name = stepped[1] if tag in ("ref", "self") else stepped[2] if tag == "attr" else ""
+            found.append(Stepped(self.index.kind(stepped, where), name))
+        return found
+
+    def arguments_passed(self, function: str, position: int) -> list[PassedArgument]:
+        """What each call of this file's top-level function `function` in the project (from
+        this file and the files that import it) passes at `position`, for the calls that
+        pass plain names there or elsewhere."""
+        index = self.index
+        found = []
+        for caller_path, body, args in index.callers(self.path, function):
+            arg = args[position] if position < len(args) else None
+            if arg is None:
+                found.append(PassedArgument(caller_path, None, None, False, False, None))
+                continue
+            local = _locals(body) if "params" in body else None
+            kind = index.kind(["ref", arg], Where(caller_path, None, local))
+            found.append(PassedArgument(caller_path, arg, kind, arg in body["evals"],
+                                        arg in body["trains"], self._put_in_eval(
+                                            caller_path, body, arg)))
+        return found
+
+    def _put_in_eval(self, path: str, body: dict, arg: str) -> bool | None:
+        """A call in `body` passes `arg` to a project function that puts it in eval mode:
+        True; to a function not known (one that may): None; else False."""
+        index = self.index
+        for callee, passed in body["calls"]:
+            if arg not in passed:
+                continue
+            found = index.resolve(path, callee)
+            if found is None and callee in _MODELESS_BUILTINS:
+                continue
+            if found is not None and found[0] == "torch" and found[1].startswith("torch."):
+                continue  # torch.save(model, ...) does not set the mode
+            if found is None or found[0] != "function" or "." in found[2]:
+                return None  # a function not known here may call eval()
+            other = index.files[found[1]]["functions"][found[2]]
+            at = passed.index(arg)
+            if at < len(other["params"]) and ("eval", "param", other["params"][at]) in (
+                    index.effects(found[1], None, found[2])):
+                return True  # e.g. a validate(model) that calls model.eval(), or a helper
+        return False
+
+    def _facts_of(self, function: ProjectFunction) -> dict | None:
+        facts = self.index.files.get(function.path)
+        if facts is None:
+            return None
+        if function.cls is None:
+            return facts["functions"].get(function.name)
+        return facts["classes"].get(function.cls, {}).get("methods", {}).get(function.name)
+
     def _method_of(self, scope: Scope | None) -> tuple[str | None, str | None]:
         if scope is None or not isinstance(scope.root, cst.FunctionDef):
             return None, None
@@ -383,6 +464,46 @@ class Effect:
 
     effect: str
     target: str | None
+
+
+@dataclass(frozen=True)
+class ProjectFunction:
+    """A function of the project (`cls` None) or a method of its class `cls`, in `path`."""
+
+    path: str
+    cls: str | None
+    name: str
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """What a project function calls `.step()` on (`SemanticModel.steps_in`): what the model
+    knows it holds (None when not known) and its last name (`optimizer` of
+    `self.optimizer`; empty when it is no name)."""
+
+    kind: Kind | None
+    name: str
+
+
+@dataclass(frozen=True)
+class PassedArgument:
+    """What one call of a project function passes for one of its parameters
+    (`SemanticModel.arguments_passed`): the caller's file, the plain name passed (None when
+    it passes no plain name there), what it holds, whether the caller puts it in eval or
+    training mode itself, and whether a call there passes it to a project function that puts
+    it in eval mode (None: to a function not known)."""
+
+    path: str
+    name: str | None
+    kind: Kind | None
+    evals: bool
+    trains: bool
+    put_in_eval: bool | None
+
+
+# functions given a model that do not set its mode
+_MODELESS_BUILTINS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str",
+                                "hasattr", "getattr"})
 
 
 _DEFAULT = object()
