@@ -940,6 +940,11 @@ class MissingZeroGrad(ScopeRule):
 
     def check(self, scope: Scope) -> None:
         steps = optimizer_steps(self.context, scope)
+        stepped = {id(step): stepped_optimizer(step) for step in steps}
+        for site, optimizer in _stepped_in_helpers(self.context, scope):
+            if id(site) not in stepped:
+                steps.append(site)
+                stepped[id(site)] = optimizer
         if not steps:
             return
         backwards = [site for site, _ in backward_calls(self.context, scope)]
@@ -953,19 +958,20 @@ class MissingZeroGrad(ScopeRule):
             return
         helpers = _cleared_in_helpers(self.context, scope)
         if _ZEROING.search(scope.code()) or helpers:
-            self._per_optimizer(scope, candidates, helpers)
+            self._per_optimizer(scope, candidates, helpers, stepped)
             return
         for step in candidates:
-            optimizer = stepped_optimizer(step)
+            optimizer = stepped[id(step)]
             self.report_at(
                 step, step.node,
-                f"this loop calls `backward()` and steps `{optimizer}` but never clears the "
+                f"this loop calls `backward()` and steps `{optimizer}`{_through(step)} but "
+                "never clears the "
                 f"gradients, so they accumulate across steps; call `{optimizer}.zero_grad()` "
                 "each iteration",
             )
 
     def _per_optimizer(self, scope: Scope, candidates: list[CallSite],
-                       helpers: list[str | None]) -> None:
+                       helpers: list[str | None], stepped: dict[int, str]) -> None:
         """Gradients are cleared, but maybe not for every optimizer: when every clearing in
         the function is `<optimizer>.zero_grad()` (here or in a project function it calls),
         an optimizer stepped in the loop that is never zeroed (a GAN whose discriminator's
@@ -989,7 +995,7 @@ class MissingZeroGrad(ScopeRule):
         } | {a.target for a in scope.assignments
              if a.value is not None and dotted_name(a.value) in zeroed}
         for step in candidates:
-            optimizer = stepped_optimizer(step)
+            optimizer = stepped[id(step)]
             if optimizer in zeroed or optimizer in aliases:
                 continue
             kind = self.context.semantic.kind_of_name(optimizer, scope, step.order)
@@ -997,7 +1003,8 @@ class MissingZeroGrad(ScopeRule):
                 continue
             self.report_at(
                 step, step.node,
-                f"`{optimizer}` is stepped after `backward()` in this loop but never zeroed "
+                f"`{optimizer}` is stepped{_through(step)} after `backward()` in this loop "
+                "but never zeroed "
                 f"(only {', '.join(f'`{z}`' for z in sorted(zeroed))} is), so its gradients "
                 f"accumulate across steps; call `{optimizer}.zero_grad()` each iteration",
             )
@@ -1018,6 +1025,28 @@ def _modes_with_helpers(context, scope: Scope
             sites.append(site)
             sites.sort(key=lambda s: s.order)
     return evals, trains
+
+
+def _stepped_in_helpers(context, scope: Scope) -> list[tuple[CallSite, str]]:
+    """The calls of project functions and methods that step one of this function's
+    optimizers (`self.update()` that calls `self.opt.step()`): (site, the optimizer's dotted
+    name in the caller's terms)."""
+    found = []
+    for site in scope.calls:
+        for effect in context.semantic.call_effects(site.node, scope):
+            if effect.effect == "step" and effect.target is not None and is_optimizer(
+                    context, scope, effect.target):
+                found.append((site, effect.target))
+                break
+    return found
+
+
+def _through(site: CallSite) -> str:
+    """` (in `helper()`)` for a step made by a project function the site calls."""
+    func = site.node.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "step":
+        return ""
+    return f" (in `{dotted_name(func) or '...'}()`)"
 
 
 def _cleared_in_helpers(context, scope: Scope) -> list[str | None]:
@@ -1230,13 +1259,25 @@ class LossKeptWithGraph(ScopeRule):
 
 def _computed_without_grad(context, scope: Scope, assignment, before: int) -> bool:
     """The value was computed under `no_grad`, or only from names last assigned under it
-    (`loss = outputs.loss` after `with torch.no_grad(): outputs = model(**batch)`)."""
-    if under_no_grad(context, assignment.site):
+    (`loss = outputs.loss` after `with torch.no_grad(): outputs = model(**batch)`), or
+    returned by a project function whose body runs under no_grad (`loss = self.evaluate(x)`)."""
+    if under_no_grad(context, assignment.site) or _returned_without_grad(
+            context, scope, assignment.value):
         return True
     names = names_in(assignment.value) if assignment.value is not None else set()
     assigned = [scope.assigned(name, assignment.site.order) for name in names]
     sources = [found[-1] for found in assigned if found]
-    return bool(sources) and all(under_no_grad(context, a.site) for a in sources)
+    return bool(sources) and all(under_no_grad(context, a.site) or _returned_without_grad(
+        context, scope, a.value) for a in sources)
+
+
+def _returned_without_grad(context, scope: Scope, value: cst.BaseExpression | None) -> bool:
+    """`value` is what a call of a project function whose whole body runs under no_grad
+    returns (or an attribute or item of it): a tensor without a graph."""
+    while isinstance(value, (cst.Attribute, cst.Subscript)):
+        value = value.value
+    return isinstance(value, cst.Call) and any(
+        effect.effect == "no_grad" for effect in context.semantic.call_effects(value, scope))
 
 
 def _loss_operand(expr: cst.BaseExpression) -> cst.Name | None:

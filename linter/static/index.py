@@ -39,9 +39,9 @@ from modellint.static.recover import recover
 from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 6  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
+FACTS_VERSION = 7  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
 # 5: a file that does not parse has the facts of what does; 6: zeroes and invokes (the effects of
-# project functions at their call sites)
+# project functions at their call sites); 7: no_grad (a function that runs under no_grad)
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -259,7 +259,34 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
         d.func if isinstance(d, ast.Call) else d) or "?") for d in func.decorator_list)
     return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
             "returns": returns, "steps": steps, "decorated": decorated,
-            "training": reads_training, **modes.facts()}
+            "training": reads_training, "no_grad": _runs_without_grad(func), **modes.facts()}
+
+
+# `torch.no_grad`, `torch.inference_mode`, and a project's own wrapper of them (YOLOv5's
+# `smart_inference_mode`)
+_NO_GRAD_NAME = re.compile(r"(?:^|[._])(?:no_grad|inference_mode)$")
+
+
+def _without_grad(node: ast.AST) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()` (not `inference_mode(False)`), as a
+    decorator or a `with` item."""
+    call = node if isinstance(node, ast.Call) else None
+    if call is not None and call.args and isinstance(call.args[0], ast.Constant) and (
+            call.args[0].value is False):
+        return False
+    return bool(_NO_GRAD_NAME.search(_dotted(call.func if call is not None else node) or ""))
+
+
+def _runs_without_grad(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The whole body of the function runs under no_grad: it is decorated so, or its body
+    (after a docstring) is one `with torch.no_grad():` block."""
+    if any(_without_grad(d) for d in func.decorator_list):
+        return True
+    body = func.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return len(body) == 1 and isinstance(body[0], (ast.With, ast.AsyncWith)) and any(
+        _without_grad(item.context_expr) for item in body[0].items)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -1356,7 +1383,9 @@ class ProjectIndex:
     def effects(self, path: str, cls: str | None, name: str, depth: int = 0) -> frozenset:
         """What calling the project function (or method of `cls`) `name` of `path` does to
         the values it is given or can reach: (effect, on, target) triples, the effect one of
-        `eval`, `train`, `zero_grad`; `on` says what it is done to: `param` (the parameter
+        `eval`, `train`, `zero_grad`, `step` (`x.step()`, `scaler.step(x)`: an optimizer's
+        or a scheduler's), or `no_grad` (its whole body runs under no_grad, on `?`: not
+        followed to its callers, whose other code does not); `on` says what it is done to: `param` (the parameter
         named `target`), `self` (the attribute `target` of the method's object), `name` (the
         module-level name `target` of `path`) or `?` (something else, or not known). Through
         the project functions it calls, to a depth of `EFFECT_DEPTH` calls."""
@@ -1399,6 +1428,11 @@ class ProjectIndex:
                               ("zero_grad", func.get("zeroes", ()))):
             for dotted in names:
                 found.add((effect, *target(dotted)))
+        for stepped in func.get("steps", ()):
+            dotted = _summary_name(stepped, self_name)
+            found.add(("step", *target(dotted)) if dotted is not None else ("step", "?", ""))
+        if func.get("no_grad"):
+            found.add(("no_grad", "?", ""))
         for invoke in func.get("invokes", ()):
             callee = invoke[1]
             if callee[0] == "self" and cls is not None:
@@ -1416,6 +1450,8 @@ class ProjectIndex:
             other_path, other_cls, other_func = other
             for effect, on, name in self.effects(other_path, other_cls, called,
                                                 depth + 1):
+                if effect == "no_grad":
+                    continue  # the callee's body runs under no_grad, not the caller's
                 if on == "param":
                     value = argument(other_func["params"], offset, invoke, name)
                     if value is None:
@@ -1571,6 +1607,19 @@ def argument(params: list[str], offset: int, call: list, name: str) -> list | No
     if position < len(args):
         return args[position]
     return UNKNOWN if "**" in keywords else None
+
+
+def _summary_name(summary: list, self_name: str | None) -> str | None:
+    """The dotted name a summary of a name stands for (`["self", "opt"]` -> `self.opt`),
+    None for another value."""
+    if summary and summary[0] == "ref" and isinstance(summary[1], str):
+        return summary[1]
+    if summary and summary[0] == "self" and self_name is not None:
+        return f"{self_name}.{summary[1]}"
+    if summary and summary[0] == "attr":
+        inner = _summary_name(summary[1], self_name)
+        return f"{inner}.{summary[2]}" if inner is not None else None
+    return None
 
 
 def _locals(func: dict, path: str | None = None, cls: str | None = None,

@@ -235,8 +235,9 @@ class SemanticModel:
 
     def call_effects(self, call: cst.Call, scope: Scope | None = None) -> list[Effect]:
         """What a call of a project function or method does where it is called: the
-        `eval()`, `train()` and `zero_grad()` that it (or a project function it calls, a few
-        calls deep) makes, each with the dotted name it is made on in the caller's terms
+        `eval()`, `train()`, `zero_grad()` and `step()` that it (or a project function it
+        calls, a few calls deep) makes, and `no_grad` when its whole body runs under no_grad
+        (its target None), each with the dotted name it is made on in the caller's terms
         (`set_eval(model)` -> `model`; `self.reset_grad()` -> `self.d_opt`), or None when that
         is not a name of the caller (a value the helper builds or finds elsewhere). Empty for
         a call of anything else."""
@@ -459,8 +460,10 @@ class SemanticModel:
 
 @dataclass(frozen=True)
 class Effect:
-    """What a call does (`SemanticModel.call_effects`): `effect` is `eval`, `train` or
-    `zero_grad`; `target` the caller's dotted name it is done to, None when not known."""
+    """What a call does (`SemanticModel.call_effects`): `effect` is `eval`, `train`,
+    `zero_grad`, `step` (of an optimizer or a scheduler: ask what the target holds) or
+    `no_grad`; `target` the caller's dotted name it is done to, None when not known (and for
+    `no_grad`)."""
 
     effect: str
     target: str | None
