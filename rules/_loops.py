@@ -8,10 +8,11 @@ are optimizers and schedulers, where they step, where gradients are off.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import libcst as cst
 
-from modellint.rule import FileContext, Invalid, StaticRule, dotted_name, name_nodes
+from modellint.rule import FileContext, Invalid, StaticRule, code_nodes, dotted_name, name_nodes
 from modellint.static.classes import first_param_name
 from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
     _NESTED,
@@ -257,6 +258,160 @@ def callee_of(context: FileContext, scope: Scope, call: cst.Call) -> cst.Functio
             found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
             if found:
                 return found[0] if len(found) == 1 else None
+    return None
+
+
+# -- what a training framework runs per batch or per epoch -------------------------------------
+
+# Ignite's events that fire once per iteration (batch) or once per epoch of their engine
+IGNITE_EVENT_PERIODS = {"ITERATION_STARTED": "batch", "ITERATION_COMPLETED": "batch",
+                        "EPOCH_STARTED": "epoch", "EPOCH_COMPLETED": "epoch"}
+_IGNITE_EVENTS = re.compile(r"^ignite\.engine\.(?:events\.)?Events\.([A-Z_]+)$")
+# the methods that Lightning (a `LightningModule`, a `Callback`) and Hugging Face's `Trainer`
+# (a `TrainerCallback`) run once per training batch or once per training epoch
+_LIGHTNING_HOOKS = {"training_step": "batch", "on_train_batch_start": "batch",
+                    "on_train_batch_end": "batch", "on_train_epoch_start": "epoch",
+                    "on_train_epoch_end": "epoch"}
+_TRANSFORMERS_HOOKS = {"on_step_begin": "batch", "on_step_end": "batch",
+                       "on_epoch_begin": "epoch", "on_epoch_end": "epoch"}
+_LIGHTNING_BASES = re.compile(
+    r"^(?:lightning\.pytorch|lightning|pytorch_lightning)(?:\.[\w.]+)?\."
+    r"(?:LightningModule|Callback)$")
+_TRANSFORMERS_BASES = re.compile(r"^transformers(?:\.[\w.]+)?\.TrainerCallback$")
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A function that a training framework runs once per batch or once per epoch
+    (`callback_of`): `period` is `batch` or `epoch`; `hook` says how, for a message
+    (`a handler of `Events.ITERATION_COMPLETED``, `Lightning's `training_step``); `outer` is
+    the scope of the function a handler is defined in (its names may be built there)."""
+
+    period: str
+    hook: str
+    outer: Scope | None = None
+
+
+def callback_of(context: FileContext, scope: Scope) -> Callback | None:
+    """What the function of `scope` is run as by Ignite (a handler of an iteration or epoch
+    event, by `@engine.on(Events.X)` or `engine.add_event_handler(Events.X, handler)` in the
+    function around it, or at the top of the module), Lightning (a hook of a
+    `LightningModule` or a `Callback`) or Hugging Face's `Trainer` (a `TrainerCallback`
+    method), when the class or the event says so; None for anything else (a filtered event
+    such as `Events.ITERATION_COMPLETED(every=100)` included)."""
+    root = scope.root
+    if not isinstance(root, cst.FunctionDef):
+        return None
+    owner = context.method_owners.get(id(root))
+    if owner is not None:
+        return _framework_hook(context, owner, root.name.value)
+    stack = context.function_stack
+    if not stack or stack[-1] is not root:
+        return None
+    outer_root = stack[-2] if len(stack) > 1 else context.module_node
+    if outer_root is None:
+        return None
+    outer = scope_of(context, outer_root)
+    events = [d.decorator for d in root.decorators if isinstance(d.decorator, cst.Call)
+              and isinstance(d.decorator.func, cst.Attribute)
+              and d.decorator.func.attr.value == "on" and d.decorator.args]
+    events = [d.args[0].value for d in events if isinstance(d, cst.Call)]
+    for site, _ in outer.method_calls("add_event_handler"):
+        args = site.node.args
+        if len(args) >= 2 and isinstance(args[1].value, cst.Name) and (
+                args[1].value.value == root.name.value):
+            events.append(args[0].value)
+    periods = set()
+    names = set()
+    for event in events:
+        if isinstance(event, cst.Call):
+            return None  # a filtered event: every n iterations, once
+        match = _IGNITE_EVENTS.match(context.qualified_name(event) or "")
+        period = IGNITE_EVENT_PERIODS.get(match.group(1)) if match else None
+        if period is None:
+            return None
+        periods.add(period)
+        names.add(match.group(1) if match else "")
+    if len(periods) != 1:
+        return None
+    return Callback(periods.pop(), "a handler of " + ", ".join(
+        f"`Events.{name}`" for name in sorted(names)), outer)
+
+
+def _framework_hook(context: FileContext, owner: cst.ClassDef, method: str) -> Callback | None:
+    bases = [context.qualified_name(base.value) or "" for base in owner.bases]
+    if any(_LIGHTNING_BASES.match(base) for base in bases) and method in _LIGHTNING_HOOKS:
+        return Callback(_LIGHTNING_HOOKS[method], f"Lightning's `{method}`")
+    if any(_TRANSFORMERS_BASES.match(base) for base in bases) and method in _TRANSFORMERS_HOOKS:
+        return Callback(_TRANSFORMERS_HOOKS[method], f"the `TrainerCallback` hook `{method}`")
+    return None
+
+
+def lightning_schedulers(context: FileContext, scope: Scope
+                         ) -> list[tuple[cst.BaseExpression, str, cst.CSTNode, cst.Return]]:
+    """The schedulers a Lightning `configure_optimizers` returns, with when Lightning steps
+    them: (the scheduler's expression, `step` or `epoch`, the node that says so: the
+    `"interval"` value, else the scheduler's expression; the `return` statement). An `"interval"` that is not a
+    plain string leaves the scheduler out."""
+    root = scope.root
+    if not isinstance(root, cst.FunctionDef) or root.name.value != "configure_optimizers":
+        return []
+    owner = context.method_owners.get(id(root))
+    if owner is None or not any(_LIGHTNING_BASES.match(context.qualified_name(b.value) or "")
+                                for b in owner.bases):
+        return []
+    found = []
+    for node in code_nodes(root.body, prune=_NESTED):
+        if not isinstance(node, cst.Return) or node.value is None:
+            continue
+        for dictionary in _returned_dicts(scope, node.value):
+            entries = {_key(element): element.value for element in dictionary.elements
+                       if isinstance(element, cst.DictElement) and _key(element)}
+            scheduler = entries.get("scheduler")
+            if scheduler is None:
+                inner = entries.get("lr_scheduler")
+                if inner is not None and not isinstance(inner, cst.Dict):
+                    found.append((inner, "epoch", inner, node))
+                continue
+            interval = entries.get("interval")
+            if interval is None:
+                found.append((scheduler, "epoch", scheduler, node))
+            elif isinstance(interval, cst.SimpleString) and interval.evaluated_value in (
+                    "step", "epoch"):
+                found.append((scheduler, str(interval.evaluated_value), interval, node))
+        if isinstance(node.value, cst.Tuple) and len(node.value.elements) == 2:
+            second = node.value.elements[1].value
+            if isinstance(second, (cst.List, cst.Tuple)):
+                for element in second.elements:
+                    if isinstance(element.value, (cst.Name, cst.Call)):
+                        found.append((element.value, "epoch", element.value, node))
+    return found
+
+
+def _returned_dicts(scope: Scope, expr: cst.BaseExpression) -> list[cst.Dict]:
+    """The dicts a return value holds: itself, the elements of a list or tuple, the dicts
+    inside those (`{"optimizer": ..., "lr_scheduler": {...}}`), and a dict a name there was
+    last assigned."""
+    found = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            assigned = scope.assigned(node.value)
+            if assigned and isinstance(assigned[-1].value, cst.Dict):
+                stack.append(assigned[-1].value)
+        elif isinstance(node, cst.Dict):
+            found.append(node)
+            stack.extend(e.value for e in node.elements if isinstance(e, cst.DictElement))
+        elif isinstance(node, (cst.List, cst.Tuple)):
+            stack.extend(e.value for e in node.elements)
+    return found
+
+
+def _key(element: cst.DictElement) -> str | None:
+    key = element.key
+    if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+        return key.evaluated_value
     return None
 
 

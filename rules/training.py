@@ -20,6 +20,7 @@ from modellint.rule import (
     Severity,
     StaticRule,
     dotted_name,
+    source_of,
     visit,
 )
 from modellint.rules._loops import (
@@ -28,6 +29,7 @@ from modellint.rules._loops import (
     ScopeRule,
     Site,
     backward_calls,
+    callback_of,
     callee_of,
     constructor_of,
     function_without_grad,
@@ -36,6 +38,7 @@ from modellint.rules._loops import (
     is_optimizer,
     is_optimizer_name,
     is_scheduler,
+    lightning_schedulers,
     line_of,
     mode_calls,
     names_in,
@@ -244,6 +247,8 @@ class SchedulerStepInBatchLoop(ScopeRule):
     ]
 
     def check(self, scope: Scope) -> None:
+        self._check_callback(scope)
+        self._check_lightning(scope)
         steps = optimizer_steps(self.context, scope)
         if not steps:
             return
@@ -274,6 +279,78 @@ class SchedulerStepInBatchLoop(ScopeRule):
                     f"runs once per batch; call it after the batch loop, once per epoch",
                 )
                 break
+
+
+    def _check_callback(self, scope: Scope) -> None:
+        """An epoch scheduler stepped, unconditionally, in a function a framework runs once
+        per batch (an Ignite `ITERATION_COMPLETED` handler, Lightning's `training_step`, a
+        `TrainerCallback.on_step_end`)."""
+        callback = callback_of(self.context, scope)
+        root = scope.root
+        if callback is None or callback.period != "batch" or not isinstance(
+                root, cst.FunctionDef):
+            return
+        for site, receiver in scope.method_calls("step"):
+            name = dotted_name(receiver)
+            if name is None or not any(s is site.statement for s in root.body.body):
+                continue
+            found = _epoch_scheduler(self.context, scope, name, site.node)
+            if found is None and callback.outer is not None and not scope.assigned(
+                    name.split(".")[0]):
+                found = _epoch_scheduler(self.context, callback.outer, name, site.node)
+            if found is None:
+                continue
+            self.report_at(
+                site, site.node,
+                f"`{name}` is a {found}, whose arguments count epochs, but `{name}.step()` "
+                f"runs in `{root.name.value}()`, {callback.hook}, once per batch; step it "
+                "once per epoch",
+            )
+
+    def _check_lightning(self, scope: Scope) -> None:
+        """An epoch scheduler that Lightning's `configure_optimizers` asks to step per batch
+        (`"interval": "step"`)."""
+        for scheduler, interval, said, statement in lightning_schedulers(self.context, scope):
+            if interval != "step":
+                continue
+            found = None
+            if isinstance(scheduler, cst.Call):
+                found = _epoch_scheduler_call(self.context, scheduler, None)
+            elif isinstance(scheduler, cst.Name):
+                found = _epoch_scheduler(self.context, scope, scheduler.value, None)
+            if found is None:
+                continue
+            self.report(
+                said,
+                f"`{source_of(scheduler) if len(source_of(scheduler)) < 40 else 'the scheduler'}"
+                f"` is a {found}, whose arguments count epochs, but `\"interval\": \"step\"` "
+                "makes Lightning step it once per batch; use `\"interval\": \"epoch\"`",
+                statement=statement,
+            )
+
+
+def _epoch_scheduler(context, scope: Scope, name: str, call: cst.Call | None) -> str | None:
+    """The class of the epoch scheduler `name` holds (`StepLR`), built in `scope` (or a
+    `self` attribute assigned once in the class) with arguments that count epochs, when
+    `call` (its `step(...)`, if any) does not give an epoch itself; else None."""
+    found = scheduler_class(context, scope, name)
+    if found is None:
+        return None
+    return _epoch_scheduler_call(context, found[1], call)
+
+
+def _epoch_scheduler_call(context, constructor: cst.Call, call: cst.Call | None) -> str | None:
+    qualified = context.call_name(constructor) or ""
+    if not qualified.startswith("torch.optim.lr_scheduler."):
+        return None
+    kind = qualified.rsplit(".", 1)[1]
+    if kind not in EPOCH_SCHEDULERS:
+        return None
+    if call is not None and call.args and kind != "ReduceLROnPlateau":
+        return None  # an explicit epoch
+    if _counts_iterations(constructor) or not _period_counts_epochs(kind, constructor):
+        return None
+    return kind
 
 
 # -- ML302 ------------------------------------------------------------------------------------

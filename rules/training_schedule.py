@@ -23,11 +23,13 @@ from modellint.rules._loops import (
     ScopeRule,
     Site,
     backward_calls,
+    callback_of,
     callee_of,
     constructor_of,
     invalid_at,
     is_optimizer,
     last_segment,
+    lightning_schedulers,
     names_in,
     optimizer_steps,
     receiver_name,
@@ -885,6 +887,61 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
             if evidence is not None:
                 self._report(site, name, *built, evidence)
         self._check_passed(scope)
+        self._check_callback(scope)
+        self._check_lightning(scope)
+
+    def _check_callback(self, scope: Scope) -> None:
+        """A scheduler sized in iterations stepped, unconditionally, in a function a
+        framework runs once per epoch (an Ignite `EPOCH_COMPLETED` handler, Lightning's
+        `on_train_epoch_end`, a `TrainerCallback.on_epoch_end`)."""
+        callback = callback_of(self.context, scope)
+        root = scope.root
+        if callback is None or callback.period != "epoch" or not isinstance(
+                root, cst.FunctionDef):
+            return
+        for site, receiver in scope.method_calls("step"):
+            name = dotted_name(receiver)
+            if name is None or site.node.args or not any(
+                    s is site.statement for s in root.body.body):
+                continue
+            built = self._iteration_sized(scope, name)
+            if built is None and callback.outer is not None and not scope.assigned(
+                    name.split(".")[0]):
+                built = self._iteration_sized(callback.outer, name)
+            if built is not None:
+                self._report(site, name, *built,
+                             f"in `{root.name.value}()`, {callback.hook}")
+
+    def _check_lightning(self, scope: Scope) -> None:
+        """A scheduler sized in iterations that Lightning's `configure_optimizers` leaves
+        to step once per epoch (no `"interval"`, or `"interval": "epoch"`)."""
+        for scheduler, interval, said, statement in lightning_schedulers(self.context, scope):
+            if interval != "epoch":
+                continue
+            built = None
+            if isinstance(scheduler, cst.Name):
+                built = self._iteration_sized(scope, scheduler.value)
+            elif isinstance(scheduler, cst.Call):
+                qualified = self.context.call_name(scheduler) or ""
+                kind = qualified.rsplit(".", 1)[-1]
+                if (qualified.startswith("torch.optim.lr_scheduler.") and kind in SCHEDULERS
+                        ) or _TRANSFORMERS_SCHEDULE.match(qualified):
+                    sized = _iteration_sized(scope, kind, scheduler)
+                    built = (kind, sized) if sized is not None else None
+            if built is None or id(said) in self._reported:
+                continue
+            self._reported.add(id(said))
+            named = source_of(scheduler) if isinstance(scheduler, cst.Name) else "the scheduler"
+            how = "its `\"interval\": \"epoch\"`" if said is not scheduler else (
+                "no `\"interval\"`")
+            self.report(
+                said,
+                f"`{named}` ({built[0]}) is sized in optimizer steps ({built[1]}) but "
+                f"`configure_optimizers` returns it with {how}, so Lightning steps it once "
+                "per epoch: the schedule advances one step per epoch instead of one per "
+                "batch; return it with `\"interval\": \"step\"`",
+                statement=statement,
+            )
 
     def _iteration_sized(self, scope: Scope, name: str) -> tuple[str, str] | None:
         """(its class, how it counts steps) for a scheduler built here in iterations; None
