@@ -154,6 +154,12 @@ class SchedulerStepInBatchLoop(ScopeRule):
     i / n)`), schedulers whose arguments are computed from iteration counts
     (`len(loader)`, `total_steps`), and schedulers of unknown kind are never flagged.
 
+    What a training framework runs once per batch counts as the batch loop: an Ignite
+    handler of `Events.ITERATION_STARTED`/`ITERATION_COMPLETED` (not a filtered event such as
+    `ITERATION_COMPLETED(every=100)`), Lightning's `training_step` and `on_train_batch_*`
+    hooks, a `TrainerCallback`'s `on_step_begin`/`on_step_end`; so does a scheduler that
+    Lightning's `configure_optimizers` returns with `"interval": "step"`.
+
     ## Why is this bad?
     `StepLR(optimizer, step_size=30)` decays the learning rate every 30 calls of `step()`.
     Called per batch, that is every 30 batches instead of every 30 epochs: the learning rate
@@ -243,6 +249,28 @@ class SchedulerStepInBatchLoop(ScopeRule):
             _train("scheduler = torch.optim.lr_scheduler.PolynomialLR(optimizer, "
                    "total_iters=epochs)", batch_end="scheduler.step()"),
             "scheduler.step()",
+        ),
+        # an Ignite handler runs once per iteration
+        invalid_at(
+            HEADER + "from ignite.engine import Events, create_supervised_trainer\n\n\n"
+            "def run(model, loader, epochs):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)\n"
+            "    trainer = create_supervised_trainer(model, optimizer, F.cross_entropy)\n\n"
+            "    @trainer.on(Events.ITERATION_COMPLETED)\n"
+            "    def adjust_lr(engine):\n"
+            "        scheduler.step()\n\n"
+            "    trainer.run(loader, max_epochs=epochs)\n",
+            "        scheduler.step()",
+        ),
+        # Lightning steps it once per batch
+        invalid_at(
+            HEADER + "import lightning as L\n\n\nclass Classifier(L.LightningModule):\n"
+            "    def configure_optimizers(self):\n"
+            "        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)\n"
+            "        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)\n"
+            "        return [optimizer], [{\"scheduler\": scheduler, \"interval\": \"step\"}]\n",
+            "return [optimizer]",
         ),
     ]
 
@@ -900,7 +928,8 @@ class MissingZeroGrad(ScopeRule):
     condition, is fine.
 
     A project function or method that the function calls clears what it clears where it is
-    called (`self.reset_grad()` that calls `self.opt.zero_grad()`), a few calls deep.
+    called (`self.reset_grad()` that calls `self.opt.zero_grad()`), and steps what it steps
+    (`self.update()` that calls `self.optimizer.step()`), a few calls deep.
 
     Per optimizer: when the function clears gradients only through `<optimizer>.zero_grad()`
     calls, an optimizer stepped in the loop (known to be one: built by `torch.optim`, or named

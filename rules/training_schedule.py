@@ -676,6 +676,12 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
     `num_training_steps=` in steps. Arguments that name epochs (`T_max=args.epochs`), plain
     numbers, lambdas defined elsewhere and `scheduler.step(epoch)` are left alone.
 
+    What a training framework runs once per epoch counts as the epoch loop: an Ignite
+    handler of `Events.EPOCH_STARTED`/`EPOCH_COMPLETED`, Lightning's `on_train_epoch_*`
+    hooks, a `TrainerCallback`'s `on_epoch_begin`/`on_epoch_end`; so does a scheduler that
+    Lightning's `configure_optimizers` returns without an `"interval"` (Lightning's default
+    is `"epoch"`) or with `"interval": "epoch"`.
+
     ## Why is this bad?
     The scheduler counts its `step()` calls. Sized for `len(loader) * epochs` steps but
     stepped once per epoch, it has moved `1 / len(loader)` of the way through its schedule
@@ -789,6 +795,14 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
         "        criterion(model(x), y).backward()\n"
         "        optimizer.step()\n"
         "        scheduler.step()\n",
+        # Lightning steps it per batch, as sized
+        HEADER + "import lightning as L\n\n\nclass Classifier(L.LightningModule):\n"
+        "    def configure_optimizers(self):\n"
+        "        optimizer = torch.optim.AdamW(self.parameters(), lr=1e-3)\n"
+        "        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-2, "
+        "total_steps=self.trainer.estimated_stepping_batches)\n"
+        "        return {\"optimizer\": optimizer, \"lr_scheduler\": {\"scheduler\": "
+        "scheduler, \"interval\": \"step\"}}\n",
     ]
     invalid = [
         invalid_at(_TRAIN.format(scheduler="torch.optim.lr_scheduler.OneCycleLR(optimizer, "
@@ -869,6 +883,14 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
                    "    optimizer, epochs=60, steps_per_epoch=len(train_loader), max_lr=1e-2)\n"
                    "fit(model, optimizer, train_loader, 60, scheduler=onecycle)\n",
                    "            scheduler.step()"),
+        # Lightning's default interval is one step per epoch
+        invalid_at(HEADER + "import lightning as L\n\n\nclass Classifier(L.LightningModule):\n"
+                   "    def configure_optimizers(self):\n"
+                   "        optimizer = torch.optim.AdamW(self.parameters(), lr=1e-3)\n"
+                   "        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, "
+                   "max_lr=1e-2, total_steps=self.trainer.estimated_stepping_batches)\n"
+                   "        return {\"optimizer\": optimizer, \"lr_scheduler\": scheduler}\n",
+                   "        return {"),
     ]
 
     def visit_Module(self, node: cst.Module) -> None:
