@@ -312,17 +312,19 @@ def callback_of(context: FileContext, scope: Scope) -> Callback | None:
     if outer_root is None:
         return None
     outer = scope_of(context, outer_root)
-    events = [d.decorator for d in root.decorators if isinstance(d.decorator, cst.Call)
-              and isinstance(d.decorator.func, cst.Attribute)
-              and d.decorator.func.attr.value == "on" and d.decorator.args]
-    events = [d.args[0].value for d in events if isinstance(d, cst.Call)]
+    events: list[cst.BaseExpression] = []
+    for decorator in root.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and (
+                expr.func.attr.value == "on") and expr.args:
+            events.append(expr.args[0].value)
     for site, _ in outer.method_calls("add_event_handler"):
         args = site.node.args
         if len(args) >= 2 and isinstance(args[1].value, cst.Name) and (
                 args[1].value.value == root.name.value):
             events.append(args[0].value)
-    periods = set()
-    names = set()
+    periods: set[str] = set()
+    names: set[str] = set()
     for event in events:
         if isinstance(event, cst.Call):
             return None  # a filtered event: every n iterations, once
@@ -351,8 +353,8 @@ def lightning_schedulers(context: FileContext, scope: Scope
                          ) -> list[tuple[cst.BaseExpression, str, cst.CSTNode, cst.Return]]:
     """The schedulers a Lightning `configure_optimizers` returns, with when Lightning steps
     them: (the scheduler's expression, `step` or `epoch`, the node that says so: the
-    `"interval"` value, else the scheduler's expression; the `return` statement). An `"interval"` that is not a
-    plain string leaves the scheduler out."""
+    `"interval"` value, else the scheduler's expression; the `return` statement). An
+    `"interval"` that is not a plain string leaves the scheduler out."""
     root = scope.root
     if not isinstance(root, cst.FunctionDef) or root.name.value != "configure_optimizers":
         return []
@@ -360,7 +362,7 @@ def lightning_schedulers(context: FileContext, scope: Scope
     if owner is None or not any(_LIGHTNING_BASES.match(context.qualified_name(b.value) or "")
                                 for b in owner.bases):
         return []
-    found = []
+    found: list[tuple[cst.BaseExpression, str, cst.CSTNode, cst.Return]] = []
     for node in code_nodes(root.body, prune=_NESTED):
         if not isinstance(node, cst.Return) or node.value is None:
             continue
