@@ -267,6 +267,7 @@ def callee_of(context: FileContext, scope: Scope, call: cst.Call) -> cst.Functio
 IGNITE_EVENT_PERIODS = {"ITERATION_STARTED": "batch", "ITERATION_COMPLETED": "batch",
                         "EPOCH_STARTED": "epoch", "EPOCH_COMPLETED": "epoch"}
 _IGNITE_EVENTS = re.compile(r"^ignite\.engine\.(?:events\.)?Events\.([A-Z_]+)$")
+IGNITE_ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine"})
 # the methods that Lightning (a `LightningModule`, a `Callback`) and Hugging Face's `Trainer`
 # (a `TrainerCallback`) run once per training batch or once per training epoch
 _LIGHTNING_HOOKS = {"training_step": "batch", "on_train_batch_start": "batch",
@@ -293,9 +294,10 @@ class Callback:
 
 
 def callback_of(context: FileContext, scope: Scope) -> Callback | None:
-    """What the function of `scope` is run as by Ignite (a handler of an iteration or epoch
-    event, by `@engine.on(Events.X)` or `engine.add_event_handler(Events.X, handler)` in the
-    function around it, or at the top of the module), Lightning (a hook of a
+    """What the function of `scope` is run as by Ignite (the process function of an
+    `Engine(fn)`, run per batch; a handler of an iteration or epoch event, by
+    `@engine.on(Events.X)` or `engine.add_event_handler(Events.X, handler)` in the function
+    around it, or at the top of the module), Lightning (a hook of a
     `LightningModule` or a `Callback`) or Hugging Face's `Trainer` (a `TrainerCallback`
     method), when the class or the event says so; None for anything else (a filtered event
     such as `Events.ITERATION_COMPLETED(every=100)` included)."""
@@ -318,6 +320,12 @@ def callback_of(context: FileContext, scope: Scope) -> Callback | None:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and (
                 expr.func.attr.value == "on") and expr.args:
             events.append(expr.args[0].value)
+    for site in outer.calls:
+        args = site.node.args
+        if context.call_name(site.node) in IGNITE_ENGINES and args and isinstance(
+                args[0].value, cst.Name) and args[0].value.value == root.name.value and (
+                args[0].keyword is None):
+            return Callback("batch", "the process function of an Ignite `Engine`", outer)
     for site, _ in outer.method_calls("add_event_handler"):
         args = site.node.args
         if len(args) >= 2 and isinstance(args[1].value, cst.Name) and (

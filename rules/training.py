@@ -24,6 +24,7 @@ from modellint.rule import (
     visit,
 )
 from modellint.rules._loops import (
+    IGNITE_ENGINES,
     CallSite,
     Scope,
     ScopeRule,
@@ -400,7 +401,6 @@ _IGNITE_START_EVENTS = frozenset({
 })
 _IGNITE_TRAINERS = frozenset({"ignite.engine.create_supervised_trainer",
                               "ignite.engine.engine.create_supervised_trainer"})
-_IGNITE_ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine"})
 
 
 def _is_lr_scheduler(context, scope: Scope, name: str, order: int) -> bool:
@@ -831,7 +831,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
         qualified = self.context.call_name(call)
         if qualified in _IGNITE_TRAINERS:
             return True
-        if qualified not in _IGNITE_ENGINES or not call.args:
+        if qualified not in IGNITE_ENGINES or not call.args:
             return False
         update = call.args[0].value
         if not isinstance(update, cst.Name):
@@ -929,7 +929,10 @@ class MissingZeroGrad(ScopeRule):
 
     A project function or method that the function calls clears what it clears where it is
     called (`self.reset_grad()` that calls `self.opt.zero_grad()`), and steps what it steps
-    (`self.update()` that calls `self.optimizer.step()`), a few calls deep.
+    (`self.update()` that calls `self.optimizer.step()`), a few calls deep. A function that a
+    training framework runs once per batch (the process function of an Ignite `Engine`,
+    Lightning's `training_step` with manual optimization and `self.manual_backward(loss)`)
+    is the loop's body.
 
     Per optimizer: when the function clears gradients only through `<optimizer>.zero_grad()`
     calls, an optimizer stepped in the loop (known to be one: built by `torch.optim`, or named
@@ -1016,6 +1019,17 @@ class MissingZeroGrad(ScopeRule):
             "        optimizer.step()\n",
             line=9,
         ),
+        # Ignite runs the process function once per batch
+        invalid_at(
+            HEADER + "from ignite.engine import Engine\n\n\n"
+            "def run(model, loader, optimizer):\n"
+            "    def train_step(engine, batch):\n"
+            "        x, y = batch\n"
+            "        F.cross_entropy(model(x), y).backward()\n"
+            "        optimizer.step()\n\n"
+            "    Engine(train_step).run(loader, max_epochs=10)\n",
+            "        optimizer.step()",
+        ),
         invalid_at(
             HEADER + "model = nn.Linear(4, 1)\nopt = torch.optim.Adam(model.parameters())\n"
             "scaler = torch.amp.GradScaler()\n"
@@ -1054,23 +1068,33 @@ class MissingZeroGrad(ScopeRule):
         if not steps:
             return
         backwards = [site for site, _ in backward_calls(self.context, scope)]
-        if not backwards:
-            return
         candidates = [
             step for step in steps
             if any(any(b.inside(loop) for b in backwards) for loop in step.loops)
         ]
+        callback = callback_of(self.context, scope)
+        per_batch: set[int] = set()
+        if callback is not None and callback.period == "batch":
+            # the framework's batch loop runs the function: its own body is the loop's
+            backwards += [site for site, _ in scope.method_calls("manual_backward")]
+            per_batch = {id(step) for step in steps if not step.loops and any(
+                not b.loops and b.order < step.order for b in backwards)}
+            candidates += [step for step in steps if id(step) in per_batch]
         if not candidates:
             return
         helpers = _cleared_in_helpers(self.context, scope)
         if _ZEROING.search(scope.code()) or helpers:
             self._per_optimizer(scope, candidates, helpers, stepped)
             return
+        root = scope.root
         for step in candidates:
             optimizer = stepped[id(step)]
+            where = f"`{root.name.value}()` ({callback.hook}, run once per batch)" if (
+                callback is not None and isinstance(root, cst.FunctionDef)
+                and id(step) in per_batch) else "this loop"
             self.report_at(
                 step, step.node,
-                f"this loop calls `backward()` and steps `{optimizer}`{_through(step)} but "
+                f"{where} calls `backward()` and steps `{optimizer}`{_through(step)} but "
                 "never clears the "
                 f"gradients, so they accumulate across steps; call `{optimizer}.zero_grad()` "
                 "each iteration",

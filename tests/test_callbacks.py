@@ -298,3 +298,81 @@ class DecayCallback(TrainerCallback):
     assert "`TrainerCallback` hook `on_step_end`" in found["cb.py"][0].message
     found = lint_project({"cb.py": source.format(hook="on_epoch_end")}, [rule("ML301")])
     assert codes(found, "cb.py") == []
+
+
+# -- what runs per batch, for ML303 ------------------------------------------------------------
+
+ENGINE = '''\
+import torch
+import torch.nn.functional as F
+from ignite.engine import Engine
+
+
+def run(model, loader, epochs):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train_step(engine, batch):
+        model.train()
+{clear}        x, y = batch
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    trainer = Engine(train_step)
+    trainer.run(loader, max_epochs=epochs)
+'''
+
+
+def test_ml303_an_ignite_process_function_that_never_clears_the_gradients():
+    found = lint_project({"run.py": ENGINE.format(clear="")}, [rule("ML303")])
+    assert codes(found, "run.py") == [("ML303", 14)]
+    assert "process function of an Ignite `Engine`" in found["run.py"][0].message
+    found = lint_project({"run.py": ENGINE.format(clear="        optimizer.zero_grad()\n")},
+                         [rule("ML303")])
+    assert codes(found, "run.py") == []
+    # the same function not handed to an Engine: one call, one step
+    source = ENGINE.format(clear="").replace("Engine(train_step)", "Engine(other)")
+    found = lint_project({"run.py": source}, [rule("ML303")])
+    assert codes(found, "run.py") == []
+
+
+def test_ml301_an_epoch_scheduler_stepped_in_an_ignite_process_function():
+    source = ENGINE.format(clear="        optimizer.zero_grad()\n").replace(
+        "    def train_step", "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)\n\n"
+        "    def train_step").replace("        return loss.item()",
+                                     "        scheduler.step()\n        return loss.item()")
+    found = lint_project({"run.py": source}, [rule("ML301")])
+    assert codes(found, "run.py") == [("ML301", 18)]
+
+
+def test_ml303_lightning_manual_optimization_without_zero_grad():
+    source = '''\
+import lightning as L
+import torch.nn.functional as F
+
+
+class GAN(L.LightningModule):
+    def __init__(self, generator, discriminator):
+        super().__init__()
+        self.automatic_optimization = False
+        self.generator = generator
+        self.discriminator = discriminator
+
+    def training_step(self, batch, batch_idx):
+        opt_g, opt_d = self.optimizers()
+        real, _ = batch
+        fake = self.generator(real)
+{clear_g}        self.manual_backward(-self.discriminator(fake).mean())
+        opt_g.step()
+        opt_d.zero_grad()
+        d_loss = self.discriminator(fake.detach()).mean() - self.discriminator(real).mean()
+        self.manual_backward(d_loss)
+        opt_d.step()
+'''
+    found = lint_project({"gan.py": source.format(clear_g="")}, [rule("ML303")])
+    assert codes(found, "gan.py") == [("ML303", 17)]
+    assert "`opt_g`" in found["gan.py"][0].message
+    found = lint_project({"gan.py": source.format(clear_g="        opt_g.zero_grad()\n")},
+                         [rule("ML303")])
+    assert codes(found, "gan.py") == []
