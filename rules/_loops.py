@@ -286,11 +286,13 @@ class Callback:
     """A function that a training framework runs once per batch or once per epoch
     (`callback_of`): `period` is `batch` or `epoch`; `hook` says how, for a message
     (`a handler of `Events.ITERATION_COMPLETED``, `Lightning's `training_step``); `outer` is
-    the scope of the function a handler is defined in (its names may be built there)."""
+    the scope of the function a handler is defined in (its names may be built there);
+    `function` the function's name."""
 
     period: str
     hook: str
     outer: Scope | None = None
+    function: str = ""
 
 
 def callback_of(context: FileContext, scope: Scope) -> Callback | None:
@@ -325,7 +327,8 @@ def callback_of(context: FileContext, scope: Scope) -> Callback | None:
         if context.call_name(site.node) in IGNITE_ENGINES and args and isinstance(
                 args[0].value, cst.Name) and args[0].value.value == root.name.value and (
                 args[0].keyword is None):
-            return Callback("batch", "the process function of an Ignite `Engine`", outer)
+            return Callback("batch", "the process function of an Ignite `Engine`", outer,
+                            root.name.value)
     for site, _ in outer.method_calls("add_event_handler"):
         args = site.node.args
         if len(args) >= 2 and isinstance(args[1].value, cst.Name) and (
@@ -345,15 +348,33 @@ def callback_of(context: FileContext, scope: Scope) -> Callback | None:
     if len(periods) != 1:
         return None
     return Callback(periods.pop(), "a handler of " + ", ".join(
-        f"`Events.{name}`" for name in sorted(names)), outer)
+        f"`Events.{name}`" for name in sorted(names)), outer, root.name.value)
+
+
+def callback_steps(context: FileContext, scope: Scope, period: str
+                   ) -> tuple[Callback, list[tuple[CallSite, str]]] | None:
+    """When a framework runs the function of `scope` once per `period` (`batch`, `epoch`;
+    see `callback_of`): how, and the `x.step(...)` calls of the function's own body (not
+    under an `if`, a loop or a `try`), with the dotted name of `x`; else None."""
+    callback = callback_of(context, scope)
+    root = scope.root
+    if callback is None or callback.period != period or not isinstance(root, cst.FunctionDef):
+        return None
+    steps = []
+    for site, receiver in scope.method_calls("step"):
+        name = dotted_name(receiver)
+        if name is not None and any(s is site.statement for s in root.body.body):
+            steps.append((site, name))
+    return callback, steps
 
 
 def _framework_hook(context: FileContext, owner: cst.ClassDef, method: str) -> Callback | None:
     bases = [context.qualified_name(base.value) or "" for base in owner.bases]
     if any(_LIGHTNING_BASES.match(base) for base in bases) and method in _LIGHTNING_HOOKS:
-        return Callback(_LIGHTNING_HOOKS[method], f"Lightning's `{method}`")
+        return Callback(_LIGHTNING_HOOKS[method], f"Lightning's `{method}`", function=method)
     if any(_TRANSFORMERS_BASES.match(base) for base in bases) and method in _TRANSFORMERS_HOOKS:
-        return Callback(_TRANSFORMERS_HOOKS[method], f"the `TrainerCallback` hook `{method}`")
+        return Callback(_TRANSFORMERS_HOOKS[method], f"the `TrainerCallback` hook `{method}`",
+                        function=method)
     return None
 
 

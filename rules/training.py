@@ -31,6 +31,7 @@ from modellint.rules._loops import (
     Site,
     backward_calls,
     callback_of,
+    callback_steps,
     callee_of,
     constructor_of,
     function_without_grad,
@@ -309,20 +310,15 @@ class SchedulerStepInBatchLoop(ScopeRule):
                 )
                 break
 
-
     def _check_callback(self, scope: Scope) -> None:
         """An epoch scheduler stepped, unconditionally, in a function a framework runs once
         per batch (an Ignite `ITERATION_COMPLETED` handler, Lightning's `training_step`, a
         `TrainerCallback.on_step_end`)."""
-        callback = callback_of(self.context, scope)
-        root = scope.root
-        if callback is None or callback.period != "batch" or not isinstance(
-                root, cst.FunctionDef):
+        found_steps = callback_steps(self.context, scope, "batch")
+        if found_steps is None:
             return
-        for site, receiver in scope.method_calls("step"):
-            name = dotted_name(receiver)
-            if name is None or not any(s is site.statement for s in root.body.body):
-                continue
+        callback, steps = found_steps
+        for site, name in steps:
             found = _epoch_scheduler(self.context, scope, name, site.node)
             if found is None and callback.outer is not None and not scope.assigned(
                     name.split(".")[0]):
@@ -332,7 +328,8 @@ class SchedulerStepInBatchLoop(ScopeRule):
             self.report_at(
                 site, site.node,
                 f"`{name}` is a {found}, whose arguments count epochs, but `{name}.step()` "
-                f"runs in `{root.name.value}()`, {callback.hook}, once per batch; step it "
+                f"runs in `{callback.function}()`, {callback.hook}, once per batch; "
+                "step it "
                 "once per epoch",
             )
 
@@ -1086,12 +1083,10 @@ class MissingZeroGrad(ScopeRule):
         if _ZEROING.search(scope.code()) or helpers:
             self._per_optimizer(scope, candidates, helpers, stepped)
             return
-        root = scope.root
         for step in candidates:
             optimizer = stepped[id(step)]
-            where = f"`{root.name.value}()` ({callback.hook}, run once per batch)" if (
-                callback is not None and isinstance(root, cst.FunctionDef)
-                and id(step) in per_batch) else "this loop"
+            where = f"`{callback.function}()` ({callback.hook}, run once per batch)" if (
+                callback is not None and id(step) in per_batch) else "this loop"
             self.report_at(
                 step, step.node,
                 f"{where} calls `backward()` and steps `{optimizer}`{_through(step)} but "

@@ -23,7 +23,7 @@ from modellint.rules._loops import (
     ScopeRule,
     Site,
     backward_calls,
-    callback_of,
+    callback_steps,
     callee_of,
     constructor_of,
     invalid_at,
@@ -916,15 +916,12 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
         """A scheduler sized in iterations stepped, unconditionally, in a function a
         framework runs once per epoch (an Ignite `EPOCH_COMPLETED` handler, Lightning's
         `on_train_epoch_end`, a `TrainerCallback.on_epoch_end`)."""
-        callback = callback_of(self.context, scope)
-        root = scope.root
-        if callback is None or callback.period != "epoch" or not isinstance(
-                root, cst.FunctionDef):
+        found = callback_steps(self.context, scope, "epoch")
+        if found is None:
             return
-        for site, receiver in scope.method_calls("step"):
-            name = dotted_name(receiver)
-            if name is None or site.node.args or not any(
-                    s is site.statement for s in root.body.body):
+        callback, steps = found
+        for site, name in steps:
+            if site.node.args:
                 continue
             built = self._iteration_sized(scope, name)
             if built is None and callback.outer is not None and not scope.assigned(
@@ -932,7 +929,7 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
                 built = self._iteration_sized(callback.outer, name)
             if built is not None:
                 self._report(site, name, *built,
-                             f"in `{root.name.value}()`, {callback.hook}")
+                             f"in `{callback.function}()`, {callback.hook}")
 
     def _check_lightning(self, scope: Scope) -> None:
         """A scheduler sized in iterations that Lightning's `configure_optimizers` leaves
