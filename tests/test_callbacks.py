@@ -54,6 +54,13 @@ def test_ml303_silent_when_the_helper_that_steps_also_clears():
     assert codes(found, "trainer.py") == []
 
 
+def test_ml303_a_step_two_helpers_deep():
+    update = "        self._apply(self.optimizer)\n\n    def _apply(self, opt):\n" \
+        "        opt.step()\n"
+    found = lint_project({"trainer.py": UPDATER.format(update=update)}, [rule("ML303")])
+    assert [f.line for f in found["trainer.py"]] == [19]
+
+
 def test_ml303_a_function_of_another_file_steps_the_optimizer_it_is_given():
     helpers = "def apply(opt):\n    opt.step()\n\n\ndef apply_and_clear(opt):\n" \
         "    opt.step()\n    opt.zero_grad()\n"
