@@ -30,6 +30,7 @@ from modellint.static.index import (
     text_hash,
 )
 from modellint.static.kinds import Kind
+from modellint.static.walk import code_nodes
 
 if TYPE_CHECKING:
     from modellint.static.context import FileContext
@@ -60,6 +61,8 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
         return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
     if isinstance(node, cst.Subscript):
         key = None
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+            return ["slice", summarize(node.value, self_name, depth + 1)]
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             value = node.slice[0].slice.value
             position = _position(value)
@@ -76,8 +79,60 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
     if isinstance(node, cst.Name):
         return ["ref", node.value]
     if isinstance(node, (cst.List, cst.Tuple)):
+        if any(isinstance(e, cst.StarredElement) for e in node.elements):
+            return UNKNOWN  # `[*a, b]`: its elements are not those written
         return ["seq", [summarize(e.value, self_name, depth + 1) for e in node.elements]]
+    if isinstance(node, cst.Dict):
+        pairs: list = []
+        for element in node.elements:
+            if not isinstance(element, cst.DictElement):
+                return UNKNOWN  # `{**a, ...}`
+            key = element.key
+            pairs.append([key.evaluated_value if isinstance(key, cst.SimpleString) and isinstance(
+                key.evaluated_value, str) else None, summarize(element.value, self_name, depth + 1)])
+        return ["dict", pairs]
+    if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        bound: list = []
+        comp_for: cst.CompFor | None = node.for_in
+        while comp_for is not None:
+            iterated = summarize(comp_for.iter, self_name, depth + 1)
+            if isinstance(comp_for.target, cst.Name):
+                bound.append([comp_for.target.value, ["iter", iterated]])
+            else:
+                bound.extend([name, UNKNOWN] for name in _bound_names(comp_for.target))
+            comp_for = comp_for.inner_for_in
+        element = node.value if isinstance(node, cst.DictComp) else node.elt
+        return ["comp", summarize(element, self_name, depth + 1), bound,
+                isinstance(node, cst.DictComp)]
+    if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
+        return ["bin", _OPERATORS[type(node.operator)], summarize(node.left, self_name, depth + 1),
+                summarize(node.right, self_name, depth + 1)]
+    if isinstance(node, cst.UnaryOperation) and type(node.operator) in _OPERATORS:
+        return ["unary", _OPERATORS[type(node.operator)],
+                summarize(node.expression, self_name, depth + 1)]
+    if isinstance(node, cst.IfExp):
+        return ["join", [summarize(node.body, self_name, depth + 1),
+                         summarize(node.orelse, self_name, depth + 1)]]
     return UNKNOWN
+
+
+# the operators of `["bin", ...]` and `["unary", ...]` summaries (as `index.summarize` writes)
+_OPERATORS: dict[type, str] = {
+    cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
+    cst.Modulo: "%", cst.Power: "**", cst.MatrixMultiply: "@", cst.BitAnd: "&", cst.BitOr: "|",
+    cst.BitXor: "^", cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~",
+}
+
+
+def _bound_names(target: cst.BaseExpression) -> list[str]:
+    """The plain names a `for` target binds (`i, (a, b)`)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _bound_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return []
 
 
 def _position(value: cst.BaseExpression) -> int | None:
@@ -155,6 +210,8 @@ class SemanticModel:
         self._param_sets: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
         self._tops: list[cst.CSTNode] | None = None
         self._identities: dict[int, tuple[cst.FunctionDef, tuple[str | None, str] | None]] = {}
+        # id of a scope -> (the scope, the names it changes the containers of)
+        self._mutations: dict[int, tuple[Scope, frozenset[str]]] = {}
 
     def kind(self, expr: cst.BaseExpression, scope: Scope | None = None,
              before: int | None = None) -> Kind | None:
@@ -275,6 +332,41 @@ class SemanticModel:
             effects.append(Effect(effect, target))
         return effects
 
+    def _mutated(self, scope: Scope, identity: tuple[str | None, str] | None,
+                 cls: str | None) -> frozenset[str]:
+        """The dotted names whose containers the scope's code changes (`xs.append(m)`,
+        `heads[k] = m`, `xs += [m]`): from the index's facts of a function or method it
+        has, of the module's code; else from the function's own nodes."""
+        known = self._mutations.get(id(scope))
+        if known is not None and known[0] is scope:
+            return known[1]
+        facts = self.index.files.get(self.path)
+        found: set[str] = set()
+        if isinstance(scope.root, cst.Module) and facts is not None:
+            found.update(facts.get("script", {}).get("mutates", ()))
+            found.update(facts.get("mutated_globals", ()))
+        elif identity is not None and facts is not None:
+            owner, name = identity
+            func = (facts["classes"].get(owner, {}).get("methods", {}) if owner is not None
+                    else facts["functions"]).get(name)
+            found.update(func.get("mutates", ()) if func is not None else ())
+        else:
+            for node in code_nodes(scope.root):
+                changed: list[cst.BaseExpression] = []
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
+                        node.func.attr.value in K.MUTATORS):
+                    changed.append(node.func.value)
+                elif isinstance(node, cst.Assign):
+                    changed.extend(t.target.value for t in node.targets
+                                   if isinstance(t.target, cst.Subscript))
+                elif isinstance(node, cst.AugAssign):
+                    target = node.target
+                    changed.append(target.value if isinstance(target, cst.Subscript) else target)
+                found.update(n for n in map(dotted_name, changed) if n is not None)
+        result = frozenset(found)
+        self._mutations[id(scope)] = (scope, result)
+        return result
+
     def _method_of(self, scope: Scope | None) -> tuple[str | None, str | None]:
         if scope is None or not isinstance(scope.root, cst.FunctionDef):
             return None, None
@@ -360,6 +452,8 @@ class SemanticModel:
                 if result is not UNKNOWN:
                     # its names take the values they had there
                     result = ["local", result, last.site.order]
+                if name in self._mutated(scope, identity, cls):
+                    result = ["mutated", result]
             elif name in params:
                 # what the project's call sites pass, for a function the index knows
                 result = ["param", self.path, identity[0], identity[1], name] if (
@@ -426,7 +520,7 @@ class Submodule:
 
 
 _NOT_KNOWN = object()
-_PLAIN = ("num", "str", "const", "seq")
+_PLAIN = ("num", "str", "const", "seq", "dict", "comp")
 
 
 def subclassed(index: ProjectIndex, path: str, cls: str) -> bool:
@@ -484,7 +578,7 @@ def _held(index: ProjectIndex, path: str, cls: str, facts: dict, attr: str, meth
     tag = value[0] if value else "?"
     if tag in _PLAIN:
         return None
-    if tag == "op":
+    if tag in ("op", "bin", "unary"):
         return Submodule(attr, None, value, Where(path, cls))
     func = facts["methods"].get(method)
     if tag == "ref" and func is not None and "." not in value[1]:
