@@ -758,3 +758,42 @@ def test_ml308_a_model_built_under_if_name_main():
     assert codes(found, "m.py") == [("ML308", 8)]
     found = lint_project({"m.py": MAIN_BLOCK.replace("{last}", "nn.ReLU()")}, [rule("ML308")])
     assert codes(found, "m.py") == []
+
+
+NESTED = '''\
+import torch.nn as nn
+
+
+def build():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 2)
+            self.out = nn.Softmax(dim=1)
+
+        def forward(self, x):
+            return {returned}
+
+    return Net()
+'''
+
+STEP = '''\
+import torch.nn.functional as F
+from nested import build
+
+
+def step(x, y):
+    model = build()
+    return F.cross_entropy(model(x), y)
+'''
+
+
+def test_ml308_a_class_defined_in_a_function():
+    files = {"nested.py": NESTED.replace("{returned}", "self.out(self.fc(x))"), "step.py": STEP}
+    assert codes(lint_project(files, [rule("ML308")]), "step.py") == [("ML308", 7)]
+    files["nested.py"] = NESTED.replace("{returned}", "self.fc(x)")
+    assert codes(lint_project(files, [rule("ML308")]), "step.py") == []
+    # two functions define a class of that name: which one is built is not followed
+    files["nested.py"] = NESTED.replace("{returned}", "self.out(self.fc(x))") + (
+        "\n\ndef other():\n    class Net(nn.Module):\n        pass\n\n    return Net()\n")
+    assert codes(lint_project(files, [rule("ML308")]), "step.py") == []

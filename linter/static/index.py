@@ -51,7 +51,8 @@ UNKNOWN: list = ["?"]
 FACTS_VERSION = 7  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
 # 5: a file that does not parse has the facts of what does; 6: zeroes and invokes (the effects of
 # project functions at their call sites); 7: dicts, comprehensions, arithmetic, slices, joins of
-# names assigned several times, containers changed after they are built (`mutates`)
+# names assigned several times, containers changed after they are built (`mutates`), classes
+# defined in functions
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -246,7 +247,7 @@ def _signature_nodes(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
 
 def _function_facts(func, self_name: str | None, attrs: dict | None = None,
-                    usage: _Usage | None = None) -> dict:
+                    usage: _Usage | None = None, classes: list | None = None) -> dict:
     """params, assigns (name -> summary, when assigned once), iters (name -> iterable),
     returns (summaries), reads_training, steps (what `x.step(...)` steps: the summary of `x`,
     or of the optimizer a `scaler.step(optimizer)` is given), decorated (by a decorator
@@ -317,6 +318,8 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
     if count:
         own_usage.count(nested)
         own_usage.count(_signature_nodes(func))
+    if classes is not None:
+        classes.extend(node for node in nested if node.__class__ is ast.ClassDef)
     decorated = any(not _PLAIN_DECORATORS.search(_dotted(
         d.func if isinstance(d, ast.Call) else d) or "?") for d in func.decorator_list)
     return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
@@ -618,6 +621,8 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
         lines = text.splitlines()
         globals_: dict[str, Any] = {}
         global_joins: dict[str, list] = {}
+        # classes defined in the body of a top-level function
+        nested_classes: list[ast.ClassDef] = []
         usage = _Usage(frozenset(facts["imports"]))
         defined: set[int] = set()
         for statement in _top_level(tree.body):
@@ -625,7 +630,8 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
                 facts["classes"][statement.name] = _class_facts(statement, lines, usage)
                 defined.add(id(statement))
             elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                facts["functions"][statement.name] = _function_facts(statement, None, None, usage)
+                facts["functions"][statement.name] = _function_facts(statement, None, None, usage,
+                                                                     nested_classes)
                 defined.add(id(statement))
             elif isinstance(statement, ast.Assign):
                 for target in statement.targets:
@@ -633,6 +639,13 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
             elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
                 _assign(statement.target, statement.value, None, globals_, None, "",
                         global_joins)
+        # a class defined in a function is known by its name, when no other class of the
+        # file has it (its names were counted with the function's)
+        names = collections.Counter(node.name for node in nested_classes)
+        for node in nested_classes:
+            if names[node.name] == 1 and node.name not in facts["classes"]:
+                facts["classes"][node.name] = _class_facts(
+                    node, lines, _Usage(frozenset(facts["imports"])))
         facts["globals"] = globals_
         facts["script"] = _mode_facts(tree.body, usage, defined)
         if global_joins:
