@@ -797,3 +797,26 @@ def test_ml308_a_class_defined_in_a_function():
     files["nested.py"] = NESTED.replace("{returned}", "self.out(self.fc(x))") + (
         "\n\ndef other():\n    class Net(nn.Module):\n        pass\n\n    return Net()\n")
     assert codes(lint_project(files, [rule("ML308")]), "step.py") == []
+
+
+def test_ml308_a_name_bound_by_a_comprehension():
+    source = '''\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def head(n):
+        return nn.Sequential(nn.Linear(8, n), nn.Softmax(dim=1))
+
+
+    def step(x, y):
+        models = [head(2), {other}]
+        return sum(F.cross_entropy(m(x), y) for m in models)
+    '''
+    found = lint_project({"c.py": source.replace("{other}", "head(4)")}, [rule("ML308")])
+    assert codes(found, "c.py") == [("ML308", 11)]
+    found = lint_project({"c.py": source.replace("{other}", "nn.Linear(8, 4)")}, [rule("ML308")])
+    assert codes(found, "c.py") == []
+    tuple_target = source.replace("{other}", "head(4)").replace(
+        "for m in models", "for i, m in enumerate(models)")
+    assert codes(lint_project({"c.py": tuple_target}, [rule("ML308")]), "c.py") == []

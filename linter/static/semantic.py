@@ -13,6 +13,7 @@ is None: a rule that needs a fact it does not have stays silent.
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from modellint.static.index import (
     text_hash,
 )
 from modellint.static.kinds import Kind
+from modellint.static.nodes import NESTED_SCOPES
 from modellint.static.walk import code_nodes
 
 if TYPE_CHECKING:
@@ -210,6 +212,9 @@ class SemanticModel:
         self._param_sets: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
         self._tops: list[cst.CSTNode] | None = None
         self._identities: dict[int, tuple[cst.FunctionDef, tuple[str | None, str] | None]] = {}
+        # id of a scope -> (the scope, its comprehensions (names bound -> iterable, ids of
+        # the nodes inside), order -> site)
+        self._comprehensions: dict[int, tuple[Scope, list, dict]] = {}
         # id of a scope -> (the scope, the names it changes the containers of)
         self._mutations: dict[int, tuple[Scope, frozenset[str]]] = {}
 
@@ -331,6 +336,32 @@ class SemanticModel:
                 target = name
             effects.append(Effect(effect, target))
         return effects
+
+    def _comprehension_binding(self, scope: Scope, name: str, order: int,
+                               self_name: str | None) -> list | None:
+        """What the name holds at the site of `order` when a comprehension around the site
+        binds it (`[m(x) for m in models]`): `["iter", iterable]`, UNKNOWN for a name of a
+        tuple target; None when no comprehension binds it there."""
+        facts = self.index.files.get(self.path)
+        if name in _BUILTIN_NAMES or facts is not None and (
+                name in facts["imports"] or name in facts["classes"]
+                or name in facts["functions"] or name in facts["globals"]):
+            return None  # a module-level name (a comprehension of it would shadow it: rare)
+        known = self._comprehensions.get(id(scope))
+        if known is None or known[0] is not scope:
+            known = self._comprehensions[id(scope)] = (scope, *_comprehensions(scope))
+        _, comprehensions, orders = known
+        site = orders.get(order)
+        if site is None:
+            return None
+        innermost: tuple[int, list] | None = None
+        for bindings, inside in comprehensions:
+            if name in bindings and id(site.node) in inside and (
+                    innermost is None or len(inside) < innermost[0]):
+                binding = bindings[name]
+                innermost = (len(inside), ["iter", summarize(binding, self_name)]
+                             if binding is not None else UNKNOWN)
+        return innermost[1] if innermost is not None else None
 
     def _mutated(self, scope: Scope, identity: tuple[str | None, str] | None,
                  cls: str | None) -> frozenset[str]:
@@ -458,6 +489,9 @@ class SemanticModel:
                 # what the project's call sites pass, for a function the index knows
                 result = ["param", self.path, identity[0], identity[1], name] if (
                     identity is not None and name != self_name) else UNKNOWN
+            elif before is not None and (bound := self._comprehension_binding(
+                    scope, name, before, self_name)) is not None:
+                result = bound
             elif module_scope:
                 # at module level, a name assigned only later (or never) is not known here
                 result = UNKNOWN if scope.assigned(name) else None
@@ -468,6 +502,35 @@ class SemanticModel:
 
         return Where(self.path, cls, local,
                      lambda order: self._where(scope, order, cls, self_name))
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _comprehensions(scope: Scope) -> tuple[list, dict]:
+    """The comprehensions of a scope's code: (the names each binds -> the expression it
+    iterates, None for a name of a tuple target; the ids of the nodes inside it), and the
+    scope's sites by order."""
+    found = []
+    root = scope.root.body if isinstance(scope.root, cst.FunctionDef) else scope.root
+    for node in code_nodes(root, prune=NESTED_SCOPES):
+        if not isinstance(node, _COMPREHENSIONS):
+            continue
+        bindings: dict[str, cst.BaseExpression | None] = {}
+        comp_for: cst.CompFor | None = node.for_in
+        while comp_for is not None:
+            if isinstance(comp_for.target, cst.Name):
+                bindings[comp_for.target.value] = comp_for.iter
+            else:
+                bindings.update((n, None) for n in _bound_names(comp_for.target))
+            comp_for = comp_for.inner_for_in
+        found.append((bindings, {id(inner) for inner in code_nodes(node)}))
+    orders = {}
+    if found:
+        orders = {site.order: site for site in scope.sites}
+        orders.update((a.site.order, a.site) for a in scope.assignments)
+    return found, orders
 
 
 @dataclass(frozen=True)
