@@ -820,3 +820,37 @@ def test_ml308_a_name_bound_by_a_comprehension():
     tuple_target = source.replace("{other}", "head(4)").replace(
         "for m in models", "for i, m in enumerate(models)")
     assert codes(lint_project({"c.py": tuple_target}, [rule("ML308")]), "c.py") == []
+
+
+def test_ml308_probabilities_through_methods_that_keep_the_values():
+    source = '''\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 3)
+
+        def forward(self, x):
+            return F.softmax(self.fc(x), dim=1)
+
+
+    model = Net()
+    criterion = nn.CrossEntropyLoss()
+
+
+    def step(x, y):
+        output = model(x)
+        output = {chain}
+        return criterion(output, y)
+    '''
+    for chain in ("output.to('cuda')", "output.view(-1, 3)", "output.float().contiguous()",
+                  "output.data"):
+        found = lint_project({"n.py": source.replace("{chain}", chain)}, [rule("ML308")])
+        assert codes(found, "n.py") == [("ML308", 21)], chain
+    # what changes the values: no longer the softmax's output
+    for chain in ("output.log()", "output * 2", "output.sum(1)", "-output"):
+        found = lint_project({"n.py": source.replace("{chain}", chain)}, [rule("ML308")])
+        assert codes(found, "n.py") == [], chain

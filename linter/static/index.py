@@ -1276,7 +1276,7 @@ class ProjectIndex:
         if kind.kind == K.OPTIMIZER and attr == "param_groups":
             return Kind(K.PARAM_GROUPS)
         if kind.kind == K.TENSOR and attr in K.TENSOR_ATTRIBUTES:
-            return Kind(K.TENSOR)
+            return Kind(K.TENSOR, outputs=kind.outputs if attr == "data" else None)
         if kind.kind == K.MODULE and kind.cls and ":" in kind.cls:
             path, cls = kind.cls.split(":", 1)
             return self._class_attr(path, cls, attr, depth + 1)
@@ -1960,7 +1960,7 @@ def _method(kind: Kind | None, method: str, args: list) -> Kind | None:
             return _called(kind)
         return None
     if kind.kind == K.TENSOR and method in K.TENSOR_METHODS:
-        return Kind(K.TENSOR)
+        return Kind(K.TENSOR, outputs=kind.outputs if method in K.VALUE_METHODS else None)
     return None
 
 

@@ -209,6 +209,13 @@ TENSOR_METHODS = frozenset({
     "index_select", "masked_fill", "argmax", "argmin", "norm", "cumsum",
     "expand_as", "view_as", "reshape_as", "squeeze_", "unsqueeze_",
 })
+# ... of which those that keep the values (a device, a dtype, a shape: a softmax's output stays
+# probabilities)
+VALUE_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous", "clone",
+    "detach", "view", "reshape", "squeeze", "unsqueeze", "view_as", "reshape_as", "flatten",
+    "permute", "transpose", "type_as",
+})
 # tensor attributes that are tensors
 TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
 # the deprecated wrapper that returns the tensor it is given
