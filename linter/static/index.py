@@ -18,8 +18,8 @@ expression:
                                 the names its `for`s bind (["iter", s] or ["?"])
     ["bin", op, left, right] ["unary", op, s]   arithmetic (`a + b`, `x @ w`, `-x`)
     ["slice", base]             `base[i:j]`
-    ["join", [s, ...]]          one of several values (`a if c else b`, a name assigned on
-                                several branches)
+    ["join", [s, ...], name?]   one of several values (`a if c else b`; the values of a
+                                name assigned several times, which they may read)
     ["mutated", s]              a container that the code changes after building it
     ["op"]                      a comparison, an f-string, `not x`
 

@@ -86,12 +86,13 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
         return ["seq", [summarize(e.value, self_name, depth + 1) for e in node.elements]]
     if isinstance(node, cst.Dict):
         pairs: list = []
-        for element in node.elements:
-            if not isinstance(element, cst.DictElement):
+        for entry in node.elements:
+            if not isinstance(entry, cst.DictElement):
                 return UNKNOWN  # `{**a, ...}`
-            key = element.key
-            pairs.append([key.evaluated_value if isinstance(key, cst.SimpleString) and isinstance(
-                key.evaluated_value, str) else None, summarize(element.value, self_name, depth + 1)])
+            written = entry.key
+            pairs.append([written.evaluated_value if isinstance(written, cst.SimpleString) and (
+                isinstance(written.evaluated_value, str)) else None,
+                summarize(entry.value, self_name, depth + 1)])
         return ["dict", pairs]
     if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
         bound: list = []
@@ -103,8 +104,8 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
             else:
                 bound.extend([name, UNKNOWN] for name in _bound_names(comp_for.target))
             comp_for = comp_for.inner_for_in
-        element = node.value if isinstance(node, cst.DictComp) else node.elt
-        return ["comp", summarize(element, self_name, depth + 1), bound,
+        produced = node.value if isinstance(node, cst.DictComp) else node.elt
+        return ["comp", summarize(produced, self_name, depth + 1), bound,
                 isinstance(node, cst.DictComp)]
     if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
         return ["bin", _OPERATORS[type(node.operator)], summarize(node.left, self_name, depth + 1),
