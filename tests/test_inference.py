@@ -760,22 +760,10 @@ def test_ml308_a_model_built_under_if_name_main():
     assert codes(found, "m.py") == []
 
 
-NESTED = '''\
-import torch.nn as nn
-
-
-def build():
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(8, 2)
-            self.out = nn.Softmax(dim=1)
-
-        def forward(self, x):
-            return {returned}
-
-    return Net()
-'''
+# NET's class, defined in a factory function
+NESTED = "import torch.nn as nn\n\n\ndef build():\n" + textwrap.indent(
+    NET.split("\n\n\n", 1)[1].replace("self.out(self.fc(x))", "{returned}"), "    "
+) + "\n    return Net()\n"
 
 STEP = '''\
 import torch.nn.functional as F
