@@ -807,7 +807,10 @@ def test_ml308_a_name_bound_by_a_comprehension():
     assert codes(found, "c.py") == []
     tuple_target = source.replace("{other}", "head(4)").replace(
         "for m in models", "for i, m in enumerate(models)")
-    assert codes(lint_project({"c.py": tuple_target}, [rule("ML308")]), "c.py") == []
+    assert codes(lint_project({"c.py": tuple_target}, [rule("ML308")]), "c.py") == [("ML308", 11)]
+    # after a starred target: its position is not known
+    starred = tuple_target.replace("for i, m in", "for *i, m in")
+    assert codes(lint_project({"c.py": starred}, [rule("ML308")]), "c.py") == []
 
 
 def test_ml308_probabilities_through_methods_that_keep_the_values():
@@ -842,3 +845,29 @@ def test_ml308_probabilities_through_methods_that_keep_the_values():
     for chain in ("output.log()", "output * 2", "output.sum(1)", "-output"):
         found = lint_project({"n.py": source.replace("{chain}", chain)}, [rule("ML308")])
         assert codes(found, "n.py") == [], chain
+
+
+def test_ml308_elements_through_enumerate_zip_and_dict_views():
+    source = '''\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def head(n):
+        return nn.Sequential(nn.Linear(8, n), nn.Softmax(dim=1))
+
+
+    def step(x, y):
+        models = {"a": head(2), "b": {other}}
+        for name, m in models.items():
+            F.cross_entropy(m(x), y)
+        for i, m in enumerate(models.values()):
+            F.cross_entropy(m(x), y)
+        for a, b in zip(list(models.values()), models):
+            F.cross_entropy(a(x), y)
+        return [F.cross_entropy(m(x), y) for _, m in models.items()]
+    '''
+    found = lint_project({"e.py": source.replace("{other}", "head(3)")}, [rule("ML308")])
+    assert codes(found, "e.py") == [("ML308", 12), ("ML308", 14), ("ML308", 16), ("ML308", 17)]
+    found = lint_project({"e.py": source.replace("{other}", "nn.Linear(8, 3)")}, [rule("ML308")])
+    assert codes(found, "e.py") == []

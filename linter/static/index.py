@@ -142,7 +142,9 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
             if isinstance(generator.target, ast.Name):
                 bound.append([generator.target.id, ["iter", iterated]])
             else:
-                bound.extend([n.id, UNKNOWN] for n in ast.walk(generator.target)
+                flat = _flat_names(generator.target)
+                bound.extend([n.id, ["item", ["iter", iterated], flat[n.id]] if n.id in flat
+                              else UNKNOWN] for n in ast.walk(generator.target)
                              if isinstance(n, ast.Name))
         element = node.value if isinstance(node, ast.DictComp) else node.elt
         return ["comp", summarize(element, self_name, depth + 1), bound,
@@ -161,6 +163,20 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         # (`seq_a + seq_b`) a container: never a layer such as a Conv2d
         return ["op"]
     return UNKNOWN
+
+
+def _flat_names(target: ast.AST) -> dict[str, int]:
+    """The names of a flat tuple target (`i, m`) before any starred one -> their positions,
+    when each is bound once."""
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return {}
+    found: dict[str, int] = {}
+    for position, element in enumerate(target.elts):
+        if isinstance(element, ast.Starred):
+            break
+        if isinstance(element, ast.Name):
+            found[element.id] = position if element.id not in found else -1
+    return {name: position for name, position in found.items() if position >= 0}
 
 
 # the operators of `["bin", op, left, right]` and `["unary", op, operand]` summaries
@@ -296,9 +312,12 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
                 iters[name] = summarize(node.iter, self_name) if name not in iters else UNKNOWN
                 _bind(assigns, joins, name, ["iter", summarize(node.iter, self_name)])
             else:
+                flat = _flat_names(node.target)
                 for bound in ast.walk(node.target):
                     if isinstance(bound, ast.Name):
-                        _bind(assigns, joins, bound.id, UNKNOWN)
+                        # `for i, m in enumerate(models)`: m is the element 1 of each
+                        _bind(assigns, joins, bound.id, UNKNOWN if bound.id not in flat else [
+                            "item", ["iter", summarize(node.iter, self_name)], flat[bound.id]])
         elif isinstance(node, ast.Return):
             returns.append(summarize(node.value, self_name) if node.value is not None
                            else ["const", "None"])
@@ -1308,7 +1327,7 @@ class ProjectIndex:
                     if rest:
                         base, _, method = dotted.rpartition(".")
                         return _method(self._ref(base, where, depth + 1), method, args)
-                    return None
+                    return self._builtin(head, args, where, depth)
                 return None
             if rest:
                 base, _, method = dotted.rpartition(".")
@@ -1325,6 +1344,20 @@ class ProjectIndex:
         if func[0] == "attr":
             return _method(self._kind(func[1], where, depth + 1), func[2], args)
         return _called(self._kind(func, where, depth + 1))
+
+    def _builtin(self, name: str, args: list, where: Where, depth: int) -> Kind | None:
+        """What a builtin that iterates its arguments gives: `list(xs)`, `sorted(xs)` a list
+        of their elements; `enumerate(xs)` and `zip(xs, ys)` tuples of them."""
+        if not args or UNKNOWN in args:
+            return None
+        elements = [_element(self._kind(a, where, depth + 1)) for a in args]
+        if name in ("list", "tuple", "sorted", "reversed") and len(args) == 1:
+            return Kind(K.TUPLE, element=elements[0]) if elements[0] is not None else None
+        if name == "enumerate" and elements[0] is not None:
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, elements[0])))
+        if name == "zip":
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=tuple(elements)))
+        return None
 
     # -- parameters from call sites ----------------------------------------------------------
     def param_kind(self, path: str, cls: str | None, name: str, param: str,
@@ -1911,6 +1944,17 @@ def _binding(where: Where, bound: list) -> Where:
     return Where(where.file, where.cls, local, where.at)
 
 
+def _dict_view(kind: Kind, method: str) -> Kind | None:
+    """`d.values()`, `d.items()` of a dict (or an `nn.ModuleDict`)."""
+    if kind.element is None:
+        return None
+    if method == "values":
+        return Kind(K.TUPLE, element=kind.element)
+    if method == "items":
+        return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, kind.element)))
+    return None
+
+
 def _element(kind: Kind | None) -> Kind | None:
     """What iterating over a value of `kind` gives."""
     if kind is None:
@@ -1956,9 +2000,17 @@ def _method(kind: Kind | None, method: str, args: list) -> Kind | None:
             return Kind(K.PARAMETERS)
         if method in ("modules", "children"):
             return Kind(K.MODULES)
+        if method in ("named_modules", "named_children"):
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, K.SOME_MODULE)))
+        if method == "named_parameters":
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, K.PARAMETER)))
         if method == "forward":
             return _called(kind)
+        if kind.cls == "torch.nn.ModuleDict":
+            return _dict_view(kind, method)
         return None
+    if kind.kind == K.DICT:
+        return _dict_view(kind, method)
     if kind.kind == K.TENSOR and method in K.TENSOR_METHODS:
         return Kind(K.TENSOR, outputs=kind.outputs if method in K.VALUE_METHODS else None)
     return None

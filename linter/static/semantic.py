@@ -102,7 +102,9 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
             if isinstance(comp_for.target, cst.Name):
                 bound.append([comp_for.target.value, ["iter", iterated]])
             else:
-                bound.extend([name, UNKNOWN] for name in _bound_names(comp_for.target))
+                flat = _flat_names(comp_for.target)
+                bound.extend([name, ["item", ["iter", iterated], flat[name]] if name in flat
+                              else UNKNOWN] for name in _bound_names(comp_for.target))
             comp_for = comp_for.inner_for_in
         produced = node.value if isinstance(node, cst.DictComp) else node.elt
         return ["comp", summarize(produced, self_name, depth + 1), bound,
@@ -125,6 +127,21 @@ _OPERATORS: dict[type, str] = {
     cst.Modulo: "%", cst.Power: "**", cst.MatrixMultiply: "@", cst.BitAnd: "&", cst.BitOr: "|",
     cst.BitXor: "^", cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~",
 }
+
+
+def _flat_names(target: cst.BaseExpression) -> dict[str, int]:
+    """The names of a flat tuple target (`i, m`) before any starred one -> their positions,
+    when each is bound once."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return {}
+    found: dict[str, int] = {}
+    for position, element in enumerate(target.elements):
+        if isinstance(element, cst.StarredElement):
+            break
+        if isinstance(element.value, cst.Name):
+            name = element.value.value
+            found[name] = position if name not in found else -1
+    return {name: position for name, position in found.items() if position >= 0}
 
 
 def _bound_names(target: cst.BaseExpression) -> list[str]:
@@ -341,8 +358,9 @@ class SemanticModel:
     def _comprehension_binding(self, scope: Scope, name: str, order: int,
                                self_name: str | None) -> list | None:
         """What the name holds at the site of `order` when a comprehension around the site
-        binds it (`[m(x) for m in models]`): `["iter", iterable]`, UNKNOWN for a name of a
-        tuple target; None when no comprehension binds it there."""
+        binds it (`[m(x) for m in models]`): `["iter", iterable]` (its position in it for a
+        flat tuple target, `for i, m in enumerate(models)`), UNKNOWN for a name of another
+        target; None when no comprehension binds it there."""
         facts = self.index.files.get(self.path)
         if name in _BUILTIN_NAMES or facts is not None and (
                 name in facts["imports"] or name in facts["classes"]
@@ -360,8 +378,10 @@ class SemanticModel:
             if name in bindings and id(site.node) in inside and (
                     innermost is None or len(inside) < innermost[0]):
                 binding = bindings[name]
-                innermost = (len(inside), ["iter", summarize(binding, self_name)]
-                             if binding is not None else UNKNOWN)
+                found = UNKNOWN if binding is None else ["iter", summarize(binding[0], self_name)]
+                if binding is not None and binding[1] is not None:
+                    found = ["item", found, binding[1]]
+                innermost = (len(inside), found)
         return innermost[1] if innermost is not None else None
 
     def _mutated(self, scope: Scope, identity: tuple[str | None, str] | None,
@@ -479,6 +499,11 @@ class SemanticModel:
                     result = ["iter", summarize(last.iterates, self_name)]
                 elif last.unpacks is not None and last.position is not None:
                     result = ["item", summarize(last.unpacks, self_name), last.position]
+                elif isinstance(last.site.node, cst.For) and name in (
+                        flat := _flat_names(last.site.node.target)):
+                    # `for i, m in enumerate(models)`: m is the element 1 of each
+                    result = ["item", ["iter", summarize(last.site.node.iter, self_name)],
+                              flat[name]]
                 else:
                     result = UNKNOWN
                 if result is not UNKNOWN:
@@ -518,13 +543,15 @@ def _comprehensions(scope: Scope) -> tuple[list, dict]:
     for node in code_nodes(root, prune=NESTED_SCOPES):
         if not isinstance(node, _COMPREHENSIONS):
             continue
-        bindings: dict[str, cst.BaseExpression | None] = {}
+        bindings: dict[str, tuple[cst.BaseExpression, int | None] | None] = {}
         comp_for: cst.CompFor | None = node.for_in
         while comp_for is not None:
             if isinstance(comp_for.target, cst.Name):
-                bindings[comp_for.target.value] = comp_for.iter
+                bindings[comp_for.target.value] = (comp_for.iter, None)
             else:
-                bindings.update((n, None) for n in _bound_names(comp_for.target))
+                flat = _flat_names(comp_for.target)
+                bindings.update((n, (comp_for.iter, flat[n]) if n in flat else None)
+                                for n in _bound_names(comp_for.target))
             comp_for = comp_for.inner_for_in
         found.append((bindings, {id(inner) for inner in code_nodes(node)}))
     orders = {}
