@@ -561,3 +561,313 @@ def test_ml103_a_tensor_through_variable_and_tensor_attributes():
     for value in ("Variable(data)", "data.T", "Variable(data).data"):
         found = lint_project({"net.py": source.replace("{value}", value)}, [rule("ML103")])
         assert codes(found, "net.py") == [], value
+
+
+# -- containers --------------------------------------------------------------------------------
+
+HEADS = '''\
+from collections import OrderedDict
+
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def head(n):
+    return nn.Sequential(nn.Linear(8, n), nn.Softmax(dim=1))
+
+
+class MultiHead(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.heads = nn.ModuleList([head(2) for _ in range(n)])
+        self.named = nn.ModuleDict({"probs": head(2), "logits": nn.Linear(8, 2)})
+        self.seq = nn.Sequential(OrderedDict([("fc", nn.Linear(8, 2)), ("out", nn.Softmax(1))]))
+        self.shared = nn.ModuleList([head(3)] * n)
+
+    def forward(self, x):
+        return x
+
+    def loss(self, x, y, k):
+        return F.cross_entropy({expr}, y)
+'''
+
+
+def test_ml308_an_element_of_a_module_container():
+    for expr in ('self.heads[k](x)', 'self.named["probs"](x)', 'self.seq(x)',
+                 'self.shared[0](x)', 'self.heads[1:][0](x)'):
+        found = lint_project({"heads.py": HEADS.replace("{expr}", expr)}, [rule("ML308")])
+        assert codes(found, "heads.py") == [("ML308", 23)], expr
+    # the logits head, a key not known, a head that is not all the others' like
+    for expr in ('self.named["logits"](x)', 'self.named[k](x)', 'self.named["other"](x)'):
+        found = lint_project({"heads.py": HEADS.replace("{expr}", expr)}, [rule("ML308")])
+        assert codes(found, "heads.py") == [], expr
+    mixed = HEADS.replace("[head(2) for _ in range(n)]", "[head(2), nn.Linear(8, 2)]")
+    found = lint_project({"heads.py": mixed.replace("{expr}", "self.heads[k](x)")},
+                         [rule("ML308")])
+    assert codes(found, "heads.py") == []
+
+
+def test_ml308_a_module_container_changed_after_it_is_built():
+    grown = HEADS.replace("        self.shared =", "        self.heads.append(nn.Linear(8, 2))\n"
+                                                   "        self.shared =")
+    found = lint_project({"heads.py": grown.replace("{expr}", "self.heads[k](x)")},
+                         [rule("ML308")])
+    assert codes(found, "heads.py") == []
+    found = lint_project({"heads.py": grown.replace("{expr}", "self.shared[k](x)")},
+                         [rule("ML308")])
+    assert codes(found, "heads.py") == [("ML308", 24)]
+
+
+LOOPS = '''\
+import torch.nn as nn
+import torch.nn.functional as F
+from heads import head
+
+
+def train(x, y):
+    nets = {"cls": head(2), "enc": nn.Linear(8, 2)}
+    models = [head(2), head(4)]
+    {more}
+    total = F.cross_entropy(nets[{key}](x), y)
+    for model in models:
+        total = total + F.cross_entropy(model(x), y)
+    return total
+'''
+
+
+def test_ml308_elements_of_lists_and_dicts_built_in_the_project():
+    files = {"heads.py": HEADS.replace("{expr}", "x")}
+    files["train.py"] = LOOPS.replace("{key}", '"cls"').replace("{more}", "")
+    found = lint_project(files, [rule("ML308")])
+    assert codes(found, "train.py") == [("ML308", 10), ("ML308", 12)]
+    files["train.py"] = LOOPS.replace("{key}", '"enc"').replace(
+        "{more}", "models.append(nn.Linear(8, 2))")
+    assert codes(lint_project(files, [rule("ML308")]), "train.py") == []
+    # a list another file's function builds
+    factory = "from heads import head\n\n\ndef make():\n    return [head(2) for _ in range(3)]\n"
+    files["zoo.py"] = factory
+    files["train.py"] = ("import torch.nn.functional as F\nfrom zoo import make\n\n\n"
+                         "def train(x, y):\n    return F.cross_entropy(make()[0](x), y)\n")
+    assert codes(lint_project(files, [rule("ML308")]), "train.py") == [("ML308", 6)]
+
+
+def test_kinds_of_containers():
+    files = {"c.py": '''\
+import torch
+import torch.nn as nn
+
+opt_g = torch.optim.Adam([])
+opt_d = torch.optim.SGD([])
+optimizers = {"G": opt_g, "D": opt_d}
+blocks = nn.Sequential(nn.Linear(2, 2), nn.Dropout())
+tensors = [torch.zeros(2), torch.ones(2)]
+pair = (nn.Linear(2, 2), torch.zeros(2))
+grown = [nn.Linear(2, 2)]
+grown.append(nn.Dropout())
+
+
+def main(k):
+    g = optimizers["G"]
+    any_opt = optimizers[k]
+    first = blocks[0]
+    part = blocks[:1]
+    t = tensors[k]
+    mixed = pair[k]
+    g2 = grown[0]
+    return g
+'''}
+    kinds = {name: kind_of(files, "c.py", "main", name)
+             for name in ("g", "any_opt", "first", "part", "t", "mixed", "g2")}
+    assert kinds["g"].cls == "torch.optim.Adam"
+    assert kinds["any_opt"].kind == "optimizer" and kinds["any_opt"].cls is None
+    assert kinds["first"].cls == "torch.nn.Linear" and kinds["first"].mode is False
+    assert kinds["part"].cls == "torch.nn.Sequential" and kinds["part"].mode is None
+    assert kinds["t"].kind == "tensor"
+    assert kinds["mixed"] is None and kinds["g2"] is None
+
+
+# -- control flow that joins -------------------------------------------------------------------
+
+BUILD = '''\
+import torch.nn as nn
+
+
+def build(name):
+    if name == "small":
+        model = nn.Sequential(nn.Linear(8, 2), nn.Softmax(dim=1))
+    else:
+        model = {other}
+    return model
+'''
+
+USE = '''\
+import torch.nn.functional as F
+from build import build
+
+
+def step(x, y):
+    model = build("small")
+    return F.cross_entropy(model(x), y)
+'''
+
+
+def test_ml308_a_name_assigned_on_two_branches_of_another_files_function():
+    files = {"build.py": BUILD.replace("{other}", "nn.Sequential(nn.Linear(8, 4), nn.Softmax(1))"),
+             "use.py": USE}
+    assert codes(lint_project(files, [rule("ML308")]), "use.py") == [("ML308", 7)]
+    files["build.py"] = BUILD.replace("{other}", "nn.Linear(8, 4)")
+    assert codes(lint_project(files, [rule("ML308")]), "use.py") == []
+    # assigned again from itself: the same kind
+    files["build.py"] = BUILD.replace("{other}", "nn.Sequential(nn.Linear(8, 4), nn.Softmax(1))"
+                                      ).replace("    return model", "    model = model.to('cpu')\n"
+                                                                     "    return model")
+    assert codes(lint_project(files, [rule("ML308")]), "use.py") == [("ML308", 7)]
+
+
+def test_a_conditional_expression_is_the_join_of_its_values():
+    source = ("import torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+              "def step(x, y, a):\n    model = nn.Softmax(1) if a else {other}\n"
+              "    return F.cross_entropy(model(x), y)\n")
+    found = lint_project({"s.py": source.replace("{other}", "nn.Softmax(0)")}, [rule("ML308")])
+    assert codes(found, "s.py") == [("ML308", 7)]
+    for other in ("nn.LogSoftmax(1)", "make()"):
+        found = lint_project({"s.py": source.replace("{other}", other)}, [rule("ML308")])
+        assert codes(found, "s.py") == [], other
+
+
+MAIN_BLOCK = '''\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def train(model, loader):
+    for x, y in loader:
+        F.cross_entropy(model(x), y).backward()
+
+
+if __name__ == "__main__":
+    net = nn.Sequential(nn.Linear(8, 2), {last})
+    train(net, [])
+'''
+
+
+def test_ml308_a_model_built_under_if_name_main():
+    found = lint_project({"m.py": MAIN_BLOCK.replace("{last}", "nn.Softmax(dim=1)")},
+                         [rule("ML308")])
+    assert codes(found, "m.py") == [("ML308", 8)]
+    found = lint_project({"m.py": MAIN_BLOCK.replace("{last}", "nn.ReLU()")}, [rule("ML308")])
+    assert codes(found, "m.py") == []
+
+
+# NET's class, defined in a factory function
+NESTED = "import torch.nn as nn\n\n\ndef build():\n" + textwrap.indent(
+    NET.split("\n\n\n", 1)[1].replace("self.out(self.fc(x))", "{returned}"), "    "
+) + "\n    return Net()\n"
+
+STEP = '''\
+import torch.nn.functional as F
+from nested import build
+
+
+def step(x, y):
+    model = build()
+    return F.cross_entropy(model(x), y)
+'''
+
+
+def test_ml308_a_class_defined_in_a_function():
+    files = {"nested.py": NESTED.replace("{returned}", "self.out(self.fc(x))"), "step.py": STEP}
+    assert codes(lint_project(files, [rule("ML308")]), "step.py") == [("ML308", 7)]
+    files["nested.py"] = NESTED.replace("{returned}", "self.fc(x)")
+    assert codes(lint_project(files, [rule("ML308")]), "step.py") == []
+    # two functions define a class of that name: which one is built is not followed
+    files["nested.py"] = NESTED.replace("{returned}", "self.out(self.fc(x))") + (
+        "\n\ndef other():\n    class Net(nn.Module):\n        pass\n\n    return Net()\n")
+    assert codes(lint_project(files, [rule("ML308")]), "step.py") == []
+
+
+def test_ml308_a_name_bound_by_a_comprehension():
+    source = '''\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def head(n):
+        return nn.Sequential(nn.Linear(8, n), nn.Softmax(dim=1))
+
+
+    def step(x, y):
+        models = [head(2), {other}]
+        return sum(F.cross_entropy(m(x), y) for m in models)
+    '''
+    found = lint_project({"c.py": source.replace("{other}", "head(4)")}, [rule("ML308")])
+    assert codes(found, "c.py") == [("ML308", 11)]
+    found = lint_project({"c.py": source.replace("{other}", "nn.Linear(8, 4)")}, [rule("ML308")])
+    assert codes(found, "c.py") == []
+    tuple_target = source.replace("{other}", "head(4)").replace(
+        "for m in models", "for i, m in enumerate(models)")
+    assert codes(lint_project({"c.py": tuple_target}, [rule("ML308")]), "c.py") == [("ML308", 11)]
+    # after a starred target: its position is not known
+    starred = tuple_target.replace("for i, m in", "for *i, m in")
+    assert codes(lint_project({"c.py": starred}, [rule("ML308")]), "c.py") == []
+
+
+def test_ml308_probabilities_through_methods_that_keep_the_values():
+    source = '''\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 3)
+
+        def forward(self, x):
+            return F.softmax(self.fc(x), dim=1)
+
+
+    model = Net()
+    criterion = nn.CrossEntropyLoss()
+
+
+    def step(x, y):
+        output = model(x)
+        output = {chain}
+        return criterion(output, y)
+    '''
+    for chain in ("output.to('cuda')", "output.view(-1, 3)", "output.float().contiguous()",
+                  "output.data"):
+        found = lint_project({"n.py": source.replace("{chain}", chain)}, [rule("ML308")])
+        assert codes(found, "n.py") == [("ML308", 21)], chain
+    # what changes the values: no longer the softmax's output
+    for chain in ("output.log()", "output * 2", "output.sum(1)", "-output"):
+        found = lint_project({"n.py": source.replace("{chain}", chain)}, [rule("ML308")])
+        assert codes(found, "n.py") == [], chain
+
+
+def test_ml308_elements_through_enumerate_zip_and_dict_views():
+    source = '''\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def head(n):
+        return nn.Sequential(nn.Linear(8, n), nn.Softmax(dim=1))
+
+
+    def step(x, y):
+        models = {"a": head(2), "b": {other}}
+        for name, m in models.items():
+            F.cross_entropy(m(x), y)
+        for i, m in enumerate(models.values()):
+            F.cross_entropy(m(x), y)
+        for a, b in zip(list(models.values()), models):
+            F.cross_entropy(a(x), y)
+        return [F.cross_entropy(m(x), y) for _, m in models.items()]
+    '''
+    found = lint_project({"e.py": source.replace("{other}", "head(3)")}, [rule("ML308")])
+    assert codes(found, "e.py") == [("ML308", 12), ("ML308", 14), ("ML308", 16), ("ML308", 17)]
+    found = lint_project({"e.py": source.replace("{other}", "nn.Linear(8, 3)")}, [rule("ML308")])
+    assert codes(found, "e.py") == []

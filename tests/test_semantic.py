@@ -685,7 +685,8 @@ def test_facts_keep_parameter_defaults_and_arithmetic():
     assert sorted(net["methods"]["fit"]["steps"]) == [["self", "opt"], ["self", "opt_d"]]
     assert net["methods"]["__init__"]["defaults"] == {
         "heads": ["num", 8.0], "bias": ["const", "True"], "norm": ["const", "None"]}
-    assert net["attrs"]["scale"] == [["__init__", ["op"]]]
+    assert net["attrs"]["scale"] == [
+        ["__init__", ["bin", "**", ["ref", "dim"], ["unary", "-", ["num", 0.5]]]]]
     assert net["registers"] is True
 
 

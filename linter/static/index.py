@@ -13,6 +13,15 @@ expression:
     ["sub", base, "key"|None]   a subscript (a string key is kept)
     ["iter", s]                 an element of the iterable s (a `for` target)
     ["num", 1.0] ["const", "True"] ["seq", [...]] ["?"]
+    ["dict", [[key|None, value], ...]]          a dict display (string keys kept)
+    ["comp", element, [[name, binding], ...], is_dict]  a comprehension: its element, with
+                                the names its `for`s bind (["iter", s] or ["?"])
+    ["bin", op, left, right] ["unary", op, s]   arithmetic (`a + b`, `x @ w`, `-x`)
+    ["slice", base]             `base[i:j]`
+    ["join", [s, ...], name?]   one of several values (`a if c else b`; the values of a
+                                name assigned several times, which they may read)
+    ["mutated", s]              a container that the code changes after building it
+    ["op"]                      a comparison, an f-string, `not x`
 
 `ProjectIndex` holds the facts of every file of the run, resolves `from models import Net` to
 the project's own file, and evaluates summaries to Kinds. What it cannot know is None.
@@ -41,7 +50,9 @@ from modellint.static.source import DecodeError, decode
 UNKNOWN: list = ["?"]
 FACTS_VERSION = 7  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
 # 5: a file that does not parse has the facts of what does; 6: zeroes and invokes (the effects of
-# project functions at their call sites); 7: no_grad (a function that runs under no_grad)
+# project functions at their call sites); 7: no_grad (a function that runs under no_grad), dicts,
+# comprehensions, arithmetic, slices, joins of names assigned several times, containers changed
+# after they are built (`mutates`), classes defined in functions
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -101,6 +112,8 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
         return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
     if isinstance(node, ast.Subscript):
         key = node.slice
+        if key.__class__ is ast.Slice:
+            return ["slice", summarize(node.value, self_name, depth + 1)]
         position = _position(key)
         if position is not None:
             return ["item", summarize(node.value, self_name, depth + 1), position]
@@ -113,12 +126,63 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
             return ["num", float(node.value)]
         return ["str"]
     if isinstance(node, (ast.List, ast.Tuple)):
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            return UNKNOWN  # `[*a, b]`: its elements are not those written
         return ["seq", [summarize(e, self_name, depth + 1) for e in node.elts]]
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            return UNKNOWN  # `{**a, ...}`
+        return ["dict", [[k.value if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                          else None, summarize(v, self_name, depth + 1)]
+                         for k, v in zip(node.keys, node.values, strict=True)]]
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        bound: list = []
+        for generator in node.generators:
+            iterated = summarize(generator.iter, self_name, depth + 1)
+            if isinstance(generator.target, ast.Name):
+                bound.append([generator.target.id, ["iter", iterated]])
+            else:
+                flat = _flat_names(generator.target)
+                bound.extend([n.id, ["item", ["iter", iterated], flat[n.id]] if n.id in flat
+                              else UNKNOWN] for n in ast.walk(generator.target)
+                             if isinstance(n, ast.Name))
+        element = node.value if isinstance(node, ast.DictComp) else node.elt
+        return ["comp", summarize(element, self_name, depth + 1), bound,
+                isinstance(node, ast.DictComp)]
+    if isinstance(node, ast.BinOp) and node.op.__class__ in _OPERATORS:
+        return ["bin", _OPERATORS[node.op.__class__], summarize(node.left, self_name, depth + 1),
+                summarize(node.right, self_name, depth + 1)]
+    if isinstance(node, ast.UnaryOp) and node.op.__class__ in _OPERATORS:
+        return ["unary", _OPERATORS[node.op.__class__],
+                summarize(node.operand, self_name, depth + 1)]
+    if isinstance(node, ast.IfExp):
+        return ["join", [summarize(node.body, self_name, depth + 1),
+                         summarize(node.orelse, self_name, depth + 1)]]
     if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr)):
         # arithmetic, a comparison, an f-string: a number, a bool, a string, a tensor, or
         # (`seq_a + seq_b`) a container: never a layer such as a Conv2d
         return ["op"]
     return UNKNOWN
+
+
+def _flat_names(target: ast.AST) -> dict[str, int]:
+    """The names of a flat tuple target (`i, m`) before any starred one -> their positions,
+    when each is bound once."""
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return {}
+    found: dict[str, int] = {}
+    for position, element in enumerate(target.elts):
+        if isinstance(element, ast.Starred):
+            break
+        if isinstance(element, ast.Name):
+            found[element.id] = position if element.id not in found else -1
+    return {name: position for name, position in found.items() if position >= 0}
+
+
+# the operators of `["bin", op, left, right]` and `["unary", op, operand]` summaries
+_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+              ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
+              ast.BitXor: "^", ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}
 
 
 def _position(key: ast.AST) -> int | None:
@@ -199,7 +263,7 @@ def _signature_nodes(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
 
 def _function_facts(func, self_name: str | None, attrs: dict | None = None,
-                    usage: _Usage | None = None) -> dict:
+                    usage: _Usage | None = None, classes: list | None = None) -> dict:
     """params, assigns (name -> summary, when assigned once), iters (name -> iterable),
     returns (summaries), reads_training, steps (what `x.step(...)` steps: the summary of `x`,
     or of the optimizer a `scaler.step(optimizer)` is given), decorated (by a decorator
@@ -215,6 +279,9 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
     nested: list[ast.AST] = []
     count = attrs is None  # a method's names are counted by its class, nested code included
     loads = own_usage.loads
+    # name -> every value of a name assigned more than once (`joins` of the facts)
+    joins: dict[str, list] = {}
+    mutates: set[str] = set()
     for node in _own_nodes(func.body, nested):
         if node.__class__ not in _FUNCTION_FACT_NODES:
             continue  # most nodes: constants, operators
@@ -224,18 +291,33 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
             continue
         if isinstance(node, ast.Call):
             modes.add(node)
+        _mutation(node, self_name, mutates)
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                _assign(target, node.value, self_name, assigns, attrs, func.name)
+                _assign(target, node.value, self_name, assigns, attrs, func.name, joins)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            _assign(node.target, node.value, self_name, assigns, attrs, func.name)
+            _assign(node.target, node.value, self_name, assigns, attrs, func.name, joins)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            assigns[node.target.id] = UNKNOWN
+            operator = _OPERATORS.get(node.op.__class__)
+            name = node.target.id
+            if name not in assigns:
+                # its value before: not this function's (or not known); never itself
+                assigns[name] = UNKNOWN
+                joins.setdefault(name, [])
+            _bind(assigns, joins, name, UNKNOWN if operator is None else [
+                "bin", operator, ["ref", name], summarize(node.value, self_name)])
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             if isinstance(node.target, ast.Name):
                 name = node.target.id
                 iters[name] = summarize(node.iter, self_name) if name not in iters else UNKNOWN
-                assigns[name] = ["iter", iters[name]] if name not in assigns else UNKNOWN
+                _bind(assigns, joins, name, ["iter", summarize(node.iter, self_name)])
+            else:
+                flat = _flat_names(node.target)
+                for bound in ast.walk(node.target):
+                    if isinstance(bound, ast.Name):
+                        # `for i, m in enumerate(models)`: m is the element 1 of each
+                        _bind(assigns, joins, bound.id, UNKNOWN if bound.id not in flat else [
+                            "item", ["iter", summarize(node.iter, self_name)], flat[bound.id]])
         elif isinstance(node, ast.Return):
             returns.append(summarize(node.value, self_name) if node.value is not None
                            else ["const", "None"])
@@ -255,11 +337,15 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
     if count:
         own_usage.count(nested)
         own_usage.count(_signature_nodes(func))
+    if classes is not None:
+        classes.extend(node for node in nested if node.__class__ is ast.ClassDef)
     decorated = any(not _PLAIN_DECORATORS.search(_dotted(
         d.func if isinstance(d, ast.Call) else d) or "?") for d in func.decorator_list)
     return {"params": _params(func), "defaults": _defaults(func), "assigns": assigns,
             "returns": returns, "steps": steps, "decorated": decorated,
-            "training": reads_training, "no_grad": _runs_without_grad(func), **modes.facts()}
+            "training": reads_training, "no_grad": _runs_without_grad(func), **modes.facts(),
+            **({"joins": joins} if joins else {}),
+            **({"mutates": sorted(mutates)} if mutates else {})}
 
 
 # `torch.no_grad`, `torch.inference_mode`, and a project's own wrapper of them (YOLOv5's
@@ -287,6 +373,38 @@ def _runs_without_grad(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         body = body[1:]
     return len(body) == 1 and isinstance(body[0], (ast.With, ast.AsyncWith)) and any(
         _without_grad(item.context_expr) for item in body[0].items)
+
+
+
+def _mutation(node: ast.AST, self_name: str | None, mutates: set[str]) -> None:
+    """Add to `mutates` the dotted name whose container `node` changes: `xs.append(x)`,
+    `heads[k] = m`, `xs += [m]` (`self.x` as `self.x` whatever the method's self name)."""
+    changed: list[ast.AST] = []
+    if node.__class__ is ast.Call and node.func.__class__ is ast.Attribute and (
+            node.func.attr in K.MUTATORS):
+        changed.append(node.func.value)
+    elif node.__class__ is ast.Assign:
+        changed.extend(t.value for t in node.targets if t.__class__ is ast.Subscript)
+    elif node.__class__ is ast.AugAssign:
+        target = node.target
+        changed.append(target.value if target.__class__ is ast.Subscript else target)
+    for value in changed:
+        dotted = _dotted(value)
+        if dotted is None:
+            continue
+        head, _, rest = dotted.partition(".")
+        mutates.add(f"self.{rest}" if rest and head == self_name else dotted)
+
+
+def _bind(assigns: dict, joins: dict | None, name: str, summary: list) -> None:
+    """`name` takes the value `summary`: its one value, or UNKNOWN in `assigns` when it has
+    several, all kept in `joins`."""
+    if name not in assigns:
+        assigns[name] = summary
+        return
+    if joins is not None:
+        joins.setdefault(name, [assigns[name]]).append(summary)
+    assigns[name] = UNKNOWN
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -388,38 +506,43 @@ def _mode_facts(body: list[ast.stmt], usage: _Usage, defined: set[int]) -> dict:
     modes = _Modes(None, usage)
     nested: list[ast.AST] = []
     loads = usage.loads
+    mutates: set[str] = set()
     for node in _own_nodes(body, nested):
         if node.__class__ is ast.Call:
             modes.add(node)
         elif node.__class__ is ast.Name and node.ctx.__class__ is ast.Load:
             loads[node.id] += 1
+        _mutation(node, None, mutates)
     usage.count(node for node in nested if id(node) not in defined)
-    return modes.facts()
+    return {**modes.facts(), **({"mutates": sorted(mutates)} if mutates else {})}
 
 
-def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str) -> None:
+def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str,
+            joins: dict | None = None) -> None:
     if isinstance(target, (ast.Tuple, ast.List)):
         values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
             value.elts) == len(target.elts) else None
         whole = summarize(value, self_name) if values is None and value is not None else None
         for index, element in enumerate(target.elts):
             if values:
-                _assign(element, values[index], self_name, assigns, attrs, method)
+                _assign(element, values[index], self_name, assigns, attrs, method, joins)
                 continue
             if whole is None or whole == UNKNOWN or any(
                     isinstance(e, ast.Starred) for e in target.elts[:index + 1]):
-                _assign(element, None, self_name, assigns, attrs, method)
+                _assign(element, None, self_name, assigns, attrs, method, joins)
                 continue
             # `a, b = f(x)`: b is the element 1 of what f returns
-            _assign_summary(element, ["item", whole, index], self_name, assigns, attrs, method)
+            _assign_summary(element, ["item", whole, index], self_name, assigns, attrs, method,
+                            joins)
         return
-    _assign_summary(target, summarize(value, self_name), self_name, assigns, attrs, method)
+    _assign_summary(target, summarize(value, self_name), self_name, assigns, attrs, method,
+                    joins)
 
 
 def _assign_summary(target, summary: list, self_name, assigns: dict, attrs: dict | None,
-                    method: str) -> None:
+                    method: str, joins: dict | None = None) -> None:
     if isinstance(target, ast.Name):
-        assigns[target.id] = summary if target.id not in assigns else UNKNOWN
+        _bind(assigns, joins, target.id, summary)
     elif (attrs is not None and isinstance(target, ast.Attribute)
           and isinstance(target.value, ast.Name) and target.value.id == self_name):
         attrs.setdefault(target.attr, []).append([method, summary])
@@ -544,6 +667,9 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
         facts["imports"] = _imports(tree)
         lines = text.splitlines()
         globals_: dict[str, Any] = {}
+        global_joins: dict[str, list] = {}
+        # classes defined in the body of a top-level function
+        nested_classes: list[ast.ClassDef] = []
         usage = _Usage(frozenset(facts["imports"]))
         defined: set[int] = set()
         for statement in _top_level(tree.body):
@@ -551,15 +677,33 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
                 facts["classes"][statement.name] = _class_facts(statement, lines, usage)
                 defined.add(id(statement))
             elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                facts["functions"][statement.name] = _function_facts(statement, None, None, usage)
+                facts["functions"][statement.name] = _function_facts(statement, None, None, usage,
+                                                                     nested_classes)
                 defined.add(id(statement))
             elif isinstance(statement, ast.Assign):
                 for target in statement.targets:
-                    _assign(target, statement.value, None, globals_, None, "")
+                    _assign(target, statement.value, None, globals_, None, "", global_joins)
             elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-                _assign(statement.target, statement.value, None, globals_, None, "")
+                _assign(statement.target, statement.value, None, globals_, None, "",
+                        global_joins)
+        # a class defined in a function is known by its name, when no other class of the
+        # file has it (its names were counted with the function's)
+        names = collections.Counter(node.name for node in nested_classes)
+        for node in nested_classes:
+            if names[node.name] == 1 and node.name not in facts["classes"]:
+                facts["classes"][node.name] = _class_facts(
+                    node, lines, _Usage(frozenset(facts["imports"])))
         facts["globals"] = globals_
         facts["script"] = _mode_facts(tree.body, usage, defined)
+        if global_joins:
+            facts["global_joins"] = global_joins
+        # module-level names whose containers some code of the file changes
+        changed = {m.split(".", 1)[0] for body in (
+            facts["script"], *facts["functions"].values(),
+            *(m for c in facts["classes"].values() for m in c["methods"].values()))
+            for m in body.get("mutates", ())}
+        if changed & globals_.keys():
+            facts["mutated_globals"] = sorted(changed & globals_.keys())
         # the project's names this file reads other than to call them (a callback, a table
         # of functions, `isinstance(x, Net)`): their call sites here are not all known
         facts["escapes"] = usage.escapes(
@@ -975,18 +1119,82 @@ class ProjectIndex:
         if tag == "iter":
             return _element(self._kind(s[1], where, depth + 1))
         if tag == "seq":
-            return Kind(K.TUPLE, items=tuple(self._kind(e, where, depth + 1) for e in s[1]))
+            items = tuple(self._kind(e, where, depth + 1) for e in s[1])
+            return Kind(K.TUPLE, items=items, element=join_all(items))
         if tag == "item":
             base = self._kind(s[1], where, depth + 1)
-            if base is None or base.kind != K.TUPLE or base.items is None:
+            if base is None:
                 return None
+            if base.items is None or not (base.kind == K.TUPLE or base.kind == K.MODULE and (
+                    base.cls in _SEQUENCES)):
+                return _member(base)
             return base.items[s[2]] if -len(base.items) <= s[2] < len(base.items) else None
         if tag == "sub":
             base = self._kind(s[1], where, depth + 1)
             if base is not None and base.kind == K.PARAM_GROUP and s[2] == "params":
                 return Kind(K.PARAMETERS)
-            return None
+            if base is not None and base.kind in (K.DICT, K.MODULE) and s[2] is not None and (
+                    base.keys is not None and base.items is not None):
+                if None in base.keys:
+                    return None  # a key not written as a string may be this one
+                found = [n for n, key in enumerate(base.keys) if key == s[2]]
+                return base.items[found[-1]] if found else None
+            return _member(base)
+        if tag == "slice":
+            return _sliced(self._kind(s[1], where, depth + 1))
+        if tag == "dict":
+            items = tuple(self._kind(v, where, depth + 1) for _, v in s[1])
+            return Kind(K.DICT, items=items, keys=tuple(k for k, _ in s[1]),
+                        element=join_all(items))
+        if tag == "comp":
+            element = self._kind(s[1], _binding(where, s[2]), depth + 1)
+            return Kind(K.DICT if s[3] else K.TUPLE, element=element)
+        if tag == "bin":
+            return _arithmetic(s[1], self._kind(s[2], where, depth + 1),
+                               self._kind(s[3], where, depth + 1))
+        if tag == "unary":
+            operand = self._kind(s[2], where, depth + 1)
+            return Kind(K.TENSOR) if operand is not None and operand.kind == K.TENSOR else None
+        if tag == "join":
+            return self._join(s[1], s[2] if len(s) > 2 else None, where, depth)
+        if tag == "mutated":
+            return _mutated(self._kind(s[1], where, depth + 1))
+        if tag == "kind":
+            return s[1]  # a kind already found (`_join`), never in facts
         return None
+
+    def _join(self, values: list, name: str | None, where: Where, depth: int) -> Kind | None:
+        """What a value that is one of `values` is (`join`; a `None` among them is left out:
+        the code would fail on it). For a name assigned several times, a value that reads
+        the name itself (`model = model.to(device)`, `x = x * 2`) reads it as the others
+        make it."""
+        plain = [v for v in values if v != ["const", "None"] and v != ["ref", "None"]]
+        direct = [v for v in plain if name is None or not _mentions(v, name)]
+        if not direct:
+            return None
+        kinds = [self._kind(v, where, depth + 1) for v in direct]
+        known = [k for k in kinds if k is not None]
+        if len(known) < len(kinds):
+            return None
+        first = join(known)
+        if first is None or len(direct) == len(plain):
+            return first
+        outer = where.local
+
+        def local(local_name: str) -> list | None:
+            if local_name == name:
+                return ["kind", first]
+            return outer(local_name) if outer is not None else None
+
+        inner = Where(where.file, where.cls, local, where.at)
+        for value in plain:
+            if value in direct:
+                continue
+            kind = self._kind(value, inner, depth + 1)
+            if kind is None:
+                return None
+            known.append(kind)
+        return join(known)
 
     def _ref(self, dotted: str, where: Where, depth: int) -> Kind | None:
         head, _, rest = dotted.partition(".")
@@ -1005,7 +1213,12 @@ class ProjectIndex:
             return _torch_reference(path)
         head, _, rest = name.partition(".")
         if what == "global":
-            value = self.files[path]["globals"].get(head, UNKNOWN)
+            facts = self.files[path]
+            value = facts["globals"].get(head, UNKNOWN)
+            if value == UNKNOWN and head in facts.get("global_joins", ()):
+                value = ["join", facts["global_joins"][head], head]
+            if head in facts.get("mutated_globals", ()):
+                value = ["mutated", value]
             kind = self._kind(value, Where(path), depth + 1)
             for attr in rest.split(".") if rest else ():
                 kind = self._attribute(kind, attr, where, depth)
@@ -1080,12 +1293,14 @@ class ProjectIndex:
                         return kind
             return None
         kinds = []
+        changed = any(f"self.{attr}" in m.get("mutates", ()) for m in facts["methods"].values())
         for method, value in values:
             if value == ["const", "None"]:
                 continue
             func = facts["methods"].get(method)
             local = _locals(func, path, cls, method) if func is not None else None
-            kinds.append(self._kind(value, Where(path, cls, local), depth + 1))
+            kind = self._kind(value, Where(path, cls, local), depth + 1)
+            kinds.append(_mutated(kind) if changed else kind)
         known = [k for k in kinds if k is not None]
         if not known or len(known) < len(kinds):
             return None
@@ -1108,7 +1323,7 @@ class ProjectIndex:
         if kind.kind == K.OPTIMIZER and attr == "param_groups":
             return Kind(K.PARAM_GROUPS)
         if kind.kind == K.TENSOR and attr in K.TENSOR_ATTRIBUTES:
-            return Kind(K.TENSOR)
+            return Kind(K.TENSOR, outputs=kind.outputs if attr == "data" else None)
         if kind.kind == K.MODULE and kind.cls and ":" in kind.cls:
             path, cls = kind.cls.split(":", 1)
             return self._class_attr(path, cls, attr, depth + 1)
@@ -1140,7 +1355,7 @@ class ProjectIndex:
                     if rest:
                         base, _, method = dotted.rpartition(".")
                         return _method(self._ref(base, where, depth + 1), method, args)
-                    return None
+                    return self._builtin(head, args, where, depth)
                 return None
             if rest:
                 base, _, method = dotted.rpartition(".")
@@ -1157,6 +1372,20 @@ class ProjectIndex:
         if func[0] == "attr":
             return _method(self._kind(func[1], where, depth + 1), func[2], args)
         return _called(self._kind(func, where, depth + 1))
+
+    def _builtin(self, name: str, args: list, where: Where, depth: int) -> Kind | None:
+        """What a builtin that iterates its arguments gives: `list(xs)`, `sorted(xs)` a list
+        of their elements; `enumerate(xs)` and `zip(xs, ys)` tuples of them."""
+        if not args or UNKNOWN in args:
+            return None
+        elements = [_element(self._kind(a, where, depth + 1)) for a in args]
+        if name in ("list", "tuple", "sorted", "reversed") and len(args) == 1:
+            return Kind(K.TUPLE, element=elements[0]) if elements[0] is not None else None
+        if name == "enumerate" and elements[0] is not None:
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, elements[0])))
+        if name == "zip":
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=tuple(elements)))
+        return None
 
     # -- parameters from call sites ----------------------------------------------------------
     def param_kind(self, path: str, cls: str | None, name: str, param: str,
@@ -1631,9 +1860,15 @@ def _locals(func: dict, path: str | None = None, cls: str | None = None,
     own = set(params[1:] if cls is not None else params)
     assigns = func["assigns"]
 
+    joins = func.get("joins", {})
+    mutates = func.get("mutates", ())
+
     def local(local_name: str) -> list | None:
         if local_name in assigns:
-            return assigns[local_name]
+            value = assigns[local_name]
+            if value == UNKNOWN and local_name in joins:
+                value = ["join", joins[local_name], local_name]
+            return ["mutated", value] if local_name in mutates else value
         if local_name in own and path is not None and name is not None:
             return ["param", path, cls, name, local_name]
         if local_name in params:
@@ -1663,6 +1898,113 @@ def join(kinds: list[Kind]) -> Kind | None:
                 leaf=all(k.leaf for k in kinds), parameter=all(k.parameter for k in kinds))
 
 
+def join_all(kinds: Iterable[Kind | None]) -> Kind | None:
+    """The `join` of the kinds of a container's elements: None when there are none or one
+    of them is not known."""
+    found = list(kinds)
+    if not found or any(k is None for k in found):
+        return None
+    return join(found)  # type: ignore[arg-type]
+
+
+_SEQUENCES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList"})
+_MODULE_CONTAINERS = frozenset({*_SEQUENCES, "torch.nn.ModuleDict"})
+
+
+def _member(kind: Kind | None) -> Kind | None:
+    """What `value[key]` gives for a value of `kind`, where the key is not one the kind
+    knows: any element of a container, a tensor of a tensor."""
+    if kind is None:
+        return None
+    if kind.kind == K.TENSOR:
+        return Kind(K.TENSOR)
+    if kind.kind in (K.TUPLE, K.DICT) or kind.kind == K.MODULE and kind.cls in (
+            _MODULE_CONTAINERS):
+        return kind.element
+    return None
+
+
+def _sliced(kind: Kind | None) -> Kind | None:
+    """What `value[i:j]` gives."""
+    if kind is None:
+        return None
+    if kind.kind == K.TENSOR:
+        return Kind(K.TENSOR)
+    if kind.kind == K.TUPLE:
+        return Kind(K.TUPLE, element=kind.element)
+    if kind.kind == K.MODULE and kind.cls in _SEQUENCES:
+        return Kind(K.MODULE, cls=kind.cls, mode=False if kind.mode is False else None,
+                    element=kind.element)
+    return None
+
+
+def _mutated(kind: Kind | None) -> Kind | None:
+    """A container changed after it was built (`xs.append(m)`): what it held is no longer
+    all it holds."""
+    if kind is None:
+        return None
+    if kind.kind in (K.TUPLE, K.DICT):
+        return Kind(kind.kind)
+    if kind.kind == K.MODULE and kind.cls in _MODULE_CONTAINERS:
+        return Kind(K.MODULE, cls=kind.cls, mode=True if kind.mode else None)
+    return kind
+
+
+def _arithmetic(operator: str, left: Kind | None, right: Kind | None) -> Kind | None:
+    """What `left <operator> right` gives: a tensor when one side is a tensor and the other
+    a tensor or not known (a number); `[m] * n` and `xs + ys` are containers."""
+    sides = (left, right)
+    sequences = [k for k in sides if k is not None and k.kind == K.TUPLE]
+    if operator == "*" and len(sequences) == 1 and any(k is None for k in sides):
+        return Kind(K.TUPLE, element=sequences[0].element)
+    if operator == "+" and len(sequences) == 2:
+        first, second = sequences
+        items = first.items + second.items if (
+            first.items is not None and second.items is not None) else None
+        return Kind(K.TUPLE, items=items, element=join_all(items) if items is not None else (
+            None if first.element is None or second.element is None
+            else join([first.element, second.element])))
+    if any(k is not None and k.kind == K.TENSOR for k in sides) and all(
+            k is None or k.kind == K.TENSOR for k in sides):
+        return Kind(K.TENSOR)
+    return None
+
+
+def _mentions(summary: Any, name: str) -> bool:
+    """The summary reads the local name `name` (`["ref", "name..."]`)."""
+    if isinstance(summary, dict):
+        return any(_mentions(value, name) for value in summary.values())
+    if not isinstance(summary, list) or not summary:
+        return False
+    if summary[0] == "ref" and len(summary) == 2 and isinstance(summary[1], str):
+        return summary[1].partition(".")[0] == name
+    return any(_mentions(part, name) for part in summary[1:])
+
+
+def _binding(where: Where, bound: list) -> Where:
+    """`where` with the names a comprehension's `for`s bind (`[name, summary]` pairs)."""
+    names = {name: summary for name, summary in bound}
+    outer = where.local
+
+    def local(name: str) -> list | None:
+        if name in names:
+            return names[name]
+        return outer(name) if outer is not None else None
+
+    return Where(where.file, where.cls, local, where.at)
+
+
+def _dict_view(kind: Kind, method: str) -> Kind | None:
+    """`d.values()`, `d.items()` of a dict (or an `nn.ModuleDict`)."""
+    if kind.element is None:
+        return None
+    if method == "values":
+        return Kind(K.TUPLE, element=kind.element)
+    if method == "items":
+        return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, kind.element)))
+    return None
+
+
 def _element(kind: Kind | None) -> Kind | None:
     """What iterating over a value of `kind` gives."""
     if kind is None:
@@ -1673,6 +2015,10 @@ def _element(kind: Kind | None) -> Kind | None:
         return K.SOME_MODULE
     if kind.kind == K.PARAM_GROUPS:
         return Kind(K.PARAM_GROUP)
+    if kind.kind == K.TENSOR:
+        return Kind(K.TENSOR)
+    if kind.kind == K.TUPLE or kind.kind == K.MODULE and kind.cls in _SEQUENCES:
+        return kind.element  # (a dict, an nn.ModuleDict: their keys)
     return None
 
 
@@ -1704,11 +2050,19 @@ def _method(kind: Kind | None, method: str, args: list) -> Kind | None:
             return Kind(K.PARAMETERS)
         if method in ("modules", "children"):
             return Kind(K.MODULES)
+        if method in ("named_modules", "named_children"):
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, K.SOME_MODULE)))
+        if method == "named_parameters":
+            return Kind(K.TUPLE, element=Kind(K.TUPLE, items=(None, K.PARAMETER)))
         if method == "forward":
             return _called(kind)
+        if kind.cls == "torch.nn.ModuleDict":
+            return _dict_view(kind, method)
         return None
+    if kind.kind == K.DICT:
+        return _dict_view(kind, method)
     if kind.kind == K.TENSOR and method in K.TENSOR_METHODS:
-        return Kind(K.TENSOR)
+        return Kind(K.TENSOR, outputs=kind.outputs if method in K.VALUE_METHODS else None)
     return None
 
 
@@ -1752,23 +2106,71 @@ def _nn_kind(layer: str, args: list, keywords: dict, index: ProjectIndex, where:
         tracked = keywords.get("track_running_stats")
         return Kind(K.MODULE, cls=cls, mode=tracked is not None and tracked != ["const", "False"])
     if layer in K.CONTAINERS:
-        children = [index._kind(a, where, depth + 1) for a in args]
+        children: list[Kind | None] = [index._kind(a, where, depth + 1) for a in args]
+        keys: tuple[str | None, ...] | None = None
         if layer == "Sequential" and len(args) == 1 and args[0][0] == "call":
-            # Sequential(OrderedDict(...)): not followed
-            return Kind(K.MODULE, cls=cls, mode=None)
-        if layer != "Sequential":
-            # ModuleList([...]) / ModuleDict({...}): the list's elements
-            if len(args) == 1 and args[0][0] == "seq":
+            # Sequential(OrderedDict(...)): its values, in order
+            pairs = _ordered_dict(args[0], index, where)
+            if pairs is None:
+                return Kind(K.MODULE, cls=cls, mode=None)
+            children = [index._kind(value, where, depth + 1) for value in pairs]
+        elif layer != "Sequential":
+            # ModuleList([...]) / ModuleDict({...}): the list's elements, the dict's values
+            if len(args) != 1:
+                return Kind(K.MODULE, cls=cls, mode=None)
+            pairs = _pairs(args[0]) if layer == "ModuleDict" else None
+            if pairs is not None:
+                children = [index._kind(value, where, depth + 1) for value in pairs]
+                if args[0][0] == "dict":
+                    # `self.heads["cls"]` is the one of that key
+                    keys = tuple(key for key, _ in args[0][1])
+            elif args[0][0] == "seq":
                 children = [index._kind(a, where, depth + 1) for a in args[0][1]]
             else:
-                return Kind(K.MODULE, cls=cls, mode=None)
+                given = children[0]
+                if given is None or given.kind not in (K.TUPLE, K.DICT):
+                    return Kind(K.MODULE, cls=cls, mode=None)
+                if given.items is None:
+                    # a comprehension, `[block] * n`: as many elements as it makes, all alike
+                    element = given.element
+                    if element is None or element.kind != K.MODULE:
+                        return Kind(K.MODULE, cls=cls, mode=None)
+                    return Kind(K.MODULE, cls=cls, mode=element.mode, element=element)
+                children = list(given.items)
         modes = [c.mode if c is not None and c.kind == K.MODULE else None for c in children]
         last = children[-1] if children and layer == "Sequential" else None
         outputs = last.outputs if last is not None and last.kind == K.MODULE else None
-        return Kind(K.MODULE, cls=cls, mode=K.combine_modes(modes), outputs=outputs)
+        element = join_all(children)
+        return Kind(K.MODULE, cls=cls, mode=K.combine_modes(modes), outputs=outputs,
+                    element=element if element is not None and element.kind == K.MODULE
+                    else None, items=tuple(children) if keys is not None or (
+                        layer != "ModuleDict") else None, keys=keys)
     if layer in K.WRAPPERS:
         return Kind(K.MODULE, cls=cls, mode=None)
     return Kind(K.MODULE, cls=cls, mode=False)
+
+
+def _pairs(summary: list) -> list[list] | None:
+    """The values of a dict display, or of a list of (key, value) pairs; None for another
+    value."""
+    if summary[0] == "dict":
+        return [value for _, value in summary[1]]
+    if summary[0] == "seq" and all(e[0] == "seq" and len(e[1]) == 2 for e in summary[1]):
+        return [e[1][1] for e in summary[1]]
+    return None
+
+
+def _ordered_dict(call: list, index: ProjectIndex, where: Where) -> list[list] | None:
+    """The values of `OrderedDict([(key, value), ...])` (or of a dict display), in order."""
+    func = call[1]
+    if func[0] != "ref" or len(call[2]) != 1 or call[3] or (
+            where.local is not None and where.local(func[1].split(".")[0]) is not None):
+        return None
+    found = index.resolve(where.file, func[1])
+    if found is None or found[0] != "torch" or found[1] not in (
+            "collections.OrderedDict", "typing.OrderedDict", "dict"):
+        return None
+    return _pairs(call[2][0])
 
 
 def _torch_call(qualified: str, args: list, keywords: dict, index: ProjectIndex, where: Where,

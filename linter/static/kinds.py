@@ -24,6 +24,8 @@ PARAM_GROUP = "param_group"
 MODULES = "modules"
 # a tuple or list of values (`return validity, label`), each known or not
 TUPLE = "tuple"
+# a dict (`{"G": opt_g, "D": opt_d}`): its values in `items`, their string keys in `keys`
+DICT = "dict"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class Kind:
     - `parameter`: a tensor: an `nn.Parameter`.
     - `items`: a tuple: the kind of each element (None where not known).
     - `result`: a module whose `forward` returns a tuple: that tuple (what calling it gives).
+    - `element`: a container (a tuple, list, dict, comprehension, `nn.ModuleList`,
+      `nn.ModuleDict`, `nn.Sequential`): what every element (a dict's every value) is, when
+      they are all known and agree (`index.join`); None when not known.
+    - `keys`: a dict: the string key of each of `items` (None for a key that is not one).
     """
 
     kind: str
@@ -59,6 +65,8 @@ class Kind:
     parameter: bool = False
     items: tuple[Kind | None, ...] | None = None
     result: Kind | None = None
+    element: Kind | None = None
+    keys: tuple[str | None, ...] | None = None
 
     def but(self, **changes) -> Kind:
         return replace(self, **changes)
@@ -87,6 +95,9 @@ INSTANCE_NORMS = frozenset({
     "LazyInstanceNorm2d", "LazyInstanceNorm3d",
 })
 CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+# methods that change what a container holds (a list's, a dict's, an `nn.ModuleList`'s)
+MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "pop",
+                      "remove", "clear", "add_module", "register_module", "__setitem__"})
 # layers with weights, running statistics or train/eval behaviour (every other public layer:
 # activations, pooling, padding, upsampling, losses, holds no state)
 STATEFUL_LAYERS = frozenset({
@@ -197,6 +208,13 @@ TENSOR_METHODS = frozenset({
     "flatten", "type_as", "mul", "add", "div", "sub", "detach", "narrow", "select",
     "index_select", "masked_fill", "argmax", "argmin", "norm", "cumsum",
     "expand_as", "view_as", "reshape_as", "squeeze_", "unsqueeze_",
+})
+# ... of which those that keep the values (a device, a dtype, a shape: a softmax's output stays
+# probabilities)
+VALUE_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous", "clone",
+    "detach", "view", "reshape", "squeeze", "unsqueeze", "view_as", "reshape_as", "flatten",
+    "permute", "transpose", "type_as",
 })
 # tensor attributes that are tensors
 TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})

@@ -13,6 +13,7 @@ is None: a rule that needs a fact it does not have stays silent.
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,8 @@ from modellint.static.index import (
     text_hash,
 )
 from modellint.static.kinds import Kind
+from modellint.static.nodes import NESTED_SCOPES
+from modellint.static.walk import code_nodes
 
 if TYPE_CHECKING:
     from modellint.static.context import FileContext
@@ -60,6 +63,8 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
         return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
     if isinstance(node, cst.Subscript):
         key = None
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+            return ["slice", summarize(node.value, self_name, depth + 1)]
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             value = node.slice[0].slice.value
             position = _position(value)
@@ -76,8 +81,78 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
     if isinstance(node, cst.Name):
         return ["ref", node.value]
     if isinstance(node, (cst.List, cst.Tuple)):
+        if any(isinstance(e, cst.StarredElement) for e in node.elements):
+            return UNKNOWN  # `[*a, b]`: its elements are not those written
         return ["seq", [summarize(e.value, self_name, depth + 1) for e in node.elements]]
+    if isinstance(node, cst.Dict):
+        pairs: list = []
+        for entry in node.elements:
+            if not isinstance(entry, cst.DictElement):
+                return UNKNOWN  # `{**a, ...}`
+            written = entry.key
+            pairs.append([written.evaluated_value if isinstance(written, cst.SimpleString) and (
+                isinstance(written.evaluated_value, str)) else None,
+                summarize(entry.value, self_name, depth + 1)])
+        return ["dict", pairs]
+    if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        bound: list = []
+        comp_for: cst.CompFor | None = node.for_in
+        while comp_for is not None:
+            iterated = summarize(comp_for.iter, self_name, depth + 1)
+            if isinstance(comp_for.target, cst.Name):
+                bound.append([comp_for.target.value, ["iter", iterated]])
+            else:
+                flat = _flat_names(comp_for.target)
+                bound.extend([name, ["item", ["iter", iterated], flat[name]] if name in flat
+                              else UNKNOWN] for name in _bound_names(comp_for.target))
+            comp_for = comp_for.inner_for_in
+        produced = node.value if isinstance(node, cst.DictComp) else node.elt
+        return ["comp", summarize(produced, self_name, depth + 1), bound,
+                isinstance(node, cst.DictComp)]
+    if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
+        return ["bin", _OPERATORS[type(node.operator)], summarize(node.left, self_name, depth + 1),
+                summarize(node.right, self_name, depth + 1)]
+    if isinstance(node, cst.UnaryOperation) and type(node.operator) in _OPERATORS:
+        return ["unary", _OPERATORS[type(node.operator)],
+                summarize(node.expression, self_name, depth + 1)]
+    if isinstance(node, cst.IfExp):
+        return ["join", [summarize(node.body, self_name, depth + 1),
+                         summarize(node.orelse, self_name, depth + 1)]]
     return UNKNOWN
+
+
+# the operators of `["bin", ...]` and `["unary", ...]` summaries (as `index.summarize` writes)
+_OPERATORS: dict[type, str] = {
+    cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
+    cst.Modulo: "%", cst.Power: "**", cst.MatrixMultiply: "@", cst.BitAnd: "&", cst.BitOr: "|",
+    cst.BitXor: "^", cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~",
+}
+
+
+def _flat_names(target: cst.BaseExpression) -> dict[str, int]:
+    """The names of a flat tuple target (`i, m`) before any starred one -> their positions,
+    when each is bound once."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return {}
+    found: dict[str, int] = {}
+    for position, element in enumerate(target.elements):
+        if isinstance(element, cst.StarredElement):
+            break
+        if isinstance(element.value, cst.Name):
+            name = element.value.value
+            found[name] = position if name not in found else -1
+    return {name: position for name, position in found.items() if position >= 0}
+
+
+def _bound_names(target: cst.BaseExpression) -> list[str]:
+    """The plain names a `for` target binds (`i, (a, b)`)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _bound_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return []
 
 
 def _position(value: cst.BaseExpression) -> int | None:
@@ -155,6 +230,11 @@ class SemanticModel:
         self._param_sets: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
         self._tops: list[cst.CSTNode] | None = None
         self._identities: dict[int, tuple[cst.FunctionDef, tuple[str | None, str] | None]] = {}
+        # id of a scope -> (the scope, its comprehensions (names bound -> iterable, ids of
+        # the nodes inside), order -> site)
+        self._comprehensions: dict[int, tuple[Scope, list, dict]] = {}
+        # id of a scope -> (the scope, the names it changes the containers of)
+        self._mutations: dict[int, tuple[Scope, frozenset[str]]] = {}
 
     def kind(self, expr: cst.BaseExpression, scope: Scope | None = None,
              before: int | None = None) -> Kind | None:
@@ -357,6 +437,70 @@ class SemanticModel:
             return facts["functions"].get(function.name)
         return facts["classes"].get(function.cls, {}).get("methods", {}).get(function.name)
 
+    def _comprehension_binding(self, scope: Scope, name: str, order: int,
+                               self_name: str | None) -> list | None:
+        """What the name holds at the site of `order` when a comprehension around the site
+        binds it (`[m(x) for m in models]`): `["iter", iterable]` (its position in it for a
+        flat tuple target, `for i, m in enumerate(models)`), UNKNOWN for a name of another
+        target; None when no comprehension binds it there."""
+        facts = self.index.files.get(self.path)
+        if name in _BUILTIN_NAMES or facts is not None and (
+                name in facts["imports"] or name in facts["classes"]
+                or name in facts["functions"] or name in facts["globals"]):
+            return None  # a module-level name (a comprehension of it would shadow it: rare)
+        known = self._comprehensions.get(id(scope))
+        if known is None or known[0] is not scope:
+            known = self._comprehensions[id(scope)] = (scope, *_comprehensions(scope))
+        _, comprehensions, orders = known
+        site = orders.get(order)
+        if site is None:
+            return None
+        innermost: tuple[int, list] | None = None
+        for bindings, inside in comprehensions:
+            if name in bindings and id(site.node) in inside and (
+                    innermost is None or len(inside) < innermost[0]):
+                binding = bindings[name]
+                found = UNKNOWN if binding is None else ["iter", summarize(binding[0], self_name)]
+                if binding is not None and binding[1] is not None:
+                    found = ["item", found, binding[1]]
+                innermost = (len(inside), found)
+        return innermost[1] if innermost is not None else None
+
+    def _mutated(self, scope: Scope, identity: tuple[str | None, str] | None,
+                 cls: str | None) -> frozenset[str]:
+        """The dotted names whose containers the scope's code changes (`xs.append(m)`,
+        `heads[k] = m`, `xs += [m]`): from the index's facts of a function or method it
+        has, of the module's code; else from the function's own nodes."""
+        known = self._mutations.get(id(scope))
+        if known is not None and known[0] is scope:
+            return known[1]
+        facts = self.index.files.get(self.path)
+        found: set[str] = set()
+        if isinstance(scope.root, cst.Module) and facts is not None:
+            found.update(facts.get("script", {}).get("mutates", ()))
+            found.update(facts.get("mutated_globals", ()))
+        elif identity is not None and facts is not None:
+            owner, name = identity
+            func = (facts["classes"].get(owner, {}).get("methods", {}) if owner is not None
+                    else facts["functions"]).get(name)
+            found.update(func.get("mutates", ()) if func is not None else ())
+        else:
+            for node in code_nodes(scope.root):
+                changed: list[cst.BaseExpression] = []
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
+                        node.func.attr.value in K.MUTATORS):
+                    changed.append(node.func.value)
+                elif isinstance(node, cst.Assign):
+                    changed.extend(t.target.value for t in node.targets
+                                   if isinstance(t.target, cst.Subscript))
+                elif isinstance(node, cst.AugAssign):
+                    target = node.target
+                    changed.append(target.value if isinstance(target, cst.Subscript) else target)
+                found.update(n for n in map(dotted_name, changed) if n is not None)
+        result = frozenset(found)
+        self._mutations[id(scope)] = (scope, result)
+        return result
+
     def _method_of(self, scope: Scope | None) -> tuple[str | None, str | None]:
         if scope is None or not isinstance(scope.root, cst.FunctionDef):
             return None, None
@@ -437,15 +581,25 @@ class SemanticModel:
                     result = ["iter", summarize(last.iterates, self_name)]
                 elif last.unpacks is not None and last.position is not None:
                     result = ["item", summarize(last.unpacks, self_name), last.position]
+                elif isinstance(last.site.node, cst.For) and name in (
+                        flat := _flat_names(last.site.node.target)):
+                    # `for i, m in enumerate(models)`: m is the element 1 of each
+                    result = ["item", ["iter", summarize(last.site.node.iter, self_name)],
+                              flat[name]]
                 else:
                     result = UNKNOWN
                 if result is not UNKNOWN:
                     # its names take the values they had there
                     result = ["local", result, last.site.order]
+                if name in self._mutated(scope, identity, cls):
+                    result = ["mutated", result]
             elif name in params:
                 # what the project's call sites pass, for a function the index knows
                 result = ["param", self.path, identity[0], identity[1], name] if (
                     identity is not None and name != self_name) else UNKNOWN
+            elif before is not None and (bound := self._comprehension_binding(
+                    scope, name, before, self_name)) is not None:
+                result = bound
             elif module_scope:
                 # at module level, a name assigned only later (or never) is not known here
                 result = UNKNOWN if scope.assigned(name) else None
@@ -456,6 +610,37 @@ class SemanticModel:
 
         return Where(self.path, cls, local,
                      lambda order: self._where(scope, order, cls, self_name))
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _comprehensions(scope: Scope) -> tuple[list, dict]:
+    """The comprehensions of a scope's code: (the names each binds -> the expression it
+    iterates, None for a name of a tuple target; the ids of the nodes inside it), and the
+    scope's sites by order."""
+    found = []
+    root = scope.root.body if isinstance(scope.root, cst.FunctionDef) else scope.root
+    for node in code_nodes(root, prune=NESTED_SCOPES):
+        if not isinstance(node, _COMPREHENSIONS):
+            continue
+        bindings: dict[str, tuple[cst.BaseExpression, int | None] | None] = {}
+        comp_for: cst.CompFor | None = node.for_in
+        while comp_for is not None:
+            if isinstance(comp_for.target, cst.Name):
+                bindings[comp_for.target.value] = (comp_for.iter, None)
+            else:
+                flat = _flat_names(comp_for.target)
+                bindings.update((n, (comp_for.iter, flat[n]) if n in flat else None)
+                                for n in _bound_names(comp_for.target))
+            comp_for = comp_for.inner_for_in
+        found.append((bindings, {id(inner) for inner in code_nodes(node)}))
+    orders = {}
+    if found:
+        orders = {site.order: site for site in scope.sites}
+        orders.update((a.site.order, a.site) for a in scope.assignments)
+    return found, orders
 
 
 @dataclass(frozen=True)
@@ -550,7 +735,7 @@ class Submodule:
 
 
 _NOT_KNOWN = object()
-_PLAIN = ("num", "str", "const", "seq")
+_PLAIN = ("num", "str", "const", "seq", "dict", "comp")
 
 
 def subclassed(index: ProjectIndex, path: str, cls: str) -> bool:
@@ -608,7 +793,7 @@ def _held(index: ProjectIndex, path: str, cls: str, facts: dict, attr: str, meth
     tag = value[0] if value else "?"
     if tag in _PLAIN:
         return None
-    if tag == "op":
+    if tag in ("op", "bin", "unary"):
         return Submodule(attr, None, value, Where(path, cls))
     func = facts["methods"].get(method)
     if tag == "ref" and func is not None and "." not in value[1]:
