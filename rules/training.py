@@ -46,6 +46,7 @@ from modellint.static.kinds import (
     MODE_LAYERS,
     OPTIMIZER,
     PERIOD_ARGUMENT,
+    SAME_VALUES_METHODS,
     SCHEDULER,
     SCHEDULERS,
 )
@@ -2126,14 +2127,16 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     Finds `F.cross_entropy` / `nn.CrossEntropyLoss` applied to the output of `softmax` or
     `log_softmax`, `F.nll_loss` / `nn.NLLLoss` applied to `softmax` (not `log_softmax`)
     output, and `binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` applied to
-    `sigmoid` output, directly or through a variable assigned in the same function. Only the
+    `sigmoid` output, directly or through a variable assigned in the same function, also
+    moved, cast or reshaped on the way (`probs.view(-1, n)`, `probs.to(device)`). Only the
     prediction (first argument) is checked: soft targets from a softmax are fine, and so is
     `nll_loss(F.log_softmax(x))`.
 
     It also knows, from the semantic model, where the probabilities come from the model: a
     model (of any file of the project) whose last layer is `nn.Softmax`/`nn.LogSoftmax`/
     `nn.Sigmoid` (an `nn.Sequential` ending in one, a head attribute built so) or whose
-    `forward` returns `F.softmax(...)`/`torch.sigmoid(...)` (not when `forward` reads
+    `forward` returns `F.softmax(...)`/`torch.sigmoid(...)` (directly, or as the name whose
+    last assignment before the `return`, outside any branch, is one; not when it reads
     `self.training`: such models return logits while training); and which losses expect
     logits: a criterion kept on `self` or at module level, and a project's own loss class or
     function that passes its first argument to `F.cross_entropy`/`F.nll_loss`/
@@ -2154,16 +2157,14 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         loss = F.cross_entropy(logits, y)
 
     ## What it does not see
-    On bench/bugs it finds 2 of 13 cases at the marked line; the cases mark the activation in
-    `forward`, and this rule reports the loss call, so three cases it does find count as
-    misses (r-pysi-21511, r-pysi-155381, c-pytorch-gan-acgan-aux-softmax). It misses:
+    On bench/bugs it finds 1 of 12 cases at the marked line; the cases mark the activation in
+    `forward`, and this rule reports the loss call, so seven cases it does find count as
+    misses (r-pysi-21511, r-pysi-155381, r-pysi-52862, r-pysi-76679, r-pysi-81063,
+    c-pytorch-gan-acgan-aux-softmax, and r-jindongwang-activity-softmax-before-ce, whose loss
+    is in another file). It misses:
 
-    - the output reshaped or moved before the loss (`criterion(out.view(-1, 3), y)`,
-      `out = out.to(device)`, `y_pred.resize(...)`): r-pysi-81063, r-pysi-52862,
-      r-nishnik-cdssm-softmax-before-ce;
-    - a `forward` that assigns the returned variable more than once (`x = self.fc(x)`,
-      `x = F.softmax(x, dim=1)`, `return x`): r-pysi-76679,
-      r-jindongwang-activity-softmax-before-ce (which also gets the model as a parameter);
+    - the output resized before the loss (`y_pred.resize(...)`:
+      r-nishnik-cdssm-softmax-before-ce);
     - a model of a file imported under another name whose `forward` returns a tuple
       (`output, hidden = decoder(...)`: c-zerotoall-seq2seq-logsoftmax-cross-entropy);
     - `sigmoid` before `nn.CrossEntropyLoss` (r-pysi-101895), which it does not check, and a
@@ -2201,6 +2202,13 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         HEADER + "class ProbLoss(nn.Module):\n    def forward(self, probs, target):\n"
         "        return F.nll_loss(torch.log(probs), target)\n\n\n"
         "def step(model, x, y):\n    return ProbLoss()(F.softmax(model(x), dim=1), y)\n",
+        # forward applies the softmax only on a branch: the returned name may be the logits
+        HEADER + "class Net(nn.Module):\n    def __init__(self, probs):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n"
+        "        self.probs = probs\n\n    def forward(self, x):\n        x = self.fc(x)\n"
+        "        if self.probs:\n            x = F.softmax(x, dim=1)\n        return x\n\n\n"
+        "model = Net(False)\n\n\ndef step(x, y):\n"
+        "    return F.cross_entropy(model(x).view(-1, 10), y)\n",
     ]
     invalid = [
         Invalid(
@@ -2263,6 +2271,17 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "    return auxiliary_loss(real_aux, labels)\n",
             "return auxiliary_loss(real_aux, labels)",
         ),
+        # forward returns a name whose last assignment is the softmax, and the output is
+        # reshaped before the loss
+        invalid_at(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n\n"
+            "    def forward(self, x):\n        x = self.fc(x)\n"
+            "        x = F.softmax(x, dim=1)\n        return x\n\n\n"
+            "model = Net()\ncriterion = nn.CrossEntropyLoss()\n\n\n"
+            "def step(x, y):\n    return criterion(model(x).view(-1, 10), y)\n",
+            "return criterion(",
+        ),
         # sigmoid before BCEWithLogitsLoss, from the model's head
         invalid_at(
             HEADER + "class Detector(nn.Module):\n    def __init__(self):\n"
@@ -2299,17 +2318,26 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     def _activation(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
         """`softmax`, `log_softmax` or `sigmoid` when `expr` (or the value last assigned to
         the name `expr`) is the output of one."""
-        original = expr
+        original, assigned_at = expr, order
         if isinstance(expr, cst.Name):
             found = scope.assigned(expr.value, order)
             if found and found[-1].value is not None:
-                expr = found[-1].value
+                expr, assigned_at = found[-1].value, found[-1].site.order
         if not isinstance(expr, cst.Call):
             return self._model_output(scope, original, order)
         qualified = self.context.call_name(expr)
         if qualified in _ACTIVATIONS:
             return _ACTIVATIONS[qualified]
         func = expr.func
+        if (
+            qualified is None and isinstance(func, cst.Attribute)
+            and func.attr.value in SAME_VALUES_METHODS
+            and self.context.qualified_name(func.value) is None
+        ):
+            # `probs.view(-1, n)`, `probs.to(device)`: the same values
+            through = self._activation(scope, func.value, assigned_at)
+            if through is not None:
+                return through
         if (
             qualified is None and isinstance(func, cst.Attribute)
             and func.attr.value in ("softmax", "log_softmax", "sigmoid")

@@ -198,6 +198,13 @@ TENSOR_METHODS = frozenset({
     "index_select", "masked_fill", "argmax", "argmin", "norm", "cumsum",
     "expand_as", "view_as", "reshape_as", "squeeze_", "unsqueeze_",
 })
+# tensor methods whose result holds the same values, moved, cast or reshaped: the
+# probabilities of a softmax stay probabilities
+SAME_VALUES_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "view", "reshape",
+    "unsqueeze", "squeeze", "permute", "transpose", "contiguous", "clone", "detach", "t",
+    "flatten", "type_as", "view_as", "reshape_as", "squeeze_", "unsqueeze_",
+})
 # tensor attributes that are tensors
 TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
 # the deprecated wrapper that returns the tensor it is given
