@@ -1807,7 +1807,9 @@ class EvalWithoutEvalMode(ScopeRule):
                     if not trains_here:
                         continue
             reported.add(name)
-            how, node, statement = "under no_grad for evaluation", site.node, site.statement
+            how = "under no_grad for evaluation"
+            node: cst.CSTNode = site.node
+            statement = site.statement
             if held_out is not None:
                 # at the loop, before which `eval()` belongs
                 how = f"for evaluation over `{source_of(held_out.iter).strip()}`"
