@@ -10,7 +10,7 @@ from modellint.hookspecs import hookimpl
 from modellint.rule import FileContext, Fix, Invalid, StaticRule, code_nodes, dotted_name, visit
 from modellint.rules._loops import invalid_at
 from modellint.static.classes import REGISTERING_METHODS, first_param_name
-from modellint.static.kinds import STATEFUL_LAYERS, VARIABLES
+from modellint.static.kinds import STATEFUL_LAYERS, TENSOR_FACTORIES, VARIABLES
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 CONTAINER_CLASSES = frozenset(
@@ -598,12 +598,13 @@ class UnregisteredTensor(StaticRule):
     """A tensor attribute of a module that is neither a parameter nor a buffer.
 
     ## What it does
-    Finds `self.x = torch.ones(3, 4)` (any torch tensor factory, directly or through a local
-    variable; or an expression the semantic model knows is a tensor, when it is moved to a
-    device, `torch.sqrt(torch.tensor([0.5])).to(device)`, wrapped in `Variable(...)`, or
-    returned by a helper method of the class) in a module's `__init__` when `x` is never registered with `register_buffer` or
-    wrapped in `nn.Parameter`. The module class may subclass a module class of another file
-    of the project.
+    Finds `self.x = torch.ones(3, 4)` (any torch tensor factory or legacy tensor type such as
+    `torch.cuda.FloatTensor`, directly or through a local variable; or an expression the
+    semantic model knows is a tensor, when it is moved to a device,
+    `torch.sqrt(torch.tensor([0.5])).to(device)`, wrapped in `Variable(...)`, or returned by
+    a helper method of the class) in a module's `__init__` when `x` is never registered with
+    `register_buffer` or wrapped in `nn.Parameter`. The module class may subclass a module
+    class of another file of the project.
 
     ## Why is this bad?
     A plain tensor attribute is not in `parameters()`, not moved by `.to(device)` / `.cuda()`,
@@ -624,10 +625,9 @@ class UnregisteredTensor(StaticRule):
                 # or: self.scale = nn.Parameter(torch.ones(3, 4))  # trained
 
     ## What it does not see
-    On the benchmark of real bugs (bench/bugs) it finds 4 of 8 cases (a tensor wrapped in
-    `Variable(...)` counts as the tensor). It misses a `Variable` of a legacy CUDA tensor type
-    (`torch.cuda.FloatTensor([3])`: r-pysi-36422) or of a local tensor assigned more than
-    once (c-opennmt-positional-encoding-plain-tensor), a tensor chosen by a conditional
+    On the benchmark of real bugs (bench/bugs) it finds 5 of 8 cases (a tensor wrapped in
+    `Variable(...)` counts as the tensor). It misses a `Variable` of a local tensor assigned
+    more than once (c-opennmt-positional-encoding-plain-tensor), a tensor chosen by a conditional
     expression (`self.w = torch.tensor(w) if w is not None else None`:
     c-chemprop-loss-task-weights-plain-tensor), and tensors assigned in a method other than
     `__init__` (an `init_states` helper: r-xlstm-states-not-buffers).
@@ -675,6 +675,11 @@ class UnregisteredTensor(StaticRule):
             "        self.scale = torch.sqrt(torch.tensor([0.5])).to(device)\n",
             line=7,
         ),
+        Invalid(
+            HEADER + "class Pool(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.p = torch.cuda.FloatTensor([3])\n",
+            line=7,
+        ),
         # `Variable(t)` is `t`
         Invalid(
             HEADER + "from torch.autograd import Variable\n\n\n"
@@ -705,7 +710,7 @@ class UnregisteredTensor(StaticRule):
         if isinstance(value, cst.Name):
             bound = self.context.lookup(value.value)
             value = bound if bound is not None else value
-        if not self.context.builds_tensor(value):
+        if not (self.context.builds_tensor(value) or _legacy_cuda_tensor(self.context, value)):
             # a tensor-valued expression the semantic model knows, not a parameter, when it is
             # moved to a device (`torch.sqrt(...).to(device)`: the module's own `.to()` will not
             # follow), comes from a helper method of the class (`self._causal_mask(n)`) or is
@@ -732,6 +737,13 @@ class UnregisteredTensor(StaticRule):
                 f"register it with `self.register_buffer(\"{attr}\", ...)`, or wrap it in "
                 "`nn.Parameter` if it should be trained",
             )
+
+
+def _legacy_cuda_tensor(context: FileContext, value: cst.BaseExpression) -> bool:
+    """`torch.cuda.FloatTensor([3])`: a legacy tensor type, built like `torch.FloatTensor`."""
+    qualified = context.call_name(value) or ""
+    return qualified.startswith("torch.cuda.") and qualified.endswith("Tensor") and (
+        qualified[len("torch.cuda."):] in TENSOR_FACTORIES)
 
 
 def _variable_argument(context: FileContext, value: cst.BaseExpression
