@@ -487,7 +487,7 @@ _RETURNS_SELF = frozenset({
 })
 
 
-def _mode_receiver(receiver: cst.BaseExpression) -> str | None:
+def mode_receiver(receiver: cst.BaseExpression) -> str | None:
     """`model` for `model`, `model.to(device)`, `model.cuda().float()`."""
     while (
         isinstance(receiver, cst.Call)
@@ -511,11 +511,11 @@ def mode_calls(scope: Scope) -> tuple[dict[str, list[CallSite]], dict[str, list[
     evals: dict[str, list[CallSite]] = {}
     trains: dict[str, list[CallSite]] = {}
     for site, receiver in scope.method_calls("eval"):
-        name = _mode_receiver(receiver)
+        name = mode_receiver(receiver)
         if name and not site.node.args:
             evals.setdefault(name, []).append(site)
     for site, receiver in scope.method_calls("train"):
-        name = _mode_receiver(receiver)
+        name = mode_receiver(receiver)
         if not name:
             continue
         mode = _mode_argument(site.node)

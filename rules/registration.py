@@ -10,7 +10,7 @@ from modellint.hookspecs import hookimpl
 from modellint.rule import FileContext, Fix, Invalid, StaticRule, code_nodes, dotted_name, visit
 from modellint.rules._loops import invalid_at
 from modellint.static.classes import REGISTERING_METHODS, first_param_name
-from modellint.static.kinds import STATEFUL_LAYERS
+from modellint.static.kinds import STATEFUL_LAYERS, TENSOR_FACTORIES, VARIABLES
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 CONTAINER_CLASSES = frozenset(
@@ -598,12 +598,13 @@ class UnregisteredTensor(StaticRule):
     """A tensor attribute of a module that is neither a parameter nor a buffer.
 
     ## What it does
-    Finds `self.x = torch.ones(3, 4)` (any torch tensor factory, directly or through a local
-    variable; or an expression the semantic model knows is a tensor, when it is moved to a
-    device, `torch.sqrt(torch.tensor([0.5])).to(device)`, or returned by a helper method of
-    the class) in a module's `__init__` when `x` is never registered with `register_buffer` or
-    wrapped in `nn.Parameter`. The module class may subclass a module class of another file
-    of the project.
+    Finds `self.x = torch.ones(3, 4)` (any torch tensor factory or legacy tensor type such as
+    `torch.cuda.FloatTensor`, directly or through a local variable; or an expression the
+    semantic model knows is a tensor, when it is moved to a device,
+    `torch.sqrt(torch.tensor([0.5])).to(device)`, wrapped in `Variable(...)`, or returned by
+    a helper method of the class) in a module's `__init__` when `x` is never registered with
+    `register_buffer` or wrapped in `nn.Parameter`. The module class may subclass a module
+    class of another file of the project.
 
     ## Why is this bad?
     A plain tensor attribute is not in `parameters()`, not moved by `.to(device)` / `.cuda()`,
@@ -624,9 +625,9 @@ class UnregisteredTensor(StaticRule):
                 # or: self.scale = nn.Parameter(torch.ones(3, 4))  # trained
 
     ## What it does not see
-    On the benchmark of real bugs (bench/bugs) it finds 3 of 8 cases. It misses a tensor
-    wrapped in `Variable(...)` (`self.e = Variable(torch.Tensor([math.e]))`: r-pysi-10129,
-    r-pysi-36422, c-opennmt-positional-encoding-plain-tensor), a tensor chosen by a conditional
+    On the benchmark of real bugs (bench/bugs) it finds 5 of 8 cases (a tensor wrapped in
+    `Variable(...)` counts as the tensor). It misses a `Variable` of a local tensor assigned
+    more than once (c-opennmt-positional-encoding-plain-tensor), a tensor chosen by a conditional
     expression (`self.w = torch.tensor(w) if w is not None else None`:
     c-chemprop-loss-task-weights-plain-tensor), and tensors assigned in a method other than
     `__init__` (an `init_states` helper: r-xlstm-states-not-buffers).
@@ -648,6 +649,10 @@ class UnregisteredTensor(StaticRule):
         # RandomResizedCrop)
         HEADER + "class Crop(nn.Module):\n    def __init__(self, ratio):\n"
         "        super().__init__()\n        self._log_ratio = torch.log(torch.tensor(ratio))\n",
+        # a Variable of what the constructor is given, not known to be a tensor
+        HEADER + "from torch.autograd import Variable\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self, data):\n        super().__init__()\n"
+        "        self.data_ = Variable(data)\n",
         # a parameter, whatever expression builds it
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.w = self._make()\n\n"
@@ -671,6 +676,18 @@ class UnregisteredTensor(StaticRule):
             line=7,
         ),
         Invalid(
+            HEADER + "class Pool(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.p = torch.cuda.FloatTensor([3])\n",
+            line=7,
+        ),
+        # `Variable(t)` is `t`
+        Invalid(
+            HEADER + "from torch.autograd import Variable\n\n\n"
+            "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.e = Variable(torch.Tensor([2.718]), requires_grad=False)\n",
+            line=10,
+        ),
+        Invalid(
             HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.mask = self._causal_mask(8)\n\n"
             "    def _causal_mask(self, n):\n        return torch.tril(torch.ones(n, n))\n",
@@ -686,18 +703,25 @@ class UnregisteredTensor(StaticRule):
             return
         cls, _ = found
         value = node.value
+        # `Variable(t)` is `t` since torch 0.4; wrapping marks a value meant for the graph
+        wrapped = _variable_argument(self.context, value)
+        if wrapped is not None:
+            value = wrapped
         if isinstance(value, cst.Name):
             bound = self.context.lookup(value.value)
             value = bound if bound is not None else value
-        if not self.context.builds_tensor(value):
+        if not (self.context.builds_tensor(value) or _legacy_cuda_tensor(self.context, value)):
             # a tensor-valued expression the semantic model knows, not a parameter, when it is
             # moved to a device (`torch.sqrt(...).to(device)`: the module's own `.to()` will not
-            # follow) or comes from a helper method of the class (`self._causal_mask(n)`); a
-            # tensor merely derived from the constructor's arguments (torchvision's
-            # `torch.log(torch.tensor(self.ratio))`, used on the CPU) is left alone
-            if not (_moved_to_device(node.value) or _self_method_call(node.value)):
+            # follow), comes from a helper method of the class (`self._causal_mask(n)`) or is
+            # wrapped in `Variable(...)`; a tensor merely derived from the constructor's
+            # arguments (torchvision's `torch.log(torch.tensor(self.ratio))`, used on the CPU)
+            # is left alone
+            if not (wrapped is not None or _moved_to_device(node.value)
+                    or _self_method_call(node.value)):
                 return
-            kind = self.context.semantic.kind_here(node.value, node)
+            kind = self.context.semantic.kind_here(
+                wrapped if wrapped is not None else node.value, node)
             if kind is None or kind.kind != "tensor" or kind.parameter:
                 return
         info = self.context.class_info(cls)
@@ -713,6 +737,23 @@ class UnregisteredTensor(StaticRule):
                 f"register it with `self.register_buffer(\"{attr}\", ...)`, or wrap it in "
                 "`nn.Parameter` if it should be trained",
             )
+
+
+def _legacy_cuda_tensor(context: FileContext, value: cst.BaseExpression) -> bool:
+    """`torch.cuda.FloatTensor([3])`: a legacy tensor type, built like `torch.FloatTensor`."""
+    qualified = context.call_name(value) or ""
+    return qualified.startswith("torch.cuda.") and qualified.endswith("Tensor") and (
+        qualified[len("torch.cuda."):] in TENSOR_FACTORIES)
+
+
+def _variable_argument(context: FileContext, value: cst.BaseExpression
+                       ) -> cst.BaseExpression | None:
+    """The tensor `Variable(tensor, ...)` wraps; None for anything else."""
+    if not isinstance(value, cst.Call) or context.call_name(value) not in VARIABLES:
+        return None
+    if not value.args or value.args[0].keyword is not None or value.args[0].star:
+        return None
+    return value.args[0].value
 
 
 class MissingSuperInit(StaticRule):

@@ -43,6 +43,7 @@ from modellint.rules._loops import (
     lightning_schedulers,
     line_of,
     mode_calls,
+    mode_receiver,
     names_in,
     optimizer_steps,
     receiver_name,
@@ -62,6 +63,7 @@ from modellint.static.kinds import (
     PERIOD_ARGUMENT,
     SCHEDULER,
     SCHEDULERS,
+    VALUE_METHODS,
 )
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
@@ -1607,6 +1609,52 @@ def _class_has_mode_behaviour(context, name: str, seen: frozenset[str]) -> bool:
     return found
 
 
+# the name of held-out data: `val_loader`, `testloader`, `eval_dataset`, `loader_val`
+_HELD_OUT = re.compile(r"(?:^|_)(?:val|valid|validation|test|eval|dev)(?:_|data|loader|set|$)",
+                       re.IGNORECASE)
+
+
+def _held_out_loop(context, scope: Scope, site: Site) -> cst.For | None:
+    """The innermost `for` loop around `site` over held-out data (an iterable that names
+    validation or test data, and no training data) whose body neither calls `backward()` nor
+    steps an optimizer: an evaluation, with or without `no_grad`."""
+    for loop in reversed(site.loops):
+        if not isinstance(loop, cst.For):
+            continue
+        names = [segment for name in _iterable_names(loop.iter) for segment in name.split(".")]
+        if not any(_HELD_OUT.search(n) for n in names) or any("train" in n.lower()
+                                                             for n in names):
+            continue
+        steps = [b for b, _ in backward_calls(context, scope)] + optimizer_steps(context, scope)
+        if any(step.inside(loop) for step in steps):
+            return None
+        return loop
+    return None
+
+
+def _iterable_names(expr: cst.BaseExpression) -> list[str]:
+    """The dotted names an iterable reads (`enumerate(self.val_loader, 0)`: `enumerate`,
+    `self.val_loader`), not looking into lambdas."""
+    found: list[str] = []
+
+    class Names(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            name = dotted_name(node)
+            if name is not None:
+                found.append(name)
+                return False
+            return True
+
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node.value)
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    expr.visit(Names())
+    return found
+
+
 def _in_training_step(context, scope: Scope, site: Site) -> bool:
     """The `no_grad` block of `site` sits directly in the loop body that also calls
     `backward()` or `optimizer.step()` (not in a nested loop of it): part of a training step,
@@ -1620,8 +1668,8 @@ def _in_training_step(context, scope: Scope, site: Site) -> bool:
             break
         if isinstance(ancestor, (cst.For, cst.While)):
             loop = ancestor
-    if loop is None:
-        return False
+    if loop is None or _held_out_loop(context, scope, site) is not None:
+        return False  # a validation loop inside the step evaluates, it does not train
     steps = [b for b, _ in backward_calls(context, scope)] + optimizer_steps(context, scope)
     return any(step.loops and step.loops[-1] is loop for step in steps)
 
@@ -1645,10 +1693,18 @@ class EvalWithoutEvalMode(ScopeRule):
     project (of any file) built only from such layers behave the same in both modes. From the
     semantic model it also knows a model built here from a project class or factory of
     another file, when that class holds dropout or batch norm, and what a `self` attribute
-    or a module-level model is. Nor is a `no_grad` block that
+    or a module-level model is. A model built here by a class or factory of a package that is
+    not in the tree counts as built when this code loads trained weights into it
+    (`model.load_state_dict(...)`). Nor is a `no_grad` block that
     sits in the loop body calling `backward()` or `optimizer.step()`: it is part of a training
     step (a GAN's generator sampling for the discriminator's step, a sample logged every N
     steps), and `eval()` there would train the next steps in eval mode.
+
+    A loop over validation or test data (`for x, y in val_loader`, `enumerate(testloader)`:
+    an iterable that names held-out data and no training data) whose body neither calls
+    `backward()` nor steps an optimizer is an evaluation too, with or without `no_grad`; it
+    is reported at the loop, before which `eval()` belongs. Such a loop inside the training
+    step (validation every N steps) is an evaluation, not part of the step.
 
     ## Why is this bad?
     `no_grad` only stops gradient tracking; it does not change layer behaviour. In training
@@ -1674,22 +1730,19 @@ class EvalWithoutEvalMode(ScopeRule):
                 correct += (model(x).argmax(1) == y).sum()
 
     ## What it does not see
-    On the benchmark of real bugs (bench/bugs) it finds none of 14 cases, for these reasons:
+    On the benchmark of real bugs (bench/bugs) it finds 4 of 13 cases (test loops without
+    `no_grad`, and models built by a class of another package and given trained weights);
+    it misses the others for these reasons:
 
-    - evaluation without any `no_grad` block (the rule keys on it), or under
-      `torch.set_grad_enabled(False)`: c-deepspeech-test-loop-train-mode,
-      c-unet-eval-net-train-mode, c-yunjey-tutorial-resnet-test-without-eval,
-      r-/c-pointnet-test-batches-in-train-mode, r-dmcount-test-without-eval, and a call in a
-      method of a class that is not a module (c-ddpm-fid-inception-train-mode);
     - the model is a parameter of the evaluating function and no call site in the checked tree
       says how it was built (r-pysi-113423-validate-without-eval, c-unet-predict-train-mode,
-      c-simclr-linear-eval-encoder-train-mode);
-    - the model's class comes from a file or package that is not in the checked tree, so
-      nothing says it holds dropout or batch norm (r-dmcount-test-without-eval's
-      `models.vgg19`, c-parallel-wavegan-decode-train-mode);
-    - snippets that never define the model (r-pysi-43349-test-without-eval), or validate in a
-      `no_grad` block inside the training loop's body, which the rule leaves alone as a
-      training step (r-pysi-100222-validation-without-eval);
+      c-unet-eval-net-train-mode), or the call site passes it on through another function
+      (c-simclr-linear-eval-encoder-train-mode);
+    - a test batch drawn with `next(...)` inside the training loop, not a loop over the test
+      loader (r-pointnet-test-batches-in-train-mode), and a call in a method of a class that is
+      not a module (c-ddpm-fid-inception-train-mode);
+    - snippets that never define the model nor train it in the snippet
+      (r-pysi-43349-test-without-eval, r-pysi-100222-validation-without-eval);
     - a model whose layers behave the same in both modes (an `nn.LSTM` without `dropout=` and
       an `nn.Linear`: c-yunjey-tutorial-rnn-test-without-eval), by design.
 
@@ -1700,7 +1753,8 @@ class EvalWithoutEvalMode(ScopeRule):
     code = "ML306"
     passes = ("static", "run")
     name = "eval-without-eval-mode"
-    triggers = ("no_grad", "inference_mode")
+    # "val", "test", "dev": a loop over held-out data evaluates without no_grad too
+    triggers = ("no_grad", "inference_mode", "set_grad_enabled", "val", "test", "dev")
     valid = [
         HEADER + "model = nn.Sequential(nn.Linear(4, 4), nn.Dropout())\nmodel.eval()\n"
         "with torch.no_grad():\n    out = model(x)\n",
@@ -1745,8 +1799,45 @@ class EvalWithoutEvalMode(ScopeRule):
         "            fake = generator(torch.randn(64, 100))\n"
         "        loss = discriminator(fake).mean() - discriminator(real).mean()\n"
         "        opt_d.zero_grad()\n        loss.backward()\n        opt_d.step()\n",
+        HEADER + "from models import vgg19\n\nmodel = vgg19()\n"
+        "model.load_state_dict(torch.load('best.pth'))\nmodel.eval()\n"
+        "with torch.set_grad_enabled(False):\n    outputs = model(inputs)\n",
+        # a loop over validation data that trains (fine-tuning on it) is no evaluation
+        HEADER + "def adapt(model, val_loader, optimizer):\n    model.train()\n"
+        "    for x, y in val_loader:\n        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n",
+        # the test loop after training puts the model in eval mode first
+        HEADER + "def fit(model, loader, test_loader, optimizer):\n    model.train()\n"
+        "    for x, y in loader:\n        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+        "    model.eval()\n    for x, y in test_loader:\n        print(model(x).argmax(1))\n",
     ]
     invalid = [
+        # built by a class of a package not in the tree, then given trained weights
+        invalid_at(
+            HEADER + "from models import vgg19\n\nmodel = vgg19()\n"
+            "model.load_state_dict(torch.load('best.pth'))\n"
+            "with torch.set_grad_enabled(False):\n    outputs = model(inputs)\n",
+            "outputs =",
+        ),
+        # a test loop after training, without no_grad, reported at the loop
+        invalid_at(
+            HEADER + "def fit(model, loader, test_loader, optimizer):\n    model.train()\n"
+            "    for x, y in loader:\n        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+            "    for x, y in test_loader:\n        print(model(x).argmax(1))\n",
+            "for x, y in test_loader",
+        ),
+        # validation every N steps: a loop over validation data inside the training step
+        invalid_at(
+            HEADER + "def fit(model, loader, valloader, optimizer):\n    model.train()\n"
+            "    for i, (x, y) in enumerate(loader):\n        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+            "        if i % 2000 == 1999:\n            with torch.no_grad():\n"
+            "                for xv, yv in valloader:\n"
+            "                    val_loss = F.cross_entropy(model(xv), yv)\n",
+            "val_loss =",
+        ),
         Invalid(
             HEADER + "import torchvision\n\nmodel = torchvision.models.resnet18()\n"
             "model.load_state_dict(torch.load('weights.pt'))\nwith torch.no_grad():\n"
@@ -1790,8 +1881,12 @@ class EvalWithoutEvalMode(ScopeRule):
             name = dotted_name(site.node.func)
             if name is None or name in reported or name in evals:
                 continue
+            held_out = None
             if not (decorated or under_no_grad(context, site)):
-                continue
+                # without no_grad, a loop over validation or test data is an evaluation too
+                held_out = _held_out_loop(context, scope, site)
+                if held_out is None:
+                    continue
             # the semantic model knows it has no train/eval behaviour (a loss, a softmax, an
             # upsampling layer, a project model without dropout or batch norm)
             kind = context.semantic.kind_of_name(name, scope, site.order)
@@ -1809,7 +1904,12 @@ class EvalWithoutEvalMode(ScopeRule):
                 # built from a project class or factory of another file that has dropout or
                 # batch norm
                 built = True
-            if not decorated and _in_training_step(context, scope, site):
+            if constructor is not None and not built and kind is None and _weights_loaded(
+                    scope, name, site.order):
+                # built here by a class or factory of a package not in the tree, then given
+                # trained weights: a model, whose mode is not known to be the same in both
+                built = True
+            if not decorated and held_out is None and _in_training_step(context, scope, site):
                 continue
             callers = None
             if not built:
@@ -1824,19 +1924,41 @@ class EvalWithoutEvalMode(ScopeRule):
                     if not trains_here:
                         continue
             reported.add(name)
+            how = "under no_grad for evaluation"
+            node: cst.CSTNode = site.node
+            statement = site.statement
+            if held_out is not None:
+                # at the loop, before which `eval()` belongs
+                how = f"for evaluation over `{source_of(held_out.iter).strip()}`"
+                node, statement = held_out.iter, held_out
             if callers is not None:
-                self.report_at(
-                    site, site.node,
-                    f"`{name}` is run under no_grad for evaluation, but {callers} (dropout "
+                self.report(
+                    node,
+                    f"`{name}` is run {how}, but {callers} (dropout "
                     f"and batch norm behave as in training); call `{name}.eval()` here or "
-                    "before the call",
+                    "before the call", statement=statement or node,
                 )
                 continue
-            self.report_at(
-                site, site.node,
-                f"`{name}` is run under no_grad for evaluation but is still in training mode "
+            self.report(
+                node,
+                f"`{name}` is run {how} but is still in training mode "
                 f"(dropout and batch norm behave as in training); call `{name}.eval()` first",
+                statement=statement or node,
             )
+
+
+def _weights_loaded(scope: Scope, name: str, before: int) -> bool:
+    """`name.load_state_dict(...)` runs after `name` was built and before the site at
+    `before`; `name = name.to(device)` and the like keep the model it was built as."""
+    assignments = scope.assigned(name, before)
+    while assignments and assignments[-1].value is not None and mode_receiver(
+            assignments[-1].value) == name:
+        assignments = scope.assigned(name, assignments[-1].site.order)
+    if not assignments:
+        return False
+    built = assignments[-1].site.order
+    return any(dotted_name(receiver) == name and built < site.order < before
+               for site, receiver in scope.method_calls("load_state_dict"))
 
 
 def _callers_in_training(context, scope: Scope, name: str) -> str | None:
@@ -2099,14 +2221,16 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     Finds `F.cross_entropy` / `nn.CrossEntropyLoss` applied to the output of `softmax` or
     `log_softmax`, `F.nll_loss` / `nn.NLLLoss` applied to `softmax` (not `log_softmax`)
     output, and `binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` applied to
-    `sigmoid` output, directly or through a variable assigned in the same function. Only the
+    `sigmoid` output, directly or through a variable assigned in the same function, also
+    moved, cast or reshaped on the way (`probs.view(-1, n)`, `probs.to(device)`). Only the
     prediction (first argument) is checked: soft targets from a softmax are fine, and so is
     `nll_loss(F.log_softmax(x))`.
 
     It also knows, from the semantic model, where the probabilities come from the model: a
     model (of any file of the project) whose last layer is `nn.Softmax`/`nn.LogSoftmax`/
     `nn.Sigmoid` (an `nn.Sequential` ending in one, a head attribute built so) or whose
-    `forward` returns `F.softmax(...)`/`torch.sigmoid(...)` (not when `forward` reads
+    `forward` returns `F.softmax(...)`/`torch.sigmoid(...)` (directly, or as the name whose
+    last assignment before the `return`, outside any branch, is one; not when it reads
     `self.training`: such models return logits while training); and which losses expect
     logits: a criterion kept on `self` or at module level, and a project's own loss class or
     function that passes its first argument to `F.cross_entropy`/`F.nll_loss`/
@@ -2127,16 +2251,14 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         loss = F.cross_entropy(logits, y)
 
     ## What it does not see
-    On bench/bugs it finds 2 of 13 cases at the marked line; the cases mark the activation in
-    `forward`, and this rule reports the loss call, so three cases it does find count as
-    misses (r-pysi-21511, r-pysi-155381, c-pytorch-gan-acgan-aux-softmax). It misses:
+    On bench/bugs it finds 1 of 12 cases at the marked line; the cases mark the activation in
+    `forward`, and this rule reports the loss call, so seven cases it does find count as
+    misses (r-pysi-21511, r-pysi-155381, r-pysi-52862, r-pysi-76679, r-pysi-81063,
+    c-pytorch-gan-acgan-aux-softmax, and r-jindongwang-activity-softmax-before-ce, whose loss
+    is in another file). It misses:
 
-    - the output reshaped or moved before the loss (`criterion(out.view(-1, 3), y)`,
-      `out = out.to(device)`, `y_pred.resize(...)`): r-pysi-81063, r-pysi-52862,
-      r-nishnik-cdssm-softmax-before-ce;
-    - a `forward` that assigns the returned variable more than once (`x = self.fc(x)`,
-      `x = F.softmax(x, dim=1)`, `return x`): r-pysi-76679,
-      r-jindongwang-activity-softmax-before-ce (which also gets the model as a parameter);
+    - the output resized before the loss (`y_pred.resize(...)`:
+      r-nishnik-cdssm-softmax-before-ce);
     - a model of a file imported under another name whose `forward` returns a tuple
       (`output, hidden = decoder(...)`: c-zerotoall-seq2seq-logsoftmax-cross-entropy);
     - `sigmoid` before `nn.CrossEntropyLoss` (r-pysi-101895), which it does not check, and a
@@ -2174,6 +2296,13 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         HEADER + "class ProbLoss(nn.Module):\n    def forward(self, probs, target):\n"
         "        return F.nll_loss(torch.log(probs), target)\n\n\n"
         "def step(model, x, y):\n    return ProbLoss()(F.softmax(model(x), dim=1), y)\n",
+        # forward applies the softmax only on a branch: the returned name may be the logits
+        HEADER + "class Net(nn.Module):\n    def __init__(self, probs):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n"
+        "        self.probs = probs\n\n    def forward(self, x):\n        x = self.fc(x)\n"
+        "        if self.probs:\n            x = F.softmax(x, dim=1)\n        return x\n\n\n"
+        "model = Net(False)\n\n\ndef step(x, y):\n"
+        "    return F.cross_entropy(model(x).view(-1, 10), y)\n",
     ]
     invalid = [
         Invalid(
@@ -2236,6 +2365,17 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "    return auxiliary_loss(real_aux, labels)\n",
             "return auxiliary_loss(real_aux, labels)",
         ),
+        # forward returns a name whose last assignment is the softmax, and the output is
+        # reshaped before the loss
+        invalid_at(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n\n"
+            "    def forward(self, x):\n        x = self.fc(x)\n"
+            "        x = F.softmax(x, dim=1)\n        return x\n\n\n"
+            "model = Net()\ncriterion = nn.CrossEntropyLoss()\n\n\n"
+            "def step(x, y):\n    return criterion(model(x).view(-1, 10), y)\n",
+            "return criterion(",
+        ),
         # sigmoid before BCEWithLogitsLoss, from the model's head
         invalid_at(
             HEADER + "class Detector(nn.Module):\n    def __init__(self):\n"
@@ -2272,17 +2412,26 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     def _activation(self, scope: Scope, expr: cst.BaseExpression, order: int) -> str | None:
         """`softmax`, `log_softmax` or `sigmoid` when `expr` (or the value last assigned to
         the name `expr`) is the output of one."""
-        original = expr
+        original, assigned_at = expr, order
         if isinstance(expr, cst.Name):
             found = scope.assigned(expr.value, order)
             if found and found[-1].value is not None:
-                expr = found[-1].value
+                expr, assigned_at = found[-1].value, found[-1].site.order
         if not isinstance(expr, cst.Call):
             return self._model_output(scope, original, order)
         qualified = self.context.call_name(expr)
         if qualified in _ACTIVATIONS:
             return _ACTIVATIONS[qualified]
         func = expr.func
+        if (
+            qualified is None and isinstance(func, cst.Attribute)
+            and func.attr.value in VALUE_METHODS
+            and self.context.qualified_name(func.value) is None
+        ):
+            # `probs.view(-1, n)`, `probs.to(device)`: the same values
+            through = self._activation(scope, func.value, assigned_at)
+            if through is not None:
+                return through
         if (
             qualified is None and isinstance(func, cst.Attribute)
             and func.attr.value in ("softmax", "log_softmax", "sigmoid")

@@ -48,11 +48,12 @@ from modellint.static.recover import recover
 from modellint.static.source import DecodeError, decode
 
 UNKNOWN: list = ["?"]
-FACTS_VERSION = 7  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
+FACTS_VERSION = 8  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
 # 5: a file that does not parse has the facts of what does; 6: zeroes and invokes (the effects of
-# project functions at their call sites); 7: no_grad (a function that runs under no_grad), dicts,
-# comprehensions, arithmetic, slices, joins of names assigned several times, containers changed
-# after they are built (`mutates`), classes defined in functions
+# project functions at their call sites); 7, 8: no_grad (a function that runs under no_grad),
+# dicts, comprehensions, arithmetic, slices, joins of names assigned several times, containers
+# changed after they are built (`mutates`), classes defined in functions, a returned name is its
+# last plain assignment
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -282,6 +283,7 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
     # name -> every value of a name assigned more than once (`joins` of the facts)
     joins: dict[str, list] = {}
     mutates: set[str] = set()
+    returned = _returned_assignments(func.body, self_name)
     for node in _own_nodes(func.body, nested):
         if node.__class__ not in _FUNCTION_FACT_NODES:
             continue  # most nodes: constants, operators
@@ -319,8 +321,8 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
                         _bind(assigns, joins, bound.id, UNKNOWN if bound.id not in flat else [
                             "item", ["iter", summarize(node.iter, self_name)], flat[bound.id]])
         elif isinstance(node, ast.Return):
-            returns.append(summarize(node.value, self_name) if node.value is not None
-                           else ["const", "None"])
+            returns.append(returned[id(node)] if id(node) in returned else summarize(
+                node.value, self_name) if node.value is not None else ["const", "None"])
         elif isinstance(node, ast.Attribute) and node.attr == "training":
             reads_training = True
         elif isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(
@@ -515,6 +517,25 @@ def _mode_facts(body: list[ast.stmt], usage: _Usage, defined: set[int]) -> dict:
         _mutation(node, None, mutates)
     usage.count(node for node in nested if id(node) not in defined)
     return {**modes.facts(), **({"mutates": sorted(mutates)} if mutates else {})}
+
+
+def _returned_assignments(body: list[ast.stmt], self_name: str | None) -> dict[int, list]:
+    """For each `return x` of the body itself: the summary of the value last assigned to `x`
+    before it, when that is a plain `x = value` statement of the body (`x = self.fc(x)`,
+    `x = F.softmax(x, dim=1)`, `return x`), so no branch or loop between them assigns `x`.
+    Keyed by the return's id; a name assigned more than once is otherwise not known."""
+    found: dict[int, list] = {}
+    for index, statement in enumerate(body):
+        if not (isinstance(statement, ast.Return) and isinstance(statement.value, ast.Name)):
+            continue
+        name = statement.value.id
+        last = next((s for s in reversed(body[:index]) if any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+            for n in _own_nodes([s]))), None)
+        if (isinstance(last, ast.Assign) and len(last.targets) == 1
+                and isinstance(last.targets[0], ast.Name)):
+            found[id(statement)] = summarize(last.value, self_name)
+    return found
 
 
 def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method: str,

@@ -214,7 +214,7 @@ TENSOR_METHODS = frozenset({
 VALUE_METHODS = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous", "clone",
     "detach", "view", "reshape", "squeeze", "unsqueeze", "view_as", "reshape_as", "flatten",
-    "permute", "transpose", "type_as",
+    "permute", "transpose", "type_as", "t", "squeeze_", "unsqueeze_",
 })
 # tensor attributes that are tensors
 TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
