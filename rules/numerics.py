@@ -1,13 +1,26 @@
-"""Numerics (ML205–ML207): formulas that lose precision where torch has an exact function."""
+"""Numerics (ML205–ML208): formulas that lose precision where torch has an exact function, and
+integer arithmetic that true division turned into floats (ML208)."""
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule
+from modellint.rule import (
+    Fix,
+    Invalid,
+    Severity,
+    StaticRule,
+    argument,
+    child_nodes,
+    code_nodes,
+    snippet,
+    source_of,
+)
+from modellint.rules._loops import _NESTED, Scope, ScopeRule, invalid_at
 from modellint.rules.torch_api import reference
 
 HEADER = "import torch\n\n"
@@ -262,6 +275,323 @@ class LogSumExp(_NumericsRule):
             self._check(node, func.value)
 
 
+# -- ML208 ------------------------------------------------------------------------------------
+
+# calls whose result is a tensor of indices (int64)
+_INDEX_FUNCTIONS = frozenset({
+    "torch.argmax", "torch.argmin", "torch.argsort", "torch.nonzero", "torch.multinomial",
+    "torch.randint", "torch.randperm", "torch.searchsorted", "torch.bucketize",
+})
+_INDEX_METHODS = frozenset({"argmax", "argmin", "argsort", "nonzero", "multinomial"})
+# calls returning (values, indices)
+_PAIR_FUNCTIONS = frozenset({"torch.topk", "torch.sort", "torch.max", "torch.min",
+                             "torch.kthvalue", "torch.mode", "torch.median"})
+_PAIR_METHODS = frozenset({"topk", "sort", "max", "min", "kthvalue", "mode", "median"})
+# calls and methods that round (or cast to an integer type) what they are given
+_ROUNDING_FUNCTIONS = frozenset({
+    "math.floor", "math.ceil", "math.trunc", "torch.floor", "torch.ceil", "torch.round",
+    "torch.trunc", "torch.fix", "numpy.floor", "numpy.ceil", "numpy.round", "numpy.trunc",
+    "numpy.rint", "numpy.int32", "numpy.int64",
+})
+_ROUNDING_METHODS = frozenset({
+    "long", "int", "short", "byte", "floor", "ceil", "round", "trunc", "fix", "to", "type",
+    "astype", "floor_", "ceil_", "round_", "trunc_", "type_as",
+})
+# a size computed with the convolution arithmetic: (L + 2p - d(k - 1) - 1) / s + 1
+_CONV_TERMS = re.compile(r"kernel|dilation")
+_STRIDE = re.compile(r"stride")
+# where an integer is needed: indexing, sizes, counts
+_SIZE_METHODS = frozenset({
+    "view", "reshape", "expand", "repeat", "index_select", "gather", "narrow", "new_zeros",
+    "new_ones", "new_empty", "new_full", "scatter", "scatter_", "scatter_add", "scatter_add_",
+    "index_add", "index_add_", "index_copy", "index_copy_", "index_fill", "index_fill_",
+    "take", "unflatten", "split", "chunk", "roll",
+})
+_SIZE_FUNCTIONS = frozenset({"range", "torch.zeros", "torch.ones", "torch.empty",
+                             "torch.full", "torch.index_select", "torch.gather",
+                             "torch.take", "torch.narrow"})
+
+
+def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    """id(node) -> its parent, for the code of one scope (nested functions, classes and
+    lambdas left out)."""
+    parents: dict[int, cst.CSTNode] = {}
+    stack = [_body(root)]
+    while stack:
+        node = stack.pop()
+        for child in child_nodes(node):
+            if isinstance(child, _NESTED):
+                continue
+            parents[id(child)] = node
+            stack.append(child)
+    return parents
+
+
+class IntegerTensorTrueDivision(ScopeRule):
+    """`/` on integer tensors (indices, lengths) gives floats since torch 1.5.
+
+    ## What it does
+    Finds a true division `a / b` where `a` holds integers and the result is used as one,
+    with nothing rounding it (`//`, `.long()`, `torch.floor`, `int(...)`):
+
+    - `a` is a tensor of indices (from `topk`, `sort`, `max(dim)`, `argmax`, `nonzero`,
+      `multinomial`...) and the quotient indexes a tensor, sizes a `view`/`range`/
+      `index_select`, or sits next to `a % b` (unravelling a flat index into row and
+      column, as a beam search does);
+    - the division computes a length with the convolution arithmetic, `(length + 2 *
+      padding - dilation * (kernel_size - 1) - 1) / stride + 1`.
+
+    ## Why is this bad?
+    Until torch 1.5, `/` between integer tensors rounded down; since then it is true division
+    and returns floats. Code written for the old behaviour now indexes with a float tensor
+    (an error), or carries fractions into lengths: a conv output length of 50.5 fed to the
+    next layer's formula drifts from the real length, and the sequence lengths given to
+    `pack_padded_sequence` or CTC are wrong.
+
+    ## Example
+        scores, flat = scores.view(-1).topk(k)
+        beam = flat / vocab_size
+        word = flat % vocab_size
+        seqs = seqs[beam]
+
+    ## Use instead
+        scores, flat = scores.view(-1).topk(k)
+        beam = flat // vocab_size
+        word = flat % vocab_size
+        seqs = seqs[beam]
+    """
+
+    code = "ML208"
+    name = "integer-tensor-true-division"
+    fix = "unsafe"
+    triggers = ("/",)
+    _BEAM = (HEADER + "def step(scores, seqs, k, vocab_size):\n"
+             "    top, flat = scores.view(-1).topk(k)\n"
+             "    beam = {division}\n"
+             "    return seqs[beam]\n")
+    _LENGTHS = (HEADER + "import torch.nn as nn\n\n\n"
+                "def output_lengths(conv, lengths):\n"
+                "    for m in conv.modules():\n"
+                "        if isinstance(m, nn.Conv2d):\n"
+                "            lengths = (lengths + 2 * m.padding[1] - m.dilation[1] * "
+                "(m.kernel_size[1] - 1) - 1) {divide} m.stride[1] + 1\n"
+                "    return lengths.int()\n")
+    valid = [
+        _BEAM.format(division="flat // vocab_size"),
+        _BEAM.format(division="torch.div(flat, vocab_size, rounding_mode='floor')"),
+        _BEAM.format(division="(flat / vocab_size).long()"),
+        # a float wanted: a position normalised to [0, 1]
+        HEADER + "def position(heatmap, width):\n"
+        "    return heatmap.argmax(1) / (width - 1)\n",
+        # divided by a float
+        HEADER + "def rows(heatmap, seqs, width):\n"
+        "    idx = heatmap.argmax(1)\n"
+        "    return seqs[idx / 2.0]\n",
+        # rounded where it is used
+        HEADER + "def step(scores, seqs, k, n):\n"
+        "    _, flat = scores.view(-1).topk(k)\n"
+        "    beam = flat / n\n"
+        "    return seqs[beam.long()]\n",
+        # the conv arithmetic, truncated at once
+        HEADER + "def out_size(size, padding, kernel_size, stride):\n"
+        "    return int((size + 2 * padding - kernel_size) / stride + 1)\n",
+        # values, not indices
+        HEADER + "def mean_top(scores, k, seqs):\n"
+        "    top, flat = scores.topk(k)\n"
+        "    return seqs[top / k]\n",
+    ]
+    invalid = [
+        invalid_at(_BEAM.format(division="flat / vocab_size"), "flat / vocab_size",
+                   fixed=_BEAM.format(division="flat // vocab_size")),
+        invalid_at(HEADER + "def unravel(x, width):\n"
+                   "    _, idx = torch.max(x.view(x.size(0), -1), 1)\n"
+                   "    ys = idx / width\n"
+                   "    xs = idx % width\n"
+                   "    return xs, ys\n", "idx / width",
+                   fixed=HEADER + "def unravel(x, width):\n"
+                   "    _, idx = torch.max(x.view(x.size(0), -1), 1)\n"
+                   "    ys = idx // width\n"
+                   "    xs = idx % width\n"
+                   "    return xs, ys\n"),
+        invalid_at(_LENGTHS.format(divide="/"), "m.stride[1]",
+                   fixed=_LENGTHS.format(divide="//")),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        divisions: list[cst.BinaryOperation] = []
+        for node in code_nodes(_body(scope.root), prune=_NESTED):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+                divisions.append(node)
+        if not divisions:
+            return
+        parents = _parents(scope.root)
+        for division in divisions:
+            if _floating(division.right) or self._rounded(division, parents):
+                continue
+            numerator, divisor = source_of(division.left), source_of(division.right)
+            if _CONV_TERMS.search(numerator) and _STRIDE.search(divisor):
+                why = ("a length computed with the convolution arithmetic is a whole number: "
+                       "since torch 1.5 `/` gives a float (true division) where it rounded down "
+                       "on integer tensors, so the fraction is carried on")
+            else:
+                indices = self._indices(scope, division.left)
+                if indices is None or not self._used_as_integer(scope, division, parents):
+                    continue
+                why = (f"`{snippet(division.left)}` holds indices (from `{indices}`): since "
+                       f"torch 1.5 `/` on integer tensors is true division and gives floats, "
+                       f"not the rounded-down indices this expects")
+            self.report(
+                division,
+                f"{why}; use `//` (or `torch.div(..., rounding_mode='floor')`)",
+                fix=Fix(((division, division.with_changes(operator=cst.FloorDivide(
+                    whitespace_before=division.operator.whitespace_before,
+                    whitespace_after=division.operator.whitespace_after))),),
+                    "divide with `//`", safe=False),
+                statement=self._statement(division, parents),
+            )
+
+    def _statement(self, node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.CSTNode:
+        while not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            parent = parents.get(id(node))
+            if parent is None:
+                return node
+            node = parent
+        return node
+
+    def _rounded(self, node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
+        """A call above `node` in its statement rounds it or casts it to an integer."""
+        while True:
+            parent = parents.get(id(node))
+            if parent is None or isinstance(parent, (cst.BaseSmallStatement,
+                                                     cst.BaseCompoundStatement)):
+                return False
+            if isinstance(parent, cst.BinaryOperation) and isinstance(
+                    parent.operator, cst.FloorDivide):
+                return True
+            if isinstance(parent, cst.Call):
+                func = parent.func
+                if isinstance(func, cst.Name) and func.value in ("int", "round"):
+                    return True
+                if self.context.call_name(parent) in _ROUNDING_FUNCTIONS:
+                    return True
+                if isinstance(func, cst.Attribute) and func.attr.value in _ROUNDING_METHODS \
+                        and node is func:
+                    return True
+            node = parent
+
+    def _indices(self, scope: Scope, expr: cst.BaseExpression) -> str | None:
+        """What makes `expr` a tensor of indices (`topk`, `argmax`), or None: a call that
+        returns them, or a name every assignment of which in this scope is one."""
+        if not isinstance(expr, cst.Name):
+            return self._index_call(expr)
+        found = None
+        for assignment in scope.assigned(expr.value):
+            if assignment.unpacks is not None and assignment.position == 1:
+                found = self._pair_call(assignment.unpacks)
+            elif assignment.value is not None:
+                found = self._index_call(assignment.value)
+            else:
+                return None
+            if found is None:
+                return None
+        return found
+
+    def _index_call(self, expr: cst.BaseExpression) -> str | None:
+        """`x.argmax(1)`, `torch.nonzero(m)`, `x.topk(k)[1]`, `x.topk(k).indices`."""
+        if isinstance(expr, cst.Call):
+            qualified = self.context.call_name(expr)
+            if qualified in _INDEX_FUNCTIONS:
+                return qualified.rsplit(".", 1)[-1]
+            func = expr.func
+            if qualified is None and isinstance(func, cst.Attribute) and (
+                    func.attr.value in _INDEX_METHODS):
+                return func.attr.value
+            return None
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "indices":
+            return self._pair_call(expr.value)
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            index = expr.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and (
+                    index.value.evaluated_value == 1):
+                return self._pair_call(expr.value)
+        return None
+
+    def _pair_call(self, expr: cst.BaseExpression) -> str | None:
+        """`x.topk(k)`, `torch.max(x, 1)`: a call returning (values, indices)."""
+        if not isinstance(expr, cst.Call):
+            return None
+        qualified = self.context.call_name(expr)
+        func = expr.func
+        if qualified in _PAIR_FUNCTIONS:
+            method = qualified.rsplit(".", 1)[-1]
+            positional_dim = 1
+        elif qualified is None and isinstance(func, cst.Attribute) and (
+                func.attr.value in _PAIR_METHODS):
+            method = func.attr.value
+            positional_dim = 0
+        else:
+            return None
+        if method in ("max", "min") and argument(expr, "dim", positional_dim) is None:
+            return None  # the whole tensor's maximum, or an elementwise one: no indices
+        return method
+
+    def _used_as_integer(self, scope: Scope, division: cst.BinaryOperation,
+                         parents: dict[int, cst.CSTNode]) -> bool:
+        """The quotient indexes or sizes something, here or through the name it is assigned
+        to, or the same numerator is taken modulo the same divisor (a flat index unravelled)."""
+        numerator, divisor = source_of(division.left), source_of(division.right)
+        if any(isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+               and source_of(node.left) == numerator and source_of(node.right) == divisor
+               for node in code_nodes(_body(scope.root), prune=_NESTED)):
+            return True
+        if self._integer_position(division, parents):
+            return True
+        assign = parents.get(id(division))
+        if not (isinstance(assign, cst.Assign) and assign.value is division
+                and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
+            return False
+        target = assign.targets[0].target.value
+        return any(
+            isinstance(node, cst.Name) and node.value == target and node is not (
+                assign.targets[0].target) and not self._rounded(node, parents)
+            and self._integer_position(node, parents)
+            for node in code_nodes(_body(scope.root), prune=_NESTED))
+
+    def _integer_position(self, node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
+        """`node` (or the expression it is part of) is a subscript's index, or an argument
+        of a call that takes sizes or indices."""
+        while True:
+            parent = parents.get(id(node))
+            if parent is None or isinstance(parent, (cst.BaseSmallStatement,
+                                                     cst.BaseCompoundStatement)):
+                return False
+            if isinstance(parent, cst.SubscriptElement):
+                return True
+            if isinstance(parent, cst.Arg):
+                call = parents.get(id(parent))
+                if isinstance(call, cst.Call):
+                    func = call.func
+                    return (self.context.call_name(call) in _SIZE_FUNCTIONS
+                            or (isinstance(func, cst.Name) and func.value == "range")
+                            or (isinstance(func, cst.Attribute)
+                                and func.attr.value in _SIZE_METHODS))
+                return False
+            if isinstance(parent, (cst.Call, cst.Attribute)):
+                return False  # a method's receiver or a call's result: another value
+            node = parent
+
+
+def _body(root: cst.CSTNode) -> cst.CSTNode:
+    return root.body if isinstance(root, cst.FunctionDef) else root
+
+
+def _floating(expr: cst.BaseExpression) -> bool:
+    """A divisor that is a float: a float literal, `float(n)`, `x.float()`."""
+    text = source_of(expr)
+    return any(isinstance(node, cst.Float) for node in code_nodes(expr)) or bool(
+        re.search(r"\bfloat\(|\.float\(\)|\.double\(\)", text))
+
+
 @hookimpl
 def modellint_add_rules():
-    return [LogOnePlus, ExpMinusOne, LogSumExp]
+    return [LogOnePlus, ExpMinusOne, LogSumExp, IntegerTensorTrueDivision]
