@@ -1792,7 +1792,9 @@ class AccumulationStepCondition(ScopeRule):
         `for i in range(n)`), not reassigned in the loop before `before`."""
         if not isinstance(loop, cst.For) or any(
                 a.target == name and a.site.inside(loop) and a.site.order < before
-                for a in scope.assignments):
+                for a in scope.assignments) or any(
+                isinstance(s.node, cst.AugAssign) and dotted_name(s.node.target) == name
+                and s.inside(loop) and s.order < before for s in scope.sites):
             return False
         iterator = loop.iter
         if not isinstance(iterator, cst.Call) or not isinstance(iterator.func, cst.Name):
