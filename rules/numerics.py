@@ -4,7 +4,7 @@ integer arithmetic that true division turned into floats (ML208)."""
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import libcst as cst
 
@@ -430,9 +430,9 @@ class IntegerTensorTrueDivision(ScopeRule):
                 continue
             numerator, divisor = source_of(division.left), source_of(division.right)
             if _CONV_TERMS.search(numerator) and _STRIDE.search(divisor):
-                why = ("a length computed with the convolution arithmetic is a whole number: "
-                       "since torch 1.5 `/` gives a float (true division) where it rounded down "
-                       "on integer tensors, so the fraction is carried on")
+                why = ("this length follows the convolution arithmetic, which rounds down, but "
+                       "`/` is true division (on integer tensors too, since torch 1.5): the "
+                       "length keeps a fraction that the formulas after it carry on")
             else:
                 indices = self._indices(scope, division.left)
                 if indices is None or not self._used_as_integer(scope, division, parents):
@@ -440,12 +440,13 @@ class IntegerTensorTrueDivision(ScopeRule):
                 why = (f"`{snippet(division.left)}` holds indices (from `{indices}`): since "
                        f"torch 1.5 `/` on integer tensors is true division and gives floats, "
                        f"not the rounded-down indices this expects")
+            operator = cast(cst.Divide, division.operator)
             self.report(
                 division,
                 f"{why}; use `//` (or `torch.div(..., rounding_mode='floor')`)",
                 fix=Fix(((division, division.with_changes(operator=cst.FloorDivide(
-                    whitespace_before=division.operator.whitespace_before,
-                    whitespace_after=division.operator.whitespace_after))),),
+                    whitespace_before=operator.whitespace_before,
+                    whitespace_after=operator.whitespace_after))),),
                     "divide with `//`", safe=False),
                 statement=self._statement(division, parents),
             )

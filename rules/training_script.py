@@ -1699,10 +1699,10 @@ class AccumulationStepCondition(ScopeRule):
             condition, test = found
             if id(test.node) in reported:
                 continue
-            # accumulation: backward() each iteration before the step, the gradients cleared
-            # only where the step is
-            if not any(b.inside(loop) and not b.inside(condition) and b.order < step.order
-                       for b in backwards):
+            # accumulation: backward() each iteration of this loop (not of a loop inside it)
+            # before the step, the gradients cleared only where the step is
+            if not any(b.loops and b.loops[-1] is loop and not b.inside(condition)
+                       and b.order < step.order for b in backwards):
                 continue
             if not any(z.inside(condition) for z in zero_grads) or any(
                 z.inside(loop) and not z.inside(condition) for z in zero_grads
