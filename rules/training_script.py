@@ -1637,6 +1637,15 @@ class AccumulationStepCondition(ScopeRule):
         "        F.softplus(D(x)).mean().backward()\n        opt_d.step()\n"
         "        opt_g.zero_grad()\n        F.softplus(-D(G(z))).mean().backward()\n"
         "        if i % n_critic:\n            opt_g.step()\n",
+        # the leftover gradients of an epoch flushed after its batch loop
+        HEADER + "def train(model, loader, optimizer, epochs, n):\n"
+        "    for epoch in range(epochs):\n"
+        "        for i, (x, y) in enumerate(loader):\n"
+        "            (F.mse_loss(model(x), y) / n).backward()\n"
+        "            if (i + 1) % n == 0:\n"
+        "                optimizer.step()\n                optimizer.zero_grad()\n"
+        "        if (i + 1) % n != 0:\n"
+        "            optimizer.step()\n            optimizer.zero_grad()\n",
         # `accum` recomputed each iteration from values that do not change
         HEADER + "def train(model, loader, optimizer, nbs, bs):\n"
         "    for i, (x, y) in enumerate(loader):\n"
