@@ -1757,12 +1757,16 @@ class AccumulationStepCondition(ScopeRule):
         optimizer = source_of(cast(cst.Attribute, step.node.func).value)
         optimizer = f"{optimizer}.step({source_of(step.node.args[0].value)})" if (
             step.node.args and "scaler" in last_segment(optimizer)) else f"{optimizer}.step()"
+        zero_based = _is_zero(test.residue) and isinstance(test.modulo.left, cst.Name) and (
+            self._counts_from_zero(scope, test.modulo.left.value, loop, step.order))
         if not test.on_match:
-            return (f"`{optimizer}` runs when `{counter} % {steps}` is not "
-                    f"{source_of(test.residue).strip() if test.residue is not None else '0'}: "
-                    f"on every iteration but one in `{steps}`, so almost every update sees a "
+            residue = source_of(test.residue).strip() if test.residue is not None else "0"
+            instead = (f"({counter} + 1) % {steps} == 0" if zero_based
+                       else f"{counter} % {steps} == {residue}")
+            return (f"`{optimizer}` runs when `{counter} % {steps}` is not {residue}: on "
+                    f"every iteration but one in `{steps}`, so almost every update sees a "
                     f"single micro-batch instead of `{steps}` accumulated ones; the condition "
-                    f"is inverted, step when `{counter} % {steps} == 0`")
+                    f"is inverted, step when `{instead}`")
         changed = self._changing(scope, test.modulo.right, loop)
         if changed is not None:
             return (f"`{steps}` is recomputed in this loop from {changed}, so "
@@ -1770,8 +1774,7 @@ class AccumulationStepCondition(ScopeRule):
                     f"out of irregular lengths, some of a single micro-batch; step when "
                     f"`{steps}` batches have passed since the last step (`{counter} - "
                     f"last_step >= {steps}`)")
-        if _is_zero(test.residue) and isinstance(test.modulo.left, cst.Name) and (
-                self._counts_from_zero(scope, test.modulo.left.value, loop, step.order)):
+        if zero_based:
             return (f"`{counter}` counts from 0, so `{counter} % {steps} == 0` runs "
                     f"`{optimizer}` after the first micro-batch alone, and every window after "
                     f"it is shifted by one; step when `({counter} + 1) % {steps} == 0`")

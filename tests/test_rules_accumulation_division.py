@@ -202,3 +202,12 @@ def test_conv_length_arithmetic():
     # box coordinates over a stride: floats wanted
     coords = "def to_grid(box, pad, stride):\n    return (box - pad) / stride\n"
     assert found(coords, IntegerTensorTrueDivision) == []
+
+
+def test_the_inverted_message_suggests_a_condition_that_is_not_off_by_one():
+    zero_based = lint_text(accum("i % n != 0"), [AccumulationStepCondition])
+    assert "step when `(i + 1) % n == 0`" in zero_based[0].message
+    global_count = accum("step % n").replace(
+        "        F.mse_loss", "        step = epoch_start + i\n        F.mse_loss")
+    computed = lint_text(global_count, [AccumulationStepCondition])
+    assert "step when `step % n == 0`" in computed[0].message
