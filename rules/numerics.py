@@ -17,6 +17,7 @@ from modellint.rule import (
     argument,
     child_nodes,
     code_nodes,
+    dotted_name,
     snippet,
     source_of,
 )
@@ -593,6 +594,254 @@ def _floating(expr: cst.BaseExpression) -> bool:
         re.search(r"\bfloat\(|\.float\(\)|\.double\(\)", text))
 
 
+# -- ML209 ------------------------------------------------------------------------------------
+
+_SOFTMAX_FUNCTIONS = frozenset({
+    "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
+    "torch.nn.functional.softmin", "torch.softmax", "torch.log_softmax",
+})
+_SOFTMAX_METHODS = frozenset({"softmax", "log_softmax"})
+_SOFTMAX_LAYERS = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin"})
+# layers and functions whose output has the rank of their input
+_SAME_RANK_LAYERS = frozenset({
+    "torch.nn.Linear", "torch.nn.Dropout", "torch.nn.ReLU", "torch.nn.GELU", "torch.nn.Tanh",
+    "torch.nn.Sigmoid", "torch.nn.LayerNorm", "torch.nn.Identity", "torch.nn.LeakyReLU",
+    "torch.nn.SiLU", "torch.nn.ELU", "torch.nn.BatchNorm1d",
+})
+_SAME_RANK_FUNCTIONS = frozenset({
+    "torch.nn.functional.relu", "torch.nn.functional.gelu", "torch.nn.functional.dropout",
+    "torch.nn.functional.linear", "torch.nn.functional.silu", "torch.nn.functional.elu",
+    "torch.nn.functional.leaky_relu", "torch.relu", "torch.tanh", "torch.sigmoid",
+})
+
+
+def _literal_int(expr: cst.BaseExpression | None) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and (
+            isinstance(expr.expression, cst.Integer)):
+        return -int(expr.expression.evaluated_value)
+    return None
+
+
+class SoftmaxDimOutOfRange(ScopeRule):
+    """A softmax over a dimension the tensor does not have.
+
+    ## What it does
+    Finds `F.softmax(x, dim=d)`, `x.softmax(d)` or a module's `nn.Softmax(dim=d)` layer
+    applied to `x`, where the function has just given `x` a known number of dimensions
+    (`x.view(n, -1)`, `x.reshape(b, t, c)`, `x.flatten(1)`, followed only by layers that keep
+    it: `nn.Linear`, dropout, activations) and `d` is not one of them. For a layer built in
+    `__init__`, the finding is at its `dim=`.
+
+    ## Why is this bad?
+    The dimension is usually copied from another head whose tensor had more axes (a 5-D
+    video head's `dim=4` on the 2-D scores of a box head). The call raises `IndexError:
+    Dimension out of range` on the path that uses it, often only in evaluation, where the
+    softmax is applied, so training runs and testing crashes.
+
+    ## Example
+        self.act = nn.Softmax(dim=4)
+        ...
+        x = x.view(x.shape[0], -1)
+        x = self.act(self.projection(x))
+
+    ## Use instead
+        self.act = nn.Softmax(dim=1)
+        ...
+        x = x.view(x.shape[0], -1)
+        x = self.act(self.projection(x))
+
+    ## What it does not see
+    A softmax over an axis that exists but is the wrong one. simple-faster-rcnn took the
+    softmax over the last axis of `(n, h, w, anchors * 2)` scores and only then viewed it as
+    `(n, h, w, anchors, 2)`, mixing every anchor's two classes into one distribution
+    (c-simple-faster-rcnn-rpn-softmax-axis). Telling that from a legitimate softmax over a
+    flattened axis viewed back into a grid (a spatial softmax over `h * w` positions) needs
+    the meaning of the sizes, not their count. It finds 1 of the 2 bench/bugs cases of
+    softmax-over-wrong-axis.
+    """
+
+    code = "ML209"
+    name = "softmax-dim-out-of-range"
+    triggers = ("oftm", "oftmin")
+    _HEAD = (HEADER + "import torch.nn as nn\n\n\n"
+             "class Head(nn.Module):\n"
+             "    def __init__(self, dim_in, classes):\n"
+             "        super().__init__()\n"
+             "        self.projection = nn.Linear(dim_in, classes)\n"
+             "        self.act = nn.Softmax(dim={dim})\n\n"
+                  "    def forward(self, x):\n"
+             "        x = x.view(x.shape[0], -1)\n"
+             "        x = self.projection(x)\n"
+             "        x = self.act(x)\n"
+             "        return x\n")
+    valid = [
+        _HEAD.format(dim=1),
+        _HEAD.format(dim=-1),
+        # the rank is not known
+        HEADER + "def probs(x):\n    return torch.softmax(x, dim=4)\n",
+        HEADER + "def probs(x, shape):\n    x = x.view(shape)\n    return x.softmax(4)\n",
+        # a layer that changes the rank in between
+        HEADER + "import torch.nn as nn\n\n\n"
+        "class Head(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.up = nn.Unflatten(1, (2, 3, 4, 5))\n"
+        "        self.act = nn.Softmax(dim=4)\n\n"
+        "    def forward(self, x):\n"
+        "        x = x.flatten(1)\n"
+        "        return self.act(self.up(x))\n",
+        HEADER + "def probs(x, b, t):\n    y = x.reshape(b, t, -1)\n"
+        "    return torch.nn.functional.log_softmax(y, dim=-3)\n",
+    ]
+    invalid = [
+        invalid_at(_HEAD.format(dim=4), "nn.Softmax(dim=4)"),
+        invalid_at(HEADER + "def probs(x, b, t):\n    y = x.reshape(b, t, -1)\n"
+                   "    return torch.nn.functional.log_softmax(y, dim=3)\n", "log_softmax"),
+        invalid_at(HEADER + "import torch.nn.functional as F\n\n\n"
+                   "def probs(x):\n    x = F.relu(x.flatten(1))\n    return x.softmax(-3)\n",
+                   "x.softmax(-3)"),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        for site in scope.calls:
+            found = self._softmax(site.node)
+            if found is None:
+                continue
+            tensor, dim, report_at = found
+            # before the statement: `x = self.act(x)` reads the `x` of the line above
+            start = min((a.site.order for a in scope.assignments
+                         if a.site.statement is site.statement), default=site.order)
+            rank = self._rank(scope, tensor, min(start, site.order), 6)
+            if rank is None or -rank <= dim < rank:
+                continue
+            if id(report_at) in self._reported:
+                continue
+            self._reported.add(id(report_at))
+            self.report(
+                report_at,
+                f"this softmax takes `dim={dim}` of `{snippet(tensor)}`, which has {rank} "
+                f"dimension{'s' if rank != 1 else ''} where it is applied"
+                f"{self._where(site.node, report_at)}: it raises `IndexError: Dimension out of "
+                f"range`; take the class axis (`dim={rank - 1}` or `dim=-1` for the last)",
+                statement=report_at if report_at is not site.node else (
+                    site.statement or site.node),
+            )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._reported: set[int] = set()
+
+    def _where(self, call: cst.Call, report_at: cst.CSTNode) -> str:
+        if report_at is call:
+            return ""
+        return f" (`{snippet(call)}`)"
+
+    def _softmax(self, call: cst.Call
+                 ) -> tuple[cst.BaseExpression, int, cst.CSTNode] | None:
+        """(its input, its dim, the node to report) of a softmax call or layer use."""
+        context = self.context
+        qualified = context.call_name(call)
+        func = call.func
+        if qualified in _SOFTMAX_FUNCTIONS:
+            if not call.args or call.args[0].keyword is not None:
+                return None
+            dim_arg = argument(call, "dim", 1)
+            dim = _literal_int(dim_arg.value) if dim_arg is not None else None
+            return (call.args[0].value, dim, call) if dim is not None else None
+        if qualified is None and isinstance(func, cst.Attribute) and (
+                func.attr.value in _SOFTMAX_METHODS):
+            dim_arg = argument(call, "dim", 0)
+            dim = _literal_int(dim_arg.value) if dim_arg is not None else None
+            return (func.value, dim, call) if dim is not None else None
+        layer = self._layer_call(func)
+        if layer is not None and len(call.args) == 1 and call.args[0].keyword is None:
+            for built in layer:
+                if context.call_name(built) in _SOFTMAX_LAYERS:
+                    dim_arg = argument(built, "dim", 0)
+                    dim = _literal_int(dim_arg.value) if dim_arg is not None else None
+                    if dim is not None:
+                        return call.args[0].value, dim, dim_arg or built
+        return None
+
+    def _layer_call(self, func: cst.BaseExpression) -> list[cst.Call] | None:
+        """The calls `self.<attr>` is assigned from in its class, when each is a call."""
+        cls = self.context.current_class
+        name = dotted_name(func)
+        if cls is None or name is None or not name.startswith("self.") or name.count(".") != 1:
+            return None
+        # a class that adds modules under computed names (`add_module(f"s{i}_pool", ...)`)
+        # still assigns these by name
+        values = [value for _, value in
+                  self.context.class_info(cls).assignments.get(name[5:], [])]
+        if not values or not all(isinstance(value, cst.Call) for value in values):
+            return None
+        return cast(list[cst.Call], values)
+
+    def _rank(self, scope: Scope, expr: cst.BaseExpression, before: int,
+              depth: int) -> int | None:
+        """The number of dimensions of `expr` when this function has just set it."""
+        if depth == 0:
+            return None
+        if isinstance(expr, cst.Name):
+            assigned = scope.assigned(expr.value, before)
+            if not assigned or assigned[-1].value is None:
+                return None
+            last = assigned[-1]
+            return self._rank(scope, cast(cst.BaseExpression, last.value), last.site.order,
+                              depth - 1)
+        if not isinstance(expr, cst.Call) or any(a.star for a in expr.args):
+            return None
+        func = expr.func
+        qualified = self.context.call_name(expr)
+        if qualified is None and isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in ("view", "reshape"):
+                return self._shape_length(expr)
+            if method == "flatten":
+                return self._flattened(expr, 0)
+            if method in ("relu", "sigmoid", "tanh", "contiguous", "float", "detach"):
+                return self._rank(scope, func.value, before, depth - 1)
+        if qualified in ("torch.flatten",):
+            return self._flattened(expr, 1)
+        if qualified in ("torch.reshape",) and len(expr.args) == 2:
+            value = expr.args[1].value
+            if isinstance(value, (cst.Tuple, cst.List)):
+                return len(value.elements)
+            return None
+        if qualified in _SAME_RANK_FUNCTIONS and expr.args:
+            return self._rank(scope, expr.args[0].value, before, depth - 1)
+        layer = self._layer_call(func)
+        if layer is not None and len(expr.args) == 1 and all(
+                self.context.call_name(built) in _SAME_RANK_LAYERS for built in layer):
+            return self._rank(scope, expr.args[0].value, before, depth - 1)
+        return None
+
+    def _shape_length(self, call: cst.Call) -> int | None:
+        if any(a.keyword is not None for a in call.args) or not call.args:
+            return None
+        if len(call.args) == 1:
+            value = call.args[0].value
+            if isinstance(value, (cst.Tuple, cst.List)):
+                if any(isinstance(e, cst.StarredElement) for e in value.elements):
+                    return None
+                return len(value.elements)
+            return 1 if _literal_int(value) is not None else None
+        return len(call.args)
+
+    def _flattened(self, call: cst.Call, first: int) -> int | None:
+        """`x.flatten(start)` / `torch.flatten(x, start)`: start + 1 when it flattens to the
+        end."""
+        if len(call.args) > first + 1 or argument(call, "end_dim") is not None:
+            return None
+        start = argument(call, "start_dim", first)
+        if start is None:
+            return 1
+        value = _literal_int(start.value)
+        return value + 1 if value is not None and value >= 0 else None
+
+
 @hookimpl
 def modellint_add_rules():
-    return [LogOnePlus, ExpMinusOne, LogSumExp, IntegerTensorTrueDivision]
+    return [LogOnePlus, ExpMinusOne, LogSumExp, IntegerTensorTrueDivision,
+            SoftmaxDimOutOfRange]

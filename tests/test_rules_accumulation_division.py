@@ -1,12 +1,13 @@
-"""ML345 (a gradient-accumulation step on the wrong iterations) and ML208 (`/` on integer
-tensors), on small scripts written for these tests: the shapes the benchmark's real cases take,
-and the near misses that must stay silent."""
+"""ML345 (a gradient-accumulation step on the wrong iterations), ML208 (`/` on integer
+tensors) and ML209 (a softmax over a dimension the tensor lacks), on small scripts written for
+these tests: the shapes the benchmark's real cases take, and the near misses that must stay
+silent."""
 
 from __future__ import annotations
 
 import textwrap
 
-from modellint.rules.numerics import IntegerTensorTrueDivision
+from modellint.rules.numerics import IntegerTensorTrueDivision, SoftmaxDimOutOfRange
 from modellint.rules.training_script import AccumulationStepCondition
 from modellint.testing import lint_text
 
@@ -211,3 +212,56 @@ def test_the_inverted_message_suggests_a_condition_that_is_not_off_by_one():
         "        F.mse_loss", "        step = epoch_start + i\n        F.mse_loss")
     computed = lint_text(global_count, [AccumulationStepCondition])
     assert "step when `step % n == 0`" in computed[0].message
+
+
+# -- ML209 ------------------------------------------------------------------------------------
+
+HEAD = """\
+import torch.nn as nn
+
+
+class RoIHead(nn.Module):
+    def __init__(self, dim_in, classes, act):
+        super().__init__()
+        for i in range(2):
+            self.add_module(f"s{{i}}_pool", nn.MaxPool2d(2))
+        self.dropout = nn.Dropout(0.5)
+        self.projection = nn.Linear(dim_in, classes)
+        if act == "softmax":
+            self.act = nn.Softmax(dim={dim})
+        else:
+            self.act = nn.Sigmoid()
+
+    def forward(self, x):
+        x = x.view(x.shape[0], -1)
+        x = self.projection(self.dropout(x))
+        if not self.training:
+            x = self.act(x)
+        return x
+"""
+
+
+def test_a_layer_built_with_a_dim_the_input_lacks_is_reported_at_its_dim():
+    source = HEAD.format(dim=4)
+    findings = lint_text(source, [SoftmaxDimOutOfRange])
+    assert [(f.code, f.line) for f in findings] == [("ML209", line_of(source, "Softmax(dim=4)"))]
+    assert "has 2 dimensions" in findings[0].message
+    for dim in (1, -1, -2):
+        assert found(HEAD.format(dim=dim), SoftmaxDimOutOfRange) == []
+
+
+def test_ranks_the_function_does_not_set_are_not_guessed():
+    sources = [
+        # the input as it comes
+        "def f(x):\n    return x.softmax(3)\n",
+        # a shape held in a variable
+        "def f(x, shape):\n    return x.view(*shape).softmax(3)\n",
+        # a project layer between: its output rank is not known
+        "def f(x, block):\n    y = block(x.flatten(1))\n    return y.softmax(3)\n",
+        # flattened up to a given end
+        "def f(x):\n    return torch.flatten(x, 1, 2).softmax(3)\n",
+    ]
+    for body in sources:
+        assert found("import torch\n\n" + body, SoftmaxDimOutOfRange) == [], body
+    reshaped = "import torch\n\ndef f(x, b):\n    y = x.reshape((b, 2, -1))\n    return torch.softmax(y, 3)\n"
+    assert found(reshaped, SoftmaxDimOutOfRange) == [("ML209", 5)]
