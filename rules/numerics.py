@@ -1,5 +1,6 @@
-"""Numerics (ML205–ML208): formulas that lose precision where torch has an exact function, and
-integer arithmetic that true division turned into floats (ML208)."""
+"""Numerics (ML205–ML209): formulas that lose precision where torch has an exact function,
+integer arithmetic that true division turned into floats (ML208), and a softmax over a
+dimension the tensor does not have (ML209)."""
 
 from __future__ import annotations
 
@@ -533,7 +534,8 @@ class IntegerTensorTrueDivision(ScopeRule):
             positional_dim = 0
         else:
             return None
-        if method in ("max", "min") and argument(expr, "dim", positional_dim) is None:
+        if method in ("max", "min", "median") and (
+                argument(expr, "dim", positional_dim) is None):
             return None  # the whole tensor's maximum, or an elementwise one: no indices
         return method
 
