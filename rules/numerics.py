@@ -666,7 +666,7 @@ class SoftmaxDimOutOfRange(ScopeRule):
 
     code = "ML209"
     name = "softmax-dim-out-of-range"
-    triggers = ("oftm", "oftmin")
+    triggers = ("oftm",)  # softmax, log_softmax, Softmax, Softmin
     _HEAD = (HEADER + "import torch.nn as nn\n\n\n"
              "class Head(nn.Module):\n"
              "    def __init__(self, dim_in, classes):\n"
