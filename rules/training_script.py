@@ -1,4 +1,4 @@
-"""Built-in rules: whole training scripts (ML309-ML315).
+"""Built-in rules: whole training scripts (ML309-ML315, ML345).
 
 These rules look at how a script feeds, seeds and steps its training loop: the data loaders,
 the random generators, device transfers and synchronisations in the loop, the model's mode
@@ -40,6 +40,7 @@ from modellint.rules._loops import (
     is_no_grad_item,
     last_segment,
     mode_calls,
+    names_in,
     optimizer_steps,
     under_no_grad,
 )
@@ -1506,6 +1507,322 @@ def _divided(target: cst.BaseExpression, steps: cst.BaseExpression, site: CallSi
     )
 
 
+# -- ML345 --------------------------------------------------------------------------------------
+
+
+class _StepTest:
+    """What an accumulation step's condition tests: `counter % steps` compared with a
+    residue, and whether the step runs when the residue matches (`== 0`) or on every other
+    iteration (`!= 0`, a bare `counter % steps`)."""
+
+    def __init__(self, modulo: cst.BinaryOperation, residue: cst.BaseExpression | None,
+                 on_match: bool, node: cst.BaseExpression, where: Site | None) -> None:
+        self.modulo, self.residue, self.on_match = modulo, residue, on_match
+        # the comparison (or modulo) to report, and the assignment holding it when the `if`
+        # reads it through a name (`is_accumulating = (i + 1) % n == 0`)
+        self.node, self.where = node, where
+
+
+def _residue_test(expr: cst.BaseExpression, negated: bool, where: Site | None
+                  ) -> _StepTest | None:
+    """`counter % steps == residue` / `!= residue` / `> 0` / a bare `counter % steps`."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+        return _StepTest(expr, cst.Integer("0"), negated, expr, where)
+    if not isinstance(expr, cst.Comparison) or len(expr.comparisons) != 1:
+        return None
+    target = expr.comparisons[0]
+    left, right, operator = expr.left, target.comparator, target.operator
+    if isinstance(right, cst.BinaryOperation) and isinstance(right.operator, cst.Modulo):
+        left, right = right, left  # `0 == i % n`
+        if isinstance(operator, (cst.GreaterThan, cst.LessThan)):
+            return None
+    if not (isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo)):
+        return None
+    if isinstance(operator, cst.Equal):
+        return _StepTest(left, right, not negated, expr, where)
+    if isinstance(operator, cst.NotEqual):
+        return _StepTest(left, right, negated, expr, where)
+    if isinstance(operator, cst.GreaterThan) and _is_zero(right):
+        return _StepTest(left, cst.Integer("0"), negated, expr, where)
+    return None
+
+
+def _is_zero(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Integer) and expr.evaluated_value == 0
+
+
+class AccumulationStepCondition(ScopeRule):
+    """Gradient accumulation steps the optimizer on the wrong iterations.
+
+    ## What it does
+    Finds gradient accumulation (in a loop, `backward()` every iteration, and
+    `optimizer.step()` with its `zero_grad()` under a modulo condition, no other
+    `zero_grad()` in the loop) whose condition does not step once every `n` micro-batches:
+
+    - the condition is inverted: the step runs when `counter % n != 0` (or on a bare
+      `if counter % n:`, or `if not is_accumulating:` where `is_accumulating = counter % n
+      == 0`), so the optimizer steps on every iteration but one in `n`;
+    - the counter is the loop's own index counting from 0 (`for i, batch in
+      enumerate(loader)`, `for i in range(steps)`) and the step runs on `i % n == 0`: the
+      first update uses one micro-batch, and every window after it is shifted by one;
+    - `n` is reassigned inside the loop from values that change each iteration (a warm-up
+      that ramps the accumulation up): `counter % n` then jumps between residues, and the
+      windows have irregular lengths, some of one batch.
+
+    A step condition with `or`/`and` (`(i + 1) % n == 0 or last_batch`), a counter computed
+    from the index (`global_step = epoch * len(loader) + i`) or a counter incremented before
+    the test is not reported.
+
+    ## Why is this bad?
+    Accumulation is meant to sum the gradients of `n` micro-batches (each loss divided by
+    `n`) and step once on them. Stepping on the wrong iterations trains with an effective
+    batch other than the one configured: with an inverted condition almost every update sees
+    one micro-batch, with a loss divided by `n` (a learning rate `n` times too small), and
+    with a changing `n` the windows come out anywhere from one batch to nearly twice `n`.
+    Nothing fails; the model just trains worse than the configuration says.
+
+    ## Example
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / accum_steps
+            loss.backward()
+            if i % accum_steps:
+                optimizer.step()
+                optimizer.zero_grad()
+
+    ## Use instead
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+
+    code = "ML345"
+    name = "accumulation-step-condition-wrong"
+    triggers = ("%",)
+    _ACCUM = (
+        HEADER + "\n\ndef train(model, loader, optimizer, criterion, accum_steps):\n"
+        "    for i, (x, y) in enumerate(loader{start}):\n"
+        "        loss = criterion(model(x), y) / accum_steps\n"
+        "        loss.backward()\n"
+        "        if {test}:\n"
+        "            optimizer.step()\n"
+        "            optimizer.zero_grad()\n"
+    )
+    valid = [
+        _ACCUM.format(start="", test="(i + 1) % accum_steps == 0"),
+        _ACCUM.format(start="", test="i % accum_steps == accum_steps - 1"),
+        _ACCUM.format(start="", test="not (i + 1) % accum_steps"),
+        _ACCUM.format(start=", 1", test="i % accum_steps == 0"),
+        _ACCUM.format(start="", test="(i + 1) % accum_steps == 0 or i + 1 == len(loader)"),
+        # a counter computed from the index (PyTorch-YOLOv3's fix): not known to start at 0
+        HEADER + "def train(model, loader, optimizer, epochs, n):\n"
+        "    for epoch in range(epochs):\n"
+        "        for batch_i, (x, y) in enumerate(loader):\n"
+        "            batches_done = len(loader) * epoch + batch_i\n"
+        "            model(x, y).backward()\n"
+        "            if batches_done % n == 0:\n"
+        "                optimizer.step()\n                optimizer.zero_grad()\n",
+        # the step comes first in the iteration: at i == 0 it steps on no gradients
+        HEADER + "def train(model, loader, optimizer, accum):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "        if i % accum == 0:\n"
+        "            optimizer.step()\n            optimizer.zero_grad()\n"
+        "        (F.mse_loss(model(x), y) / accum).backward()\n",
+        # not accumulation: the gradients are cleared every iteration (a GAN's generator
+        # trained every few discriminator steps)
+        HEADER + "def train(G, D, loader, opt_g, opt_d, n_critic):\n"
+        "    for i, (x, z) in enumerate(loader):\n        opt_d.zero_grad()\n"
+        "        F.softplus(D(x)).mean().backward()\n        opt_d.step()\n"
+        "        opt_g.zero_grad()\n        F.softplus(-D(G(z))).mean().backward()\n"
+        "        if i % n_critic:\n            opt_g.step()\n",
+        # the leftover gradients of an epoch flushed after its batch loop
+        HEADER + "def train(model, loader, optimizer, epochs, n):\n"
+        "    for epoch in range(epochs):\n"
+        "        for i, (x, y) in enumerate(loader):\n"
+        "            (F.mse_loss(model(x), y) / n).backward()\n"
+        "            if (i + 1) % n == 0:\n"
+        "                optimizer.step()\n                optimizer.zero_grad()\n"
+        "        if (i + 1) % n != 0:\n"
+        "            optimizer.step()\n            optimizer.zero_grad()\n",
+        # `accum` recomputed each iteration from values that do not change
+        HEADER + "def train(model, loader, optimizer, nbs, bs):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "        accum = max(round(nbs / bs), 1)\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "        if (i + 1) % accum == 0:\n"
+        "            optimizer.step()\n            optimizer.zero_grad()\n",
+    ]
+    invalid = [
+        invalid_at(_ACCUM.format(start="", test="i % accum_steps"), "if i % accum_steps"),
+        invalid_at(_ACCUM.format(start="", test="(i + 1) % accum_steps != 0"),
+                   "if (i + 1) % accum_steps"),
+        invalid_at(_ACCUM.format(start="", test="i % accum_steps == 0"),
+                   "if i % accum_steps"),
+        # through a name (lit-llama)
+        invalid_at(
+            HEADER + "def train(model, fabric, data, optimizer, max_iters, accum):\n"
+            "    for iter_num in range(max_iters):\n"
+            "        is_accumulating = (iter_num + 1) % accum == 0\n"
+            "        with fabric.no_backward_sync(model, enabled=is_accumulating):\n"
+            "            loss = F.cross_entropy(*model(data))\n"
+            "            fabric.backward(loss)\n"
+            "        if not is_accumulating:\n"
+            "            optimizer.step()\n            optimizer.zero_grad()\n",
+            "is_accumulating = ",
+        ),
+        # the accumulation ramps up during warm-up (YOLOv5)
+        invalid_at(
+            HEADER + "import numpy as np\n\n"
+            "def train(model, loader, optimizer, scaler, nb, nw, nbs, bs, epochs):\n"
+            "    optimizer.zero_grad()\n"
+            "    for epoch in range(epochs):\n"
+            "        for i, (imgs, targets) in enumerate(loader):\n"
+            "            ni = i + nb * epoch\n"
+            "            if ni <= nw:\n"
+            "                accumulate = max(1, np.interp(ni, [0, nw], [1, nbs / bs]).round())\n"
+            "            scaler.scale(model(imgs, targets)).backward()\n"
+            "            if ni % accumulate == 0:\n"
+            "                scaler.step(optimizer)\n                scaler.update()\n"
+            "                optimizer.zero_grad()\n",
+            "if ni % accumulate",
+        ),
+    ]
+
+    def check(self, scope: Scope) -> None:
+        context = self.context
+        steps = optimizer_steps(context, scope)
+        if not steps:
+            return
+        backwards = [site for site, _ in backward_calls(context, scope)]
+        zero_grads = [site for site, _ in scope.method_calls("zero_grad")]
+        reported: set[int] = set()
+        for step in steps:
+            if not step.loops:
+                continue
+            loop = step.loops[-1]
+            found = self._step_test(scope, step, loop)
+            if found is None:
+                continue
+            condition, test = found
+            if id(test.node) in reported:
+                continue
+            # accumulation: backward() each iteration of this loop (not of a loop inside it)
+            # before the step, the gradients cleared only where the step is
+            if not any(b.loops and b.loops[-1] is loop and not b.inside(condition)
+                       and b.order < step.order for b in backwards):
+                continue
+            if not any(z.inside(condition) for z in zero_grads) or any(
+                z.inside(loop) and not z.inside(condition) for z in zero_grads
+            ):
+                continue
+            message = self._mistake(scope, step, loop, test)
+            if message is None:
+                continue
+            reported.add(id(test.node))
+            if test.where is not None:
+                self.report_at(test.where, test.node, message)
+            else:
+                self.report(test.node, message, statement=condition)
+
+    def _step_test(self, scope: Scope, step: CallSite, loop: cst.CSTNode
+                   ) -> tuple[cst.If, _StepTest] | None:
+        """The `if` between the loop and the step whose test is a modulo condition, read
+        through `not` and a name assigned in the loop."""
+        for ancestor in reversed(step.ancestors_below(loop)):
+            if not isinstance(ancestor, cst.If):
+                continue
+            expr, negated, where = ancestor.test, False, None
+            for _ in range(3):
+                if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+                    expr, negated = expr.expression, not negated
+                elif isinstance(expr, cst.Name) and where is None:
+                    assigned = scope.assigned(expr.value, step.order)
+                    if not assigned or assigned[-1].value is None or not (
+                            assigned[-1].site.inside(loop)):
+                        break
+                    expr, where = assigned[-1].value, assigned[-1].site
+                else:
+                    break
+            test = _residue_test(expr, negated, where)
+            if test is not None:
+                return ancestor, test
+        return None
+
+    def _mistake(self, scope: Scope, step: CallSite, loop: cst.CSTNode,
+                 test: _StepTest) -> str | None:
+        counter = source_of(test.modulo.left).strip()
+        steps = source_of(test.modulo.right).strip()
+        optimizer = source_of(cast(cst.Attribute, step.node.func).value)
+        optimizer = f"{optimizer}.step({source_of(step.node.args[0].value)})" if (
+            step.node.args and "scaler" in last_segment(optimizer)) else f"{optimizer}.step()"
+        zero_based = _is_zero(test.residue) and isinstance(test.modulo.left, cst.Name) and (
+            self._counts_from_zero(scope, test.modulo.left.value, loop, step.order))
+        if not test.on_match:
+            residue = source_of(test.residue).strip() if test.residue is not None else "0"
+            instead = (f"({counter} + 1) % {steps} == 0" if zero_based
+                       else f"{counter} % {steps} == {residue}")
+            return (f"`{optimizer}` runs when `{counter} % {steps}` is not {residue}: on "
+                    f"every iteration but one in `{steps}`, so almost every update sees a "
+                    f"single micro-batch instead of `{steps}` accumulated ones; the condition "
+                    f"is inverted, step when `{instead}`")
+        changed = self._changing(scope, test.modulo.right, loop)
+        if changed is not None:
+            return (f"`{steps}` is recomputed in this loop from {changed}, so "
+                    f"`{counter} % {steps} == 0` jumps between residues and the windows come "
+                    f"out of irregular lengths, some of a single micro-batch; step when "
+                    f"`{steps}` batches have passed since the last step (`{counter} - "
+                    f"last_step >= {steps}`)")
+        if zero_based:
+            return (f"`{counter}` counts from 0, so `{counter} % {steps} == 0` runs "
+                    f"`{optimizer}` after the first micro-batch alone, and every window after "
+                    f"it is shifted by one; step when `({counter} + 1) % {steps} == 0`")
+        return None
+
+    def _changing(self, scope: Scope, divisor: cst.BaseExpression,
+                  loop: cst.CSTNode) -> str | None:
+        """The names that change each iteration (assigned in the loop) from which `divisor`
+        is reassigned in the loop, for a message."""
+        name = dotted_name(divisor)
+        if name is None:
+            return None
+        in_loop = [a for a in scope.assignments if a.site.inside(loop)]
+        changing = {a.target for a in in_loop} | {
+            a.target for a in scope.assignments if a.site.node is loop}
+        for assignment in in_loop:
+            if assignment.target != name or assignment.value is None:
+                continue
+            sources = sorted(names_in(assignment.value) & (changing - {name}))
+            if sources:
+                return ", ".join(f"`{source}`" for source in sources)
+        return None
+
+    def _counts_from_zero(self, scope: Scope, name: str, loop: cst.CSTNode,
+                          before: int) -> bool:
+        """`name` is the loop's index counting from 0 (`for i, b in enumerate(loader)`,
+        `for i in range(n)`), not reassigned in the loop before `before`."""
+        if not isinstance(loop, cst.For) or any(
+                a.target == name and a.site.inside(loop) and a.site.order < before
+                for a in scope.assignments) or any(
+                isinstance(s.node, cst.AugAssign) and dotted_name(s.node.target) == name
+                and s.inside(loop) and s.order < before for s in scope.sites):
+            return False
+        iterator = loop.iter
+        if not isinstance(iterator, cst.Call) or not isinstance(iterator.func, cst.Name):
+            return False
+        args = iterator.args
+        if iterator.func.value == "enumerate" and isinstance(loop.target, cst.Tuple):
+            first = loop.target.elements[0].value
+            start = argument(iterator, "start", 1)
+            return (isinstance(first, cst.Name) and first.value == name
+                    and (start is None or _is_zero(start.value)))
+        if iterator.func.value == "range" and isinstance(loop.target, cst.Name):
+            return loop.target.value == name and (
+                len(args) == 1 or len(args) >= 2 and _is_zero(args[0].value))
+        return False
+
+
 @hookimpl
 def modellint_add_rules():
     return [
@@ -1516,4 +1833,5 @@ def modellint_add_rules():
         DdpWithoutDistributedSampler,
         TransferRepeatedEveryStep,
         AccumulationWithoutLossScaling,
+        AccumulationStepCondition,
     ]
