@@ -41,6 +41,7 @@ from modellint.rules._loops import (
     last_segment,
     mode_calls,
     optimizer_steps,
+    scope_of,
     under_no_grad,
 )
 from modellint.static.scope import CallSite
@@ -953,23 +954,7 @@ class DdpWithoutDistributedSampler(_FileRule):
         for func in context.function_stack:
             if function_without_grad(context, func) or _EVALUATING.search(func.name.value):
                 return True
-        dataset = argument(call, "dataset", 0)
-        if dataset is None:
-            return False
-        value = dataset.value
-        name = dotted_name(value)
-        if name is not None and _VISITED.search(last_segment(name)):
-            return True
-        if isinstance(value, cst.Call):
-            for arg in value.args:
-                keyword = arg.keyword.value if arg.keyword is not None else None
-                if keyword == "train" and _literal(arg.value) == "False":
-                    return True
-                if keyword == "split" and isinstance(arg.value, cst.SimpleString) and (
-                        isinstance(arg.value.evaluated_value, str)  # not a bytes literal
-                        and _VISITED.search(arg.value.evaluated_value)):
-                    return True
-        return False
+        return _evaluation_dataset(call)
 
     def visit_For(self, node: cst.For) -> None:
         # which loaders are iterated with gradients on: `for x in loader`,
@@ -1037,6 +1022,330 @@ def _without_argument(call: cst.Call, drop: cst.Arg) -> cst.Call:
     args = [arg for arg in call.args if arg is not drop]
     if args and call.args[-1] is drop:
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+def _evaluation_dataset(call: cst.Call) -> bool:
+    """The loader's dataset is named for evaluation (`val_set`, `test_dataset`) or built with
+    `train=False` or a `split` other than train."""
+    dataset = argument(call, "dataset", 0)
+    if dataset is None:
+        return False
+    value = dataset.value
+    name = dotted_name(value)
+    if name is not None and _VISITED.search(last_segment(name)):
+        return True
+    if isinstance(value, cst.Call):
+        for arg in value.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "train" and _literal(arg.value) == "False":
+                return True
+            if keyword == "split" and isinstance(arg.value, cst.SimpleString) and (
+                    isinstance(arg.value.evaluated_value, str)  # not a bytes literal
+                    and _VISITED.search(arg.value.evaluated_value)):
+                return True
+    return False
+
+
+# -- ML348 --------------------------------------------------------------------------------------
+
+# calls that hand back their first argument's items in the same order
+_ORDER_KEEPING = re.compile(r"^(?:enumerate|iter|\w*tqdm\w*|trange|track|\w*progress\w*)$",
+                            re.IGNORECASE)
+# a loader's or dataset's name that says it trains: `train_loader`, `trainloader`, `loader_train`
+_TRAINING_NAME = re.compile(r"(?:^|_)train(?:ing)?(?:$|_|loader|set|data|dl|_?ds)",
+                            re.IGNORECASE)
+# datasets that cannot be shuffled by the loader (it raises on `shuffle=True`), or stream
+_STREAMING = re.compile(r"IterableDataset|IterDataPipe|IterableWrapper|webdataset|"
+                        r"streaming\s*=\s*True")
+
+
+class TrainingLoaderNotShuffled(ScopeRule):
+    """The `DataLoader` that the training loop iterates is built without `shuffle=True`.
+
+    ## What it does
+    Finds a `DataLoader(...)` with no `shuffle=`, `sampler=` or `batch_sampler=` argument
+    (and no `**kwargs`) that a training loop iterates: a `for` loop around `backward()`
+    that goes over the loader (`for x, y in loader`, through `enumerate`, `tqdm`, `iter`,
+    or a name assigned one of them), or `next(it)` of an iterator of it inside that loop.
+    The loader is followed through the function's assignments (`loader = DataLoader(...)`,
+    `pbar = tqdm(loader) if is_train else loader`) and through `self.train_loader` set once
+    in the class. A loader that no loop with `backward()` iterates is reported only when its
+    name or its dataset's says it trains (`train_loader`, `DataLoader(train_set)`) and a loop
+    of the same function iterates it. Left alone: any explicit `shuffle=` (`shuffle=False`
+    is a decision, `shuffle=args.shuffle` an option), a sampler of any kind
+    (`DistributedSampler`, a weighted or custom sampler), loaders named for or over
+    evaluation data (`val_loader`, `DataLoader(test_set)`, `train=False`), `batch_size=None`,
+    and files that use an `IterableDataset`, a datapipe, WebDataset or a streaming dataset
+    (their order is the dataset's own). The fix (unsafe: the order of batches changes) passes
+    `shuffle=True`.
+
+    ## Why is this bad?
+    `DataLoader` does not shuffle by default: every epoch presents the same batches in the
+    same order. Data is usually stored sorted (by class, by source, by length), so each
+    batch holds one class or one kind of sample, and the gradient steps swing between them
+    instead of averaging over the data; the model fits the last part of the epoch best and
+    stochastic gradient descent loses the randomness its convergence rests on. Training loss
+    is noisier and accuracy lower, with no error anywhere.
+
+    ## Example
+        loader = DataLoader(train_set, batch_size=64, num_workers=4)
+        for epoch in range(epochs):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+    ## Use instead
+        loader = DataLoader(train_set, shuffle=True, batch_size=64, num_workers=4)
+        for epoch in range(epochs):
+            for x, y in loader:
+                ...
+    """
+
+    code = "ML348"
+    name = "training-loader-not-shuffled"
+    severity = Severity.WARNING
+    fix = "unsafe"
+    triggers = ("DataLoader",)
+    _TRAIN = (
+        HEADER + LOADER + "\n\ndef train(model, train_set, val_set, optimizer, epochs):\n"
+        "    {loader}\n"
+        "    for epoch in range(epochs):\n"
+        "        for x, y in {loop}:\n"
+        "            loss = F.cross_entropy(model(x), y)\n"
+        "            optimizer.zero_grad()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+    )
+    _RUN_EPOCH = (
+        HEADER + LOADER + "\n\ndef run_epoch(model, optimizer, split, train_set, test_set):\n"
+        "    is_train = split == 'train'\n"
+        "    data = train_set if is_train else test_set\n"
+        "    loader = {loader}\n"
+        "    batches = tqdm(enumerate(loader)) if is_train else enumerate(loader)\n"
+        "    for i, (x, y) in batches:\n"
+        "        loss = F.cross_entropy(model(x), y)\n"
+        "        if is_train:\n"
+        "            optimizer.zero_grad()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+    )
+    _TRAINER = (
+        HEADER + LOADER + "\n\nclass Trainer:\n"
+        "    def __init__(self, model, dataset):\n"
+        "        self.model = model\n"
+        "        self.loader = {loader}\n\n"
+        "    def fit(self, optimizer):\n"
+        "        for x, y in self.loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            F.mse_loss(self.model(x), y).backward()\n"
+        "            optimizer.step()\n"
+    )
+    valid = [
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, shuffle=True)",
+                      loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, 64, True)", loop="loader"),
+        # an option, or a deliberate decision
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, "
+                             "shuffle=args.shuffle)", loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, shuffle=False)",
+                      loop="loader"),
+        # samplers order the data themselves
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, "
+                             "sampler=DistributedSampler(train_set))", loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_sampler=buckets)",
+                      loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, **loader_options)", loop="loader"),
+        # evaluation data
+        _TRAIN.format(loader="val_loader = DataLoader(val_set, batch_size=64)",
+                      loop="val_loader"),
+        # an iterable dataset cannot be shuffled by the loader
+        "from torch.utils.data import IterableDataset\n" + _TRAIN.format(
+            loader="loader = DataLoader(Stream(train_set), batch_size=None)", loop="loader"),
+        # a loader that no training loop iterates
+        HEADER + LOADER + "\n\ndef predict(model, dataset):\n"
+        "    loader = DataLoader(dataset, batch_size=64)\n"
+        "    return [model(x) for x in loader]\n",
+        # wrapped by a framework before the loop
+        _TRAIN.format(loader="loader = accelerator.prepare(DataLoader(train_set))",
+                      loop="loader"),
+    ]
+    invalid = [
+        invalid_at(
+            _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64)",
+                          loop="loader"),
+            "loader = DataLoader",
+            fixed=_TRAIN.format(
+                loader="loader = DataLoader(train_set, shuffle=True, batch_size=64)",
+                loop="loader"),
+        ),
+        invalid_at(
+            _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64)",
+                          loop="tqdm(enumerate(loader), total=len(loader))"),
+            "loader = DataLoader",
+            fixed=_TRAIN.format(
+                loader="loader = DataLoader(train_set, shuffle=True, batch_size=64)",
+                loop="tqdm(enumerate(loader), total=len(loader))"),
+        ),
+        # the same function trains and evaluates (minGPT's run_epoch)
+        invalid_at(
+            _RUN_EPOCH.format(loader="DataLoader(data, batch_size=64)"),
+            "loader = DataLoader",
+            fixed=_RUN_EPOCH.format(loader="DataLoader(data, shuffle=True, batch_size=64)"),
+        ),
+        # an attribute set once in the class
+        invalid_at(
+            _TRAINER.format(loader="DataLoader(dataset, batch_size=32)"),
+            "self.loader = DataLoader",
+            fixed=_TRAINER.format(loader="DataLoader(dataset, shuffle=True, batch_size=32)"),
+        ),
+        # named for training, iterated here
+        invalid_at(
+            HEADER + LOADER + "\ntrain_loader = DataLoader(\n    dataset,\n"
+            "    batch_size=64,\n)\nfor x, y in train_loader:\n    step(x, y)\n",
+            "DataLoader(",
+            fixed=HEADER + LOADER + "\ntrain_loader = DataLoader(\n    dataset, shuffle=True,\n"
+            "    batch_size=64,\n)\nfor x, y in train_loader:\n    step(x, y)\n",
+        ),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._reported: set[int] = set()
+        self._streaming = bool(_STREAMING.search(self.context.source))
+
+    def check(self, scope: Scope) -> None:
+        if self._streaming:
+            return
+        context = self.context
+        loops: list[tuple[cst.CSTNode, int]] = []  # (loop, order of its backward call)
+        for site, _ in backward_calls(context, scope):
+            if under_no_grad(context, site):
+                continue
+            for loop in site.loops:
+                if not any(loop is seen for seen, _ in loops):
+                    loops.append((loop, site.order))
+        for loop, order in loops:
+            loop_site = scope.site(loop)
+            before = loop_site.order if loop_site is not None else order
+            iterated: list[cst.BaseExpression] = []
+            if isinstance(loop, cst.For):
+                iterated.append(loop.iter)
+            for call_site in scope.calls:
+                call = call_site.node
+                if (call_site.inside(loop) and isinstance(call.func, cst.Name)
+                        and call.func.value == "next" and call.args):
+                    iterated.append(call.args[0].value)
+            for expr in iterated:
+                for name, call in self._loaders(scope, expr, before):
+                    self._check_loader(scope, name, call, trained=True)
+        self._check_named(scope)
+
+    def _check_named(self, scope: Scope) -> None:
+        """Loaders named for training (or over a dataset named so) that a loop of this scope
+        iterates, with or without a visible `backward()`."""
+        for loop_site in scope.loops:
+            loop = loop_site.node
+            if not isinstance(loop, cst.For) or self._without_grad(scope, loop_site):
+                continue
+            for name, call in self._loaders(scope, loop.iter, loop_site.order):
+                dataset = argument(call, "dataset", 0)
+                dataset_name = dotted_name(dataset.value) if dataset is not None else None
+                if any(text and _TRAINING_NAME.search(last_segment(text))
+                       for text in (name, dataset_name)):
+                    self._check_loader(scope, name, call, trained=False)
+
+    def _without_grad(self, scope: Scope, site: Site) -> bool:
+        return under_no_grad(self.context, site) or function_without_grad(self.context, scope.root)
+
+    def _loaders(self, scope: Scope, expr: cst.BaseExpression, before: int, depth: int = 0
+                 ) -> list[tuple[str | None, cst.Call]]:
+        """The `DataLoader(...)` calls whose batches `expr` yields, in order: (the name that
+        holds the loader, the call)."""
+        if depth > 4:
+            return []
+        if isinstance(expr, cst.IfExp):
+            return (self._loaders(scope, expr.body, before, depth + 1)
+                    + self._loaders(scope, expr.orelse, before, depth + 1))
+        if isinstance(expr, cst.Call):
+            if _is_dataloader(self.context, expr):
+                return [(None, expr)]
+            callee = last_segment(dotted_name(expr.func))
+            if (_ORDER_KEEPING.match(callee) and expr.args and expr.args[0].keyword is None
+                    and not expr.args[0].star):
+                return self._loaders(scope, expr.args[0].value, before, depth + 1)
+            return []
+        name = dotted_name(expr)
+        if name is None:
+            return []
+        assigned = scope.assigned(name, before)
+        if assigned:
+            value = assigned[-1].value
+        else:
+            value = constructor_of(self.context, scope, name, before)
+        if value is None:
+            return []
+        return [(held or name, call)
+                for held, call in self._loaders(scope, value, before, depth + 1)]
+
+    def _check_loader(self, scope: Scope, name: str | None, call: cst.Call, trained: bool
+                      ) -> None:
+        if id(call) in self._reported or has_star_args(call):
+            return
+        if any(_loader_argument(call, keyword) is not None
+               for keyword in ("shuffle", "sampler", "batch_sampler")):
+            return
+        batch_size = argument(call, "batch_size", 1)
+        if batch_size is not None and _literal(batch_size.value) == "None":
+            return
+        if (name and _VISITED.search(last_segment(name))) or _evaluation_dataset(call):
+            return
+        self._reported.add(id(call))
+        shown = f"`{name}`" if name else "this DataLoader"
+        which = ("feeds the training loop (the loop that calls `backward()`)" if trained
+                 else "is iterated for training")
+        self.report(
+            call,
+            f"{shown} {which} but is built without `shuffle=True` or a sampler: DataLoader "
+            "does not shuffle by default, so every epoch sees the same batches in the same "
+            "(often sorted) order; pass `shuffle=True`",
+            fix=Fix(((call, _with_shuffle(call)),), "pass `shuffle=True`", safe=False),
+            statement=self._statement_of(scope, call),
+        )
+
+    def _statement_of(self, scope: Scope, call: cst.Call) -> cst.CSTNode | None:
+        """The statement of `call`, in this scope or in a method of the class (where
+        `self.loader = DataLoader(...)` was found)."""
+        site = scope.site(call)
+        if site is not None:
+            return site.statement
+        cls = self.context.current_class
+        if cls is not None:
+            for statement in cls.body.body:
+                if isinstance(statement, cst.FunctionDef):
+                    site = scope_of(self.context, statement).site(call)
+                    if site is not None:
+                        return site.statement
+        return None
+
+
+def _with_shuffle(call: cst.Call) -> cst.Call:
+    """`call` with `shuffle=True` after its positional arguments."""
+    args = list(call.args)
+    last = max((i for i, arg in enumerate(args) if arg.keyword is None), default=-1)
+    shuffle = cst.Arg(
+        keyword=cst.Name("shuffle"), value=cst.Name("True"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                              whitespace_after=cst.SimpleWhitespace("")),
+        comma=args[last].comma if last >= 0 else cst.MaybeSentinel.DEFAULT,
+    )
+    if last >= 0:
+        args[last] = args[last].with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    elif args:
+        shuffle = shuffle.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.insert(last + 1, shuffle)
     return call.with_changes(args=args)
 
 
@@ -1514,6 +1823,7 @@ def modellint_add_rules():
         SyncInInnerLoop,
         EvalNeverReset,
         DdpWithoutDistributedSampler,
+        TrainingLoaderNotShuffled,
         TransferRepeatedEveryStep,
         AccumulationWithoutLossScaling,
     ]
