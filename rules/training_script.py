@@ -1349,6 +1349,211 @@ def _with_shuffle(call: cst.Call) -> cst.Call:
     return call.with_changes(args=args)
 
 
+# -- ML349 --------------------------------------------------------------------------------------
+
+_DATA_PARALLEL = _DDP | frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel",
+})
+# methods that return the module they are called on: `DataParallel(model).cuda()`
+_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "half", "double", "train", "eval"})
+# a condition that tells the wrapper from the bare model (the fix of the YOLOv4 case)
+_WRAPPER_TEST = re.compile(r"DataParallel|DDP|module|isinstance|hasattr|device_count|"
+                           r"distributed|world_size|local_rank|n_?gpu|multi_?gpu")
+_SAVES = frozenset({"torch.save", "torch.serialization.save"})
+
+
+class DataParallelStateDictPrefix(ScopeRule):
+    """A state dict is saved or loaded through a name that holds a `DataParallel` wrapper only
+    in some runs.
+
+    ## What it does
+    Finds `model = nn.DataParallel(model)` (or `DistributedDataParallel`) under an `if`
+    (`if torch.cuda.device_count() > 1:`, `if args.cuda:`), followed in the same function by
+    `torch.save(...)` of `model.state_dict()`, `other.load_state_dict(model.state_dict())`
+    or `model.load_state_dict(...)`, outside that `if` and without `.module`. Left alone:
+    sites under a condition that tells the wrapper apart (`isinstance(model, DataParallel)`,
+    `hasattr(model, "module")`, `device_count()`, `distributed`), a name assigned again in
+    between (`model = model.module`), wrappers built unconditionally (their keys are always
+    prefixed), and files that handle the prefix themselves (a `"module."` string).
+
+    ## Why is this bad?
+    The wrapper keeps the model as its `module` attribute, so its `state_dict()` names every
+    tensor `module.conv1.weight` instead of `conv1.weight`. When the wrapping depends on the
+    machine, a checkpoint saved on several GPUs does not load into the bare model (on one GPU,
+    in an evaluation script, or `eval_model.load_state_dict(model.state_dict())`), and a
+    checkpoint of the bare model does not load into the wrapper: `load_state_dict` raises
+    "Missing key(s) ... Unexpected key(s)", or with `strict=False` silently loads nothing.
+
+    ## Example
+        if torch.cuda.device_count() > 1:
+            model = nn.DataParallel(model)
+        train(model)
+        torch.save(model.state_dict(), "model.pth")
+
+    ## Use instead
+        if torch.cuda.device_count() > 1:
+            model = nn.DataParallel(model)
+        train(model)
+        bare = model.module if isinstance(model, nn.DataParallel) else model
+        torch.save(bare.state_dict(), "model.pth")
+    """
+
+    code = "ML349"
+    name = "data-parallel-state-dict-prefix"
+    severity = Severity.WARNING
+    triggers = ("DataParallel",)
+    _SCRIPT = (
+        HEADER + "\n\ndef main(args, model, checkpoint):\n"
+        "    {wrap}\n"
+        "    {use}\n"
+    )
+    valid = [
+        _SCRIPT.format(wrap="if torch.cuda.device_count() > 1:\n"
+                            "        model = nn.DataParallel(model)",
+                       use="torch.save(model.module.state_dict(), 'model.pth')"),
+        _SCRIPT.format(wrap="if torch.cuda.device_count() > 1:\n"
+                            "        model = nn.DataParallel(model)",
+                       use="if isinstance(model, nn.DataParallel):\n"
+                           "        torch.save(model.module.state_dict(), 'model.pth')\n"
+                           "    else:\n"
+                           "        torch.save(model.state_dict(), 'model.pth')"),
+        # loaded before the wrapping
+        _SCRIPT.format(wrap="model.load_state_dict(torch.load(checkpoint))",
+                       use="if args.cuda:\n        model = nn.DataParallel(model).cuda()"),
+        # always wrapped: the keys are always prefixed
+        _SCRIPT.format(wrap="model = nn.DataParallel(model)",
+                       use="torch.save(model.state_dict(), 'model.pth')"),
+        _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)\n"
+                            "    model = model.module if args.cuda else model",
+                       use="torch.save(model.state_dict(), 'model.pth')"),
+        # resumed from what the same wrapper saved (kuangliu/pytorch-cifar)
+        _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)",
+                       use="model.load_state_dict(torch.load(checkpoint)['net'])\n"
+                           "    torch.save({'net': model.state_dict()}, checkpoint)"),
+    ]
+    invalid = [
+        invalid_at(_SCRIPT.format(wrap="if torch.cuda.device_count() > 1:\n"
+                                       "        model = nn.DataParallel(model)",
+                                  use="torch.save(model.state_dict(), 'model.pth')"),
+                   "torch.save"),
+        # loaded into the wrapper (deepspeech.pytorch)
+        invalid_at(_SCRIPT.format(wrap="if args.cuda:\n"
+                                       "        model = torch.nn.DataParallel(model).cuda()",
+                                  use="if args.continue_from:\n"
+                                      "        package = torch.load(args.continue_from)\n"
+                                      "        model.load_state_dict(package['state_dict'])"),
+                   "model.load_state_dict"),
+        invalid_at(_SCRIPT.format(wrap="if args.distributed:\n"
+                                       "        model = nn.parallel.DistributedDataParallel("
+                                       "model)",
+                                  use="best = Net()\n    best.load_state_dict(model.state_dict())"),
+                   "best.load_state_dict"),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._text = self.context.source
+        self._handles_prefix = "'module.'" in self._text or '"module."' in self._text
+
+    def check(self, scope: Scope) -> None:
+        if self._handles_prefix:
+            return
+        for assignment in scope.assignments:
+            wrapper = self._wrapper(assignment)
+            if wrapper is None:
+                continue
+            branch = next((a for a in reversed(assignment.site.ancestors)
+                           if isinstance(a, cst.If)), None)
+            if branch is None:
+                continue
+            target = assignment.target
+            # the same name saved and loaded back: its keys match within one configuration
+            resumes = f"{target}.state_dict()" in self._text and (
+                f"{target}.load_state_dict(" in self._text)
+            for site, receiver, shown, use in self._state_dict_uses(scope, target):
+                if site.order <= assignment.site.order or site.inside(branch):
+                    continue
+                if resumes and use != "transfer":
+                    continue
+                last = scope.assigned(assignment.target, site.order)
+                if not last or last[-1] is not assignment:
+                    continue
+                if any(_WRAPPER_TEST.search(source_of(test))
+                       for test in _conditions(scope, site)):
+                    continue
+                condition = source_of(branch.test)
+                self.report_at(
+                    site, receiver,
+                    f"`{assignment.target}` holds a `{wrapper}` only when `{condition}`, and "
+                    f"the wrapper's state dict names every key `module.<name>`: {shown} "
+                    f"{'saves' if use == 'save' else 'loads'} keys that differ from run to "
+                    f"run, and the checkpoint does not load into the bare model (or the bare "
+                    f"model's into the wrapper); use `{assignment.target}.module` when "
+                    "wrapped, or save and load before wrapping",
+                )
+
+    def _wrapper(self, assignment) -> str | None:
+        """`DataParallel` when the assignment wraps the name it is assigned to."""
+        value = assignment.value
+        while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+               and value.func.attr.value in _SAME_MODULE):
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return None
+        qualified = self.context.call_name(value)
+        if qualified not in _DATA_PARALLEL or not value.args:
+            return None
+        wrapped = value.args[0].value
+        while (isinstance(wrapped, cst.Call) and isinstance(wrapped.func, cst.Attribute)
+               and wrapped.func.attr.value in _SAME_MODULE):
+            wrapped = wrapped.func.value
+        if dotted_name(wrapped) != assignment.target:
+            return None
+        return qualified.rsplit(".", 1)[-1]
+
+    def _state_dict_uses(self, scope: Scope, name: str
+                         ) -> list[tuple[CallSite, cst.CSTNode, str, str]]:
+        """(site, node to report, its text, `save`, `load` or `transfer`) for `torch.save(name.state_dict())`,
+        `x.load_state_dict(name.state_dict())` and `name.load_state_dict(...)`."""
+        found = []
+        for site in scope.calls:
+            call = site.node
+            func = call.func
+            loads = isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"
+            if loads and dotted_name(func.value) == name:
+                found.append((site, call, f"`{name}.load_state_dict(...)`", "load"))
+                continue
+            if not loads and self.context.call_name(call) not in _SAVES:
+                continue
+            for arg in call.args:
+                for node in code_nodes(arg.value, prune=_NESTED):
+                    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                            and node.func.attr.value == "state_dict"
+                            and dotted_name(node.func.value) == name):
+                        shown = (f"`{dotted_name(func) or 'load_state_dict'}"
+                                 f"({name}.state_dict())`")
+                        found.append((site, call, shown, "transfer" if loads else "save"))
+        return found
+
+
+def _conditions(scope: Scope, site: Site) -> list[cst.BaseExpression]:
+    """The tests of the `if`/`elif`/`else` branches the site runs in (an `else` or `elif`
+    branch runs under its `if`'s test too)."""
+    owner: dict[int, cst.If] = {}
+    body = scope.root.body if isinstance(scope.root, cst.FunctionDef) else scope.root
+    for node in code_nodes(body, prune=_NESTED):
+        if isinstance(node, cst.If) and node.orelse is not None:
+            owner[id(node.orelse)] = node
+    tests = []
+    for ancestor in site.ancestors:
+        branch: cst.CSTNode | None = ancestor
+        while branch is not None:
+            if isinstance(branch, cst.If):
+                tests.append(branch.test)
+            branch = owner.get(id(branch))
+    return tests
+
+
 # -- ML314 --------------------------------------------------------------------------------------
 
 _RANDOM_FACTORY = re.compile(r"\.(?:rand\w*|normal|bernoulli|multinomial|poisson)$|_like$")
@@ -1824,6 +2029,7 @@ def modellint_add_rules():
         EvalNeverReset,
         DdpWithoutDistributedSampler,
         TrainingLoaderNotShuffled,
+        DataParallelStateDictPrefix,
         TransferRepeatedEveryStep,
         AccumulationWithoutLossScaling,
     ]
