@@ -1219,13 +1219,14 @@ class TrainingLoaderNotShuffled(ScopeRule):
         if self._streaming:
             return
         context = self.context
-        loops: list[tuple[cst.CSTNode, int]] = []  # (loop, order of its backward call)
+        # (loop, order of its backward call)
+        loops: list[tuple[cst.For | cst.While, int]] = []
         for site, _ in backward_calls(context, scope):
             if under_no_grad(context, site):
                 continue
-            for loop in site.loops:
-                if not any(loop is seen for seen, _ in loops):
-                    loops.append((loop, site.order))
+            for enclosing in site.loops:
+                if not any(enclosing is seen for seen, _ in loops):
+                    loops.append((enclosing, site.order))
         for loop, order in loops:
             loop_site = scope.site(loop)
             before = loop_site.order if loop_site is not None else order
@@ -1364,8 +1365,7 @@ _SAVES = frozenset({"torch.save", "torch.serialization.save"})
 
 
 class DataParallelStateDictPrefix(ScopeRule):
-    """A state dict is saved or loaded through a name that holds a `DataParallel` wrapper only
-    in some runs.
+    """A state dict is saved or loaded through a model wrapped in `DataParallel` in some runs.
 
     ## What it does
     Finds `model = nn.DataParallel(model)` (or `DistributedDataParallel`) under an `if`
@@ -1512,15 +1512,16 @@ class DataParallelStateDictPrefix(ScopeRule):
         return qualified.rsplit(".", 1)[-1]
 
     def _state_dict_uses(self, scope: Scope, name: str
-                         ) -> list[tuple[CallSite, cst.CSTNode, str, str]]:
-        """(site, node to report, its text, `save`, `load` or `transfer`) for `torch.save(name.state_dict())`,
-        `x.load_state_dict(name.state_dict())` and `name.load_state_dict(...)`."""
+                         ) -> list[tuple[CallSite, cst.Call, str, str]]:
+        """(site, call, its text, `save`, `load` or `transfer`) for
+        `torch.save(name.state_dict())`, `x.load_state_dict(name.state_dict())` and
+        `name.load_state_dict(...)`."""
         found = []
         for site in scope.calls:
             call = site.node
             func = call.func
             loads = isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"
-            if loads and dotted_name(func.value) == name:
+            if isinstance(func, cst.Attribute) and loads and dotted_name(func.value) == name:
                 found.append((site, call, f"`{name}.load_state_dict(...)`", "load"))
                 continue
             if not loads and self.context.call_name(call) not in _SAVES:
