@@ -1055,6 +1055,14 @@ _ORDER_KEEPING = re.compile(r"^(?:enumerate|iter|\w*tqdm\w*|trange|track|\w*prog
 # a loader's or dataset's name that says it trains: `train_loader`, `trainloader`, `loader_train`
 _TRAINING_NAME = re.compile(r"(?:^|_)train(?:ing)?(?:$|_|loader|set|data|dl|_?ds)",
                             re.IGNORECASE)
+# a loop that carries a recurrent state from batch to batch (truncated backpropagation through
+# time), which needs the batches in order
+_CARRIED_STATE = re.compile(
+    r"repackage|\b(?:hidden|hid|mems?|hx|h0|hc|h)\b[^\n]*\.detach\(|"
+    r"\b(?:\w+_)?(?:hidden|states?|memory|h)\d*\s*=\s*[^\n]*\.detach\(")
+# functions that go over the training set without training on it
+_NOT_TRAINING = re.compile(r"val|test|eval|infer|predict|extract|feature|stat|mean|std|calib|"
+                           r"embed|cache|precompute|visuali[sz]e|plot", re.IGNORECASE)
 # datasets that cannot be shuffled by the loader (it raises on `shuffle=True`), or stream
 _STREAMING = re.compile(r"IterableDataset|IterDataPipe|IterableWrapper|webdataset|"
                         r"streaming\s*=\s*True")
@@ -1171,6 +1179,24 @@ class TrainingLoaderNotShuffled(ScopeRule):
         # wrapped by a framework before the loop
         _TRAIN.format(loader="loader = accelerator.prepare(DataLoader(train_set))",
                       loop="loader"),
+        # the dataset is shuffled by hand
+        _TRAIN.format(loader="random.shuffle(train_set)\n"
+                             "    loader = DataLoader(train_set, batch_size=64)", loop="loader"),
+        # a recurrent state carried from batch to batch needs the batches in order
+        HEADER + LOADER + "\n\ndef train(model, train_set, optimizer, hidden):\n"
+        "    loader = DataLoader(train_set, batch_size=20)\n"
+        "    for x, y in loader:\n"
+        "        hidden = hidden.detach()\n"
+        "        output, hidden = model(x, hidden)\n"
+        "        F.cross_entropy(output, y).backward()\n"
+        "        optimizer.step()\n",
+        # statistics of the training set: the order does not matter
+        HEADER + LOADER + "\n\ndef compute_mean_std(train_set):\n"
+        "    train_loader = DataLoader(train_set, batch_size=256)\n"
+        "    total = 0\n"
+        "    for x, _ in train_loader:\n"
+        "        total += x.sum()\n"
+        "    return total\n",
     ]
     invalid = [
         invalid_at(
@@ -1228,6 +1254,8 @@ class TrainingLoaderNotShuffled(ScopeRule):
                 if not any(enclosing is seen for seen, _ in loops):
                     loops.append((enclosing, site.order))
         for loop, order in loops:
+            if _CARRIED_STATE.search(source_of(loop)):
+                continue
             loop_site = scope.site(loop)
             before = loop_site.order if loop_site is not None else order
             iterated: list[cst.BaseExpression] = []
@@ -1246,9 +1274,13 @@ class TrainingLoaderNotShuffled(ScopeRule):
     def _check_named(self, scope: Scope) -> None:
         """Loaders named for training (or over a dataset named so) that a loop of this scope
         iterates, with or without a visible `backward()`."""
+        root = scope.root
+        if isinstance(root, cst.FunctionDef) and _NOT_TRAINING.search(root.name.value):
+            return
         for loop_site in scope.loops:
             loop = loop_site.node
-            if not isinstance(loop, cst.For) or self._without_grad(scope, loop_site):
+            if not isinstance(loop, cst.For) or self._without_grad(scope, loop_site) or (
+                    _CARRIED_STATE.search(source_of(loop))):
                 continue
             for name, call in self._loaders(scope, loop.iter, loop_site.order):
                 dataset = argument(call, "dataset", 0)
@@ -1302,6 +1334,8 @@ class TrainingLoaderNotShuffled(ScopeRule):
             return
         if (name and _VISITED.search(last_segment(name))) or _evaluation_dataset(call):
             return
+        if self._shuffled_by_hand(call):
+            return
         self._reported.add(id(call))
         shown = f"`{name}`" if name else "this DataLoader"
         which = ("feeds the training loop (the loop that calls `backward()`)" if trained
@@ -1314,6 +1348,17 @@ class TrainingLoaderNotShuffled(ScopeRule):
             fix=Fix(((call, _with_shuffle(call)),), "pass `shuffle=True`", safe=False),
             statement=self._statement_of(scope, call),
         )
+
+    def _shuffled_by_hand(self, call: cst.Call) -> bool:
+        """The file shuffles the loader's dataset itself: `random.shuffle(train_data)`,
+        `train_set = train_set.shuffle(seed=0)` (a Hugging Face dataset)."""
+        dataset = argument(call, "dataset", 0)
+        name = dotted_name(dataset.value) if dataset is not None else None
+        if name is None:
+            return False
+        word = re.escape(name.rsplit(".", 1)[-1])
+        return bool(re.search(rf"shuffle\(\s*(?:\w+\.)*{word}\b|\b{word}\s*\.\s*shuffle\(",
+                              self.context.source))
 
     def _statement_of(self, scope: Scope, call: cst.Call) -> cst.CSTNode | None:
         """The statement of `call`, in this scope or in a method of the class (where
