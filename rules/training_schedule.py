@@ -1642,6 +1642,13 @@ class TdTargetNotDetached(ScopeRule):
             max_q_next = q_target(s_next).max(1)[0].unsqueeze(1)
         target = r + gamma * max_q_next * done_mask
         loss = F.smooth_l1_loss(q(s).gather(1, a), target)
+
+    ## What it does not see
+    A target computed in another method than the loss (a `compute_q_targets` helper), and a
+    loss written out by hand (`((q_a - target) ** 2).mean()`). It finds 1 of 2 bench/bugs
+    cases; the other, c-deep-rl-algorithms-dqn-targets-with-grad, already calls `.detach()` on
+    the network's output in its buggy version (its fix only adds `torch.no_grad()`, which saves
+    memory), so there is no gradient to report.
     """
 
     code = "ML350"

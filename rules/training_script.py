@@ -1063,6 +1063,7 @@ _CARRIED_STATE = re.compile(
 # functions that go over the training set without training on it
 _NOT_TRAINING = re.compile(r"val|test|eval|infer|predict|extract|feature|stat|mean|std|calib|"
                            r"embed|cache|precompute|visuali[sz]e|plot", re.IGNORECASE)
+_RANDOM_TENSOR = re.compile(r"^torch\.(?:rand|randn|randint|normal|bernoulli|poisson)$")
 # datasets that cannot be shuffled by the loader (it raises on `shuffle=True`), or stream
 _STREAMING = re.compile(r"IterableDataset|IterDataPipe|IterableWrapper|webdataset|"
                         r"streaming\s*=\s*True")
@@ -1179,6 +1180,9 @@ class TrainingLoaderNotShuffled(ScopeRule):
         # wrapped by a framework before the loop
         _TRAIN.format(loader="loader = accelerator.prepare(DataLoader(train_set))",
                       loop="loader"),
+        # random samples have no order
+        _TRAIN.format(loader="loader = DataLoader(TensorDataset(torch.randn(64, 8), "
+                             "torch.randint(0, 2, (64,))), batch_size=8)", loop="loader"),
         # the dataset is shuffled by hand
         _TRAIN.format(loader="random.shuffle(train_set)\n"
                              "    loader = DataLoader(train_set, batch_size=64)", loop="loader"),
@@ -1334,7 +1338,7 @@ class TrainingLoaderNotShuffled(ScopeRule):
             return
         if (name and _VISITED.search(last_segment(name))) or _evaluation_dataset(call):
             return
-        if self._shuffled_by_hand(call):
+        if self._shuffled_by_hand(call) or self._random_data(scope, call):
             return
         self._reported.add(id(call))
         shown = f"`{name}`" if name else "this DataLoader"
@@ -1348,6 +1352,22 @@ class TrainingLoaderNotShuffled(ScopeRule):
             fix=Fix(((call, _with_shuffle(call)),), "pass `shuffle=True`", safe=False),
             statement=self._statement_of(scope, call),
         )
+
+    def _random_data(self, scope: Scope, call: cst.Call) -> bool:
+        """The loader's dataset is a `TensorDataset` of random tensors (`torch.randn(...)`), a
+        smoke test or a benchmark: its samples have no order to break."""
+        dataset = argument(call, "dataset", 0)
+        value = dataset.value if dataset is not None else None
+        name = dotted_name(value) if value is not None else None
+        if name is not None:
+            assigned = scope.assigned(name)
+            value = assigned[-1].value if len(assigned) == 1 else None
+        if not (isinstance(value, cst.Call) and value.args
+                and last_segment(dotted_name(value.func)) == "tensordataset"):
+            return False
+        return all(isinstance(arg.value, cst.Call)
+                   and _RANDOM_TENSOR.match(self.context.call_name(arg.value) or "")
+                   for arg in value.args)
 
     def _shuffled_by_hand(self, call: cst.Call) -> bool:
         """The file shuffles the loader's dataset itself: `random.shuffle(train_data)`,
@@ -1442,6 +1462,12 @@ class DataParallelStateDictPrefix(ScopeRule):
         train(model)
         bare = model.module if isinstance(model, nn.DataParallel) else model
         torch.save(bare.state_dict(), "model.pth")
+
+    ## What it does not see
+    A model wrapped in another function or file than the one that saves or copies its state
+    dict: in c-pytorch-yolov4-eval-model-loads-dataparallel-keys, `train(model, ...)` runs
+    `eval_model.load_state_dict(model.state_dict())` on a model that `__main__` wrapped, and
+    the case's code holds only `train`. It finds 2 of 3 bench/bugs cases.
     """
 
     code = "ML349"
