@@ -1436,7 +1436,9 @@ class DataParallelStateDictPrefix(ScopeRule):
     Finds `model = nn.DataParallel(model)` (or `DistributedDataParallel`) under an `if`
     (`if torch.cuda.device_count() > 1:`, `if args.cuda:`), followed in the same function by
     `torch.save(...)` of `model.state_dict()`, `other.load_state_dict(model.state_dict())`
-    or `model.load_state_dict(...)`, outside that `if` and without `.module`. Left alone:
+    or `model.load_state_dict(...)`, outside that `if` and without `.module`; for
+    `self.model` wrapped so in one method (`__init__`), the same uses in the class's other
+    methods. Left alone:
     sites under a condition that tells the wrapper apart (`isinstance(model, DataParallel)`,
     `hasattr(model, "module")`, `device_count()`, `distributed`), a name assigned again in
     between (`model = model.module`), wrappers built unconditionally (their keys are always
@@ -1498,6 +1500,15 @@ class DataParallelStateDictPrefix(ScopeRule):
         _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)\n"
                             "    model = model.module if args.cuda else model",
                        use="torch.save(model.state_dict(), 'model.pth')"),
+        # unwrapped before saving (minGPT's trainer)
+        HEADER + "\n\nclass Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        if torch.cuda.is_available():\n"
+        "            self.model = nn.DataParallel(self.model).cuda()\n\n"
+        "    def save(self, path):\n"
+        "        raw = self.model.module if hasattr(self.model, 'module') else self.model\n"
+        "        torch.save(raw.state_dict(), path)\n",
         # resumed from what the same wrapper saved (kuangliu/pytorch-cifar)
         _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)",
                        use="model.load_state_dict(torch.load(checkpoint)['net'])\n"
@@ -1515,6 +1526,15 @@ class DataParallelStateDictPrefix(ScopeRule):
                                       "        package = torch.load(args.continue_from)\n"
                                       "        model.load_state_dict(package['state_dict'])"),
                    "model.load_state_dict"),
+        # wrapped in __init__, saved in another method
+        invalid_at(HEADER + "\n\nclass Trainer:\n"
+                   "    def __init__(self, model):\n"
+                   "        self.model = model\n"
+                   "        if torch.cuda.device_count() > 1:\n"
+                   "            self.model = nn.DataParallel(self.model)\n\n"
+                   "    def save(self, path):\n"
+                   "        torch.save(self.model.state_dict(), path)\n",
+                   "torch.save(self.model"),
         invalid_at(_SCRIPT.format(wrap="if args.distributed:\n"
                                        "        model = nn.parallel.DistributedDataParallel("
                                        "model)",
@@ -1530,38 +1550,54 @@ class DataParallelStateDictPrefix(ScopeRule):
         if self._handles_prefix:
             return
         for assignment in scope.assignments:
-            wrapper = self._wrapper(assignment)
-            if wrapper is None:
+            self._check_wrap(scope, assignment, here=True)
+        # `self.model = DataParallel(self.model)` in another method of the class (`__init__`)
+        cls = self.context.current_class
+        if cls is None or not isinstance(scope.root, cst.FunctionDef):
+            return
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement is not scope.root:
+                for assignment in scope_of(self.context, statement).assignments:
+                    if assignment.target.startswith("self."):
+                        self._check_wrap(scope, assignment, here=False)
+
+    def _check_wrap(self, scope: Scope, assignment, here: bool) -> None:
+        """Report the state-dict uses in `scope` of the name the assignment may wrap (`here`:
+        the assignment is in `scope`; else in another method of the class)."""
+        wrapper = self._wrapper(assignment)
+        if wrapper is None:
+            return
+        branch = next((a for a in reversed(assignment.site.ancestors)
+                       if isinstance(a, cst.If)), None)
+        if branch is None:
+            return
+        target = assignment.target
+        # the same name saved and loaded back: its keys match within one configuration
+        resumes = f"{target}.state_dict()" in self._text and (
+            f"{target}.load_state_dict(" in self._text)
+        for site, receiver, shown, use in self._state_dict_uses(scope, target):
+            if resumes and use != "transfer":
                 continue
-            branch = next((a for a in reversed(assignment.site.ancestors)
-                           if isinstance(a, cst.If)), None)
-            if branch is None:
-                continue
-            target = assignment.target
-            # the same name saved and loaded back: its keys match within one configuration
-            resumes = f"{target}.state_dict()" in self._text and (
-                f"{target}.load_state_dict(" in self._text)
-            for site, receiver, shown, use in self._state_dict_uses(scope, target):
+            last = scope.assigned(target, site.order)
+            if here:
                 if site.order <= assignment.site.order or site.inside(branch):
                     continue
-                if resumes and use != "transfer":
-                    continue
-                last = scope.assigned(assignment.target, site.order)
                 if not last or last[-1] is not assignment:
                     continue
-                if any(_WRAPPER_TEST.search(source_of(test))
-                       for test in _conditions(scope, site)):
-                    continue
-                condition = source_of(branch.test)
-                self.report_at(
-                    site, receiver,
-                    f"`{assignment.target}` holds a `{wrapper}` only when `{condition}`, and "
-                    f"the wrapper's state dict names every key `module.<name>`: {shown} "
-                    f"{'saves' if use == 'save' else 'loads'} keys that differ from run to "
-                    f"run, and the checkpoint does not load into the bare model (or the bare "
-                    f"model's into the wrapper); use `{assignment.target}.module` when "
-                    "wrapped, or save and load before wrapping",
-                )
+            elif last:
+                continue  # assigned anew in this method
+            if any(_WRAPPER_TEST.search(source_of(test)) for test in _conditions(scope, site)):
+                continue
+            condition = source_of(branch.test)
+            self.report_at(
+                site, receiver,
+                f"`{target}` holds a `{wrapper}` only when `{condition}`, and the wrapper's "
+                f"state dict names every key `module.<name>`: {shown} "
+                f"{'saves' if use == 'save' else 'loads'} keys that differ from run to run, "
+                "and the checkpoint does not load into the bare model (or the bare model's "
+                f"into the wrapper); use `{target}.module` when wrapped, or save and load "
+                "before wrapping",
+            )
 
     def _wrapper(self, assignment) -> str | None:
         """`DataParallel` when the assignment wraps the name it is assigned to."""
