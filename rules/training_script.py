@@ -1060,6 +1060,9 @@ _TRAINING_NAME = re.compile(r"(?:^|_)train(?:ing)?(?:$|_|loader|set|data|dl|_?ds
 _CARRIED_STATE = re.compile(
     r"repackage|\b(?:hidden|hid|mems?|hx|h0|hc|h)\b[^\n]*\.detach\(|"
     r"\b(?:\w+_)?(?:hidden|states?|memory|h)\d*\s*=\s*[^\n]*\.detach\(")
+# the project's functions that train on the loader they are given: `train`,
+# `train_one_epoch` (not a framework's `trainer.fit`, which may rebuild the loader)
+_TRAINS = re.compile(r"^_?train(?:_|$)|_train$")
 # functions that go over the training set without training on it
 _NOT_TRAINING = re.compile(r"val|test|eval|infer|predict|extract|feature|stat|mean|std|calib|"
                            r"embed|cache|precompute|visuali[sz]e|plot", re.IGNORECASE)
@@ -1080,13 +1083,19 @@ class TrainingLoaderNotShuffled(ScopeRule):
     The loader is followed through the function's assignments (`loader = DataLoader(...)`,
     `pbar = tqdm(loader) if is_train else loader`) and through `self.train_loader` set once
     in the class. A loader that no loop with `backward()` iterates is reported only when its
-    name or its dataset's says it trains (`train_loader`, `DataLoader(train_set)`) and a loop
-    of the same function iterates it. Left alone: any explicit `shuffle=` (`shuffle=False`
-    is a decision, `shuffle=args.shuffle` an option), a sampler of any kind
-    (`DistributedSampler`, a weighted or custom sampler), loaders named for or over
-    evaluation data (`val_loader`, `DataLoader(test_set)`, `train=False`), `batch_size=None`,
-    and files that use an `IterableDataset`, a datapipe, WebDataset or a streaming dataset
-    (their order is the dataset's own). The fix (unsafe: the order of batches changes) passes
+    name or its dataset's says it trains (`train_loader`, `DataLoader(train_set)`) and the
+    same function iterates it or hands it to a function of its own named for training
+    (`train_one_epoch(model, train_loader)`; not a framework's `trainer.fit`, which may
+    rebuild the loader), outside functions that only read the data (statistics, features).
+    Left alone: any explicit `shuffle=` (`shuffle=False` is a decision,
+    `shuffle=args.shuffle` an option), a sampler of any kind (`DistributedSampler`, a
+    weighted or custom sampler), loaders named for or over evaluation data (`val_loader`,
+    `DataLoader(test_set)`, `train=False`), `batch_size=None`, datasets the file shuffles
+    itself (`random.shuffle(train_data)`, `train_set.shuffle()`), a `TensorDataset` of random
+    tensors, loops that carry a recurrent state from batch to batch (`hidden.detach()`,
+    `repackage_hidden`: truncated backpropagation through time needs the order), and files
+    that use an `IterableDataset`, a datapipe, WebDataset or a streaming dataset (their order
+    is the dataset's own). The fix (unsafe: the order of batches changes) passes
     `shuffle=True`.
 
     ## Why is this bad?
@@ -1231,6 +1240,18 @@ class TrainingLoaderNotShuffled(ScopeRule):
             "self.loader = DataLoader",
             fixed=_TRAINER.format(loader="DataLoader(dataset, shuffle=True, batch_size=32)"),
         ),
+        # named for training, handed to the function that trains
+        invalid_at(
+            HEADER + LOADER + "\n\ndef main(model, train_set, optimizer):\n"
+            "    train_loader = DataLoader(train_set, batch_size=64)\n"
+            "    for epoch in range(10):\n"
+            "        train_one_epoch(model, train_loader, optimizer)\n",
+            "train_loader = DataLoader",
+            fixed=HEADER + LOADER + "\n\ndef main(model, train_set, optimizer):\n"
+            "    train_loader = DataLoader(train_set, shuffle=True, batch_size=64)\n"
+            "    for epoch in range(10):\n"
+            "        train_one_epoch(model, train_loader, optimizer)\n",
+        ),
         # named for training, iterated here
         invalid_at(
             HEADER + LOADER + "\ntrain_loader = DataLoader(\n    dataset,\n"
@@ -1281,12 +1302,22 @@ class TrainingLoaderNotShuffled(ScopeRule):
         root = scope.root
         if isinstance(root, cst.FunctionDef) and _NOT_TRAINING.search(root.name.value):
             return
+        iterated: list[tuple[cst.BaseExpression, int]] = []
         for loop_site in scope.loops:
             loop = loop_site.node
             if not isinstance(loop, cst.For) or self._without_grad(scope, loop_site) or (
                     _CARRIED_STATE.search(source_of(loop))):
                 continue
-            for name, call in self._loaders(scope, loop.iter, loop_site.order):
+            iterated.append((loop.iter, loop_site.order))
+        # handed to a function that trains: `train(model, train_loader, optimizer)`
+        for site in scope.calls:
+            callee = last_segment(dotted_name(site.node.func))
+            if _TRAINS.search(callee) and not _NOT_TRAINING.search(callee) and (
+                    isinstance(site.node.func, cst.Name)):
+                iterated.extend((arg.value, site.order) for arg in site.node.args
+                                if isinstance(arg.value, (cst.Name, cst.Attribute)))
+        for expr, order in iterated:
+            for name, call in self._loaders(scope, expr, order):
                 dataset = argument(call, "dataset", 0)
                 dataset_name = dotted_name(dataset.value) if dataset is not None else None
                 if any(text and _TRAINING_NAME.search(last_segment(text))
@@ -1343,7 +1374,7 @@ class TrainingLoaderNotShuffled(ScopeRule):
         self._reported.add(id(call))
         shown = f"`{name}`" if name else "this DataLoader"
         which = ("feeds the training loop (the loop that calls `backward()`)" if trained
-                 else "is iterated for training")
+                 else "is, by its name, the training loader")
         self.report(
             call,
             f"{shown} {which} but is built without `shuffle=True` or a sampler: DataLoader "
