@@ -18,6 +18,7 @@ import libcst as cst
 from modellint.hookspecs import hookimpl
 from modellint.rule import Fix, Severity, argument, code_nodes, dotted_name, source_of
 from modellint.rules._loops import (
+    _NESTED,
     CallSite,
     Scope,
     ScopeRule,
@@ -26,6 +27,7 @@ from modellint.rules._loops import (
     callback_steps,
     callee_of,
     constructor_of,
+    function_without_grad,
     invalid_at,
     is_optimizer,
     last_segment,
@@ -36,8 +38,9 @@ from modellint.rules._loops import (
     scheduler_steps,
     scope_of,
     stepped_optimizer,
+    under_no_grad,
 )
-from modellint.rules.training import HEADER
+from modellint.rules.training import HEADER, _is_loss_call
 from modellint.static.kinds import MODULE, OPTIMIZER, SCHEDULER, SCHEDULERS
 
 # a loop header or function name that says it counts epochs
@@ -1675,7 +1678,176 @@ class GraphCutBeforeLoss(ScopeRule):
         return None
 
 
+# -- ML350 ------------------------------------------------------------------------------------
+
+# a discount factor: what makes `r + gamma * q(s')` a temporal-difference target
+_DISCOUNT = re.compile(r"gamma|discount", re.IGNORECASE)
+# a name that holds a value or Q network: `q_target`, `target_net`, `self.critic`, `qnet`
+_VALUE_NETWORK = re.compile(
+    r"^(?:q|v)(?:_|\d|$)|q_?net|value_?net|critic|target_?(?:net|model|q)|(?:^|_)net(?:\d|_|$)|"
+    r"(?:^|_)model(?:\d|_|$)|dqn", re.IGNORECASE)
+_CUTS_GRAPH = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
+
+
+class TdTargetNotDetached(ScopeRule):
+    """A temporal-difference target computed by a network keeps its graph into the loss.
+
+    ## What it does
+    Finds a loss call (`F.mse_loss`, `F.smooth_l1_loss`, a `torch.nn` loss built in the
+    function) given a target that is a discounted bootstrap, `r + gamma * q_target(s').max(1)[0]`:
+    an expression multiplied by a name such as `gamma` or `discount`, computed (through the
+    function's assignments) from a call of a network (`q_target(...)`, `self.target_net(...)`,
+    `critic(...)`) with no `.detach()`, `.item()` or `.data` on the way, outside
+    `torch.no_grad()` (and not in a function decorated with it), in a file that never turns
+    off `requires_grad` of a network. Off by default: the training-code corpus holds no
+    reinforcement learning, so its precision has not been measured. The fix (unsafe: the
+    gradient changes) detaches the target in the loss call.
+
+    ## Why is this bad?
+    Q-learning and TD(0) regress the prediction `Q(s, a)` onto a fixed target. Left
+    attached, `backward()` also pushes gradients through the target: computed by the online
+    network, the update chases its own moving target (the residual-gradient method, not
+    Q-learning, which learns slower and to a different fixed point); computed by a separate
+    target network, it accumulates gradients into parameters that no optimizer steps,
+    wasting memory and time, and a shared optimizer would update them. No error is raised.
+
+    ## Example
+        max_q_next = q_target(s_next).max(1)[0].unsqueeze(1)
+        target = r + gamma * max_q_next * done_mask
+        loss = F.smooth_l1_loss(q(s).gather(1, a), target)
+
+    ## Use instead
+        with torch.no_grad():
+            max_q_next = q_target(s_next).max(1)[0].unsqueeze(1)
+        target = r + gamma * max_q_next * done_mask
+        loss = F.smooth_l1_loss(q(s).gather(1, a), target)
+
+    ## What it does not see
+    A target computed in another method than the loss (a `compute_q_targets` helper), and a
+    loss written out by hand (`((q_a - target) ** 2).mean()`). It finds 1 of 2 bench/bugs
+    cases; the other, c-deep-rl-algorithms-dqn-targets-with-grad, already calls `.detach()` on
+    the network's output in its buggy version (its fix only adds `torch.no_grad()`, which saves
+    memory), so there is no gradient to report.
+    """
+
+    code = "ML350"
+    name = "td-target-not-detached"
+    severity = Severity.WARNING
+    default_enabled = False
+    fix = "unsafe"
+    triggers = ("gamma", "discount", "GAMMA")
+    _DQN = (
+        HEADER + "\n\ndef train(q, q_target, memory, optimizer, gamma):\n"
+        "    s, a, r, s_prime, done_mask = memory.sample(32)\n"
+        "    q_a = q(s).gather(1, a)\n"
+        "{next_q}"
+        "    target = r + gamma * max_q_prime * done_mask\n"
+        "    loss = F.smooth_l1_loss(q_a, {target})\n"
+        "    optimizer.zero_grad()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+    _NEXT_Q = "    max_q_prime = q_target(s_prime).max(1)[0].unsqueeze(1)\n"
+    valid = [
+        _DQN.format(next_q=_NEXT_Q, target="target.detach()"),
+        _DQN.format(next_q="    max_q_prime = q_target(s_prime).detach().max(1)[0]\n",
+                    target="target"),
+        _DQN.format(next_q="    with torch.no_grad():\n    " + _NEXT_Q, target="target"),
+        # a return computed from rewards only
+        HEADER + "\n\ndef train(v, states, rewards, gamma, optimizer):\n"
+        "    returns = rewards[0] + gamma * rewards[1]\n"
+        "    loss = F.mse_loss(v(states), returns)\n",
+        # the target network never requires grad
+        _DQN.format(next_q=_NEXT_Q, target="target")
+        + "\n\ndef freeze(q_target):\n    q_target.requires_grad_(False)\n",
+    ]
+    invalid = [
+        invalid_at(_DQN.format(next_q=_NEXT_Q, target="target"), "loss = F.smooth_l1_loss",
+                   fixed=_DQN.format(next_q=_NEXT_Q, target="target.detach()")),
+        # in one expression, with the online network
+        invalid_at(
+            HEADER + "\n\ndef update(self, s, a, r, s2):\n"
+            "    target = r + self.gamma * self.net(s2).max(1)[0]\n"
+            "    loss = nn.MSELoss()(self.net(s).gather(1, a).squeeze(1), target)\n"
+            "    loss.backward()\n",
+            "loss = nn.MSELoss()",
+            fixed=HEADER + "\n\ndef update(self, s, a, r, s2):\n"
+            "    target = r + self.gamma * self.net(s2).max(1)[0]\n"
+            "    loss = nn.MSELoss()(self.net(s).gather(1, a).squeeze(1), target.detach())\n"
+            "    loss.backward()\n",
+        ),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._frozen = bool(re.search(r"requires_grad(?:_\(\s*False|\s*=\s*False)",
+                                      self.context.source))
+
+    def check(self, scope: Scope) -> None:
+        if self._frozen or function_without_grad(self.context, scope.root):
+            return
+        for site in scope.calls:
+            call = site.node
+            if not _is_loss_call(self.context, scope, call, site.order):
+                continue
+            for arg in call.args[:2]:
+                if arg.keyword is not None or not isinstance(arg.value, cst.Name):
+                    continue
+                network = self._bootstrapped(scope, arg.value.value, site.order)
+                if network is None:
+                    continue
+                name = arg.value.value
+                detached = arg.with_changes(value=cst.Call(func=cst.Attribute(
+                    value=arg.value, attr=cst.Name("detach"))))
+                self.report_at(
+                    site, call,
+                    f"`{name}` is a temporal-difference target computed from `{network}(...)` "
+                    "with its graph attached: `backward()` also sends gradients through the "
+                    "target, so the prediction chases a moving target (or a target network "
+                    f"gathers gradients no optimizer uses); pass `{name}.detach()` or compute "
+                    "it under `torch.no_grad()`",
+                    fix=Fix(((arg, detached),), f"detach `{name}`", safe=False),
+                )
+
+    def _bootstrapped(self, scope: Scope, name: str, before: int) -> str | None:
+        """The network whose output the TD target `name` is computed from with its graph, or
+        None when it is not such a target."""
+        assigned = scope.assigned(name, before)
+        if len(assigned) != 1 or assigned[0].value is None:
+            return None
+        value = assigned[0].value
+        if not (_DISCOUNT.search(source_of(value)) and any(
+                isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
+                for node in code_nodes(value, prune=_NESTED))):
+            return None
+        if under_no_grad(self.context, assigned[0].site):
+            return None
+        return self._network_in(scope, value, assigned[0].site.order, 0)
+
+    def _network_in(self, scope: Scope, expr: cst.BaseExpression, before: int, depth: int
+                    ) -> str | None:
+        network = None
+        for node in code_nodes(expr, prune=_NESTED):
+            if isinstance(node, cst.Attribute) and node.attr.value in _CUTS_GRAPH:
+                return None
+            if isinstance(node, cst.Call) and network is None:
+                callee = dotted_name(node.func)
+                if callee and _VALUE_NETWORK.search(last_segment(callee)) and (
+                        self.context.call_name(node) is None):
+                    network = callee
+            if isinstance(node, cst.Name) and depth < 3 and network is None:
+                assigned = scope.assigned(node.value, before)
+                if len(assigned) == 1 and assigned[0].value is not None:
+                    if under_no_grad(self.context, assigned[0].site):
+                        continue
+                    found = self._network_in(scope, assigned[0].value,
+                                             assigned[0].site.order, depth + 1)
+                    if found is not None:
+                        network = found
+        return network
+
+
 @hookimpl
 def modellint_add_rules():
     return [OptimizerRebuiltPerEpoch, IterationSchedulerSteppedPerEpoch,
-            SchedulerGetLr, ZeroGradBeforeStep, GraphCutBeforeLoss]
+            SchedulerGetLr, ZeroGradBeforeStep, GraphCutBeforeLoss,
+            TdTargetNotDetached]

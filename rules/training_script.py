@@ -42,6 +42,7 @@ from modellint.rules._loops import (
     mode_calls,
     names_in,
     optimizer_steps,
+    scope_of,
     under_no_grad,
 )
 from modellint.static.scope import CallSite
@@ -954,23 +955,7 @@ class DdpWithoutDistributedSampler(_FileRule):
         for func in context.function_stack:
             if function_without_grad(context, func) or _EVALUATING.search(func.name.value):
                 return True
-        dataset = argument(call, "dataset", 0)
-        if dataset is None:
-            return False
-        value = dataset.value
-        name = dotted_name(value)
-        if name is not None and _VISITED.search(last_segment(name)):
-            return True
-        if isinstance(value, cst.Call):
-            for arg in value.args:
-                keyword = arg.keyword.value if arg.keyword is not None else None
-                if keyword == "train" and _literal(arg.value) == "False":
-                    return True
-                if keyword == "split" and isinstance(arg.value, cst.SimpleString) and (
-                        isinstance(arg.value.evaluated_value, str)  # not a bytes literal
-                        and _VISITED.search(arg.value.evaluated_value)):
-                    return True
-        return False
+        return _evaluation_dataset(call)
 
     def visit_For(self, node: cst.For) -> None:
         # which loaders are iterated with gradients on: `for x in loader`,
@@ -1039,6 +1024,674 @@ def _without_argument(call: cst.Call, drop: cst.Arg) -> cst.Call:
     if args and call.args[-1] is drop:
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=args)
+
+
+def _evaluation_dataset(call: cst.Call) -> bool:
+    """The loader's dataset is named for evaluation (`val_set`, `test_dataset`) or built with
+    `train=False` or a `split` other than train."""
+    dataset = argument(call, "dataset", 0)
+    if dataset is None:
+        return False
+    value = dataset.value
+    name = dotted_name(value)
+    if name is not None and _VISITED.search(last_segment(name)):
+        return True
+    if isinstance(value, cst.Call):
+        for arg in value.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "train" and _literal(arg.value) == "False":
+                return True
+            if keyword == "split" and isinstance(arg.value, cst.SimpleString) and (
+                    isinstance(arg.value.evaluated_value, str)  # not a bytes literal
+                    and _VISITED.search(arg.value.evaluated_value)):
+                return True
+    return False
+
+
+# -- ML348 --------------------------------------------------------------------------------------
+
+# calls that hand back their first argument's items in the same order
+_ORDER_KEEPING = re.compile(r"^(?:enumerate|iter|\w*tqdm\w*|trange|track|\w*progress\w*)$",
+                            re.IGNORECASE)
+# a loader's or dataset's name that says it trains: `train_loader`, `trainloader`, `loader_train`
+_TRAINING_NAME = re.compile(r"(?:^|_)train(?:ing)?(?:$|_|loader|set|data|dl|_?ds)",
+                            re.IGNORECASE)
+# a loop that carries a recurrent state from batch to batch (truncated backpropagation through
+# time), which needs the batches in order
+_CARRIED_STATE = re.compile(
+    r"repackage|\b(?:hidden|hid|mems?|hx|h0|hc|h)\b[^\n]*\.detach\(|"
+    r"\b(?:\w+_)?(?:hidden|states?|memory|h)\d*\s*=\s*[^\n]*\.detach\(")
+# the project's functions that train on the loader they are given: `train`,
+# `train_one_epoch` (not a framework's `trainer.fit`, which may rebuild the loader)
+_TRAINS = re.compile(r"^_?train(?:_|$)|_train$")
+# functions that go over the training set without training on it
+_NOT_TRAINING = re.compile(r"val|test|eval|infer|predict|extract|feature|stat|mean|std|calib|"
+                           r"embed|cache|precompute|visuali[sz]e|plot", re.IGNORECASE)
+_RANDOM_TENSOR = re.compile(r"^torch\.(?:rand|randn|randint|normal|bernoulli|poisson)$")
+# datasets that cannot be shuffled by the loader (it raises on `shuffle=True`), or stream
+_STREAMING = re.compile(r"IterableDataset|IterDataPipe|IterableWrapper|webdataset|"
+                        r"streaming\s*=\s*True")
+
+
+class TrainingLoaderNotShuffled(ScopeRule):
+    """The `DataLoader` that the training loop iterates is built without `shuffle=True`.
+
+    ## What it does
+    Finds a `DataLoader(...)` with no `shuffle=`, `sampler=` or `batch_sampler=` argument
+    (and no `**kwargs`) that a training loop iterates: a `for` loop around `backward()`
+    that goes over the loader (`for x, y in loader`, through `enumerate`, `tqdm`, `iter`,
+    or a name assigned one of them), or `next(it)` of an iterator of it inside that loop.
+    The loader is followed through the function's assignments (`loader = DataLoader(...)`,
+    `pbar = tqdm(loader) if is_train else loader`) and through `self.train_loader` set once
+    in the class. A loader that no loop with `backward()` iterates is reported only when its
+    name or its dataset's says it trains (`train_loader`, `DataLoader(train_set)`) and the
+    same function iterates it or hands it to a function of its own named for training
+    (`train_one_epoch(model, train_loader)`; not a framework's `trainer.fit`, which may
+    rebuild the loader), outside functions that only read the data (statistics, features).
+    Left alone: any explicit `shuffle=` (`shuffle=False` is a decision,
+    `shuffle=args.shuffle` an option), a sampler of any kind (`DistributedSampler`, a
+    weighted or custom sampler), loaders named for or over evaluation data (`val_loader`,
+    `DataLoader(test_set)`, `train=False`), `batch_size=None`, datasets the file shuffles
+    itself (`random.shuffle(train_data)`, `train_set.shuffle()`), a `TensorDataset` of random
+    tensors, loops that carry a recurrent state from batch to batch (`hidden.detach()`,
+    `repackage_hidden`: truncated backpropagation through time needs the order), and files
+    that use an `IterableDataset`, a datapipe, WebDataset or a streaming dataset (their order
+    is the dataset's own). The fix (unsafe: the order of batches changes) passes
+    `shuffle=True`.
+
+    ## Why is this bad?
+    `DataLoader` does not shuffle by default: every epoch presents the same batches in the
+    same order. Data is usually stored sorted (by class, by source, by length), so each
+    batch holds one class or one kind of sample, and the gradient steps swing between them
+    instead of averaging over the data; the model fits the last part of the epoch best and
+    stochastic gradient descent loses the randomness its convergence rests on. Training loss
+    is noisier and accuracy lower, with no error anywhere.
+
+    ## Example
+        loader = DataLoader(train_set, batch_size=64, num_workers=4)
+        for epoch in range(epochs):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+    ## Use instead
+        loader = DataLoader(train_set, shuffle=True, batch_size=64, num_workers=4)
+        for epoch in range(epochs):
+            for x, y in loader:
+                ...
+    """
+
+    code = "ML348"
+    name = "training-loader-not-shuffled"
+    severity = Severity.WARNING
+    fix = "unsafe"
+    triggers = ("DataLoader",)
+    _TRAIN = (
+        HEADER + LOADER + "\n\ndef train(model, train_set, val_set, optimizer, epochs):\n"
+        "    {loader}\n"
+        "    for epoch in range(epochs):\n"
+        "        for x, y in {loop}:\n"
+        "            loss = F.cross_entropy(model(x), y)\n"
+        "            optimizer.zero_grad()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+    )
+    _RUN_EPOCH = (
+        HEADER + LOADER + "\n\ndef run_epoch(model, optimizer, split, train_set, test_set):\n"
+        "    is_train = split == 'train'\n"
+        "    data = train_set if is_train else test_set\n"
+        "    loader = {loader}\n"
+        "    batches = tqdm(enumerate(loader)) if is_train else enumerate(loader)\n"
+        "    for i, (x, y) in batches:\n"
+        "        loss = F.cross_entropy(model(x), y)\n"
+        "        if is_train:\n"
+        "            optimizer.zero_grad()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+    )
+    _TRAINER = (
+        HEADER + LOADER + "\n\nclass Trainer:\n"
+        "    def __init__(self, model, dataset):\n"
+        "        self.model = model\n"
+        "        self.loader = {loader}\n\n"
+        "    def fit(self, optimizer):\n"
+        "        for x, y in self.loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            F.mse_loss(self.model(x), y).backward()\n"
+        "            optimizer.step()\n"
+    )
+    valid = [
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, shuffle=True)",
+                      loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, 64, True)", loop="loader"),
+        # an option, or a deliberate decision
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, "
+                             "shuffle=args.shuffle)", loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, shuffle=False)",
+                      loop="loader"),
+        # samplers order the data themselves
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64, "
+                             "sampler=DistributedSampler(train_set))", loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, batch_sampler=buckets)",
+                      loop="loader"),
+        _TRAIN.format(loader="loader = DataLoader(train_set, **loader_options)", loop="loader"),
+        # evaluation data
+        _TRAIN.format(loader="val_loader = DataLoader(val_set, batch_size=64)",
+                      loop="val_loader"),
+        # an iterable dataset cannot be shuffled by the loader
+        "from torch.utils.data import IterableDataset\n" + _TRAIN.format(
+            loader="loader = DataLoader(Stream(train_set), batch_size=None)", loop="loader"),
+        # a loader that no training loop iterates
+        HEADER + LOADER + "\n\ndef predict(model, dataset):\n"
+        "    loader = DataLoader(dataset, batch_size=64)\n"
+        "    return [model(x) for x in loader]\n",
+        # wrapped by a framework before the loop
+        _TRAIN.format(loader="loader = accelerator.prepare(DataLoader(train_set))",
+                      loop="loader"),
+        # random samples have no order
+        _TRAIN.format(loader="loader = DataLoader(TensorDataset(torch.randn(64, 8), "
+                             "torch.randint(0, 2, (64,))), batch_size=8)", loop="loader"),
+        # the dataset is shuffled by hand
+        _TRAIN.format(loader="random.shuffle(train_set)\n"
+                             "    loader = DataLoader(train_set, batch_size=64)", loop="loader"),
+        # a recurrent state carried from batch to batch needs the batches in order
+        HEADER + LOADER + "\n\ndef train(model, train_set, optimizer, hidden):\n"
+        "    loader = DataLoader(train_set, batch_size=20)\n"
+        "    for x, y in loader:\n"
+        "        hidden = hidden.detach()\n"
+        "        output, hidden = model(x, hidden)\n"
+        "        F.cross_entropy(output, y).backward()\n"
+        "        optimizer.step()\n",
+        # statistics of the training set: the order does not matter
+        HEADER + LOADER + "\n\ndef compute_mean_std(train_set):\n"
+        "    train_loader = DataLoader(train_set, batch_size=256)\n"
+        "    total = 0\n"
+        "    for x, _ in train_loader:\n"
+        "        total += x.sum()\n"
+        "    return total\n",
+    ]
+    invalid = [
+        invalid_at(
+            _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64)",
+                          loop="loader"),
+            "loader = DataLoader",
+            fixed=_TRAIN.format(
+                loader="loader = DataLoader(train_set, shuffle=True, batch_size=64)",
+                loop="loader"),
+        ),
+        invalid_at(
+            _TRAIN.format(loader="loader = DataLoader(train_set, batch_size=64)",
+                          loop="tqdm(enumerate(loader), total=len(loader))"),
+            "loader = DataLoader",
+            fixed=_TRAIN.format(
+                loader="loader = DataLoader(train_set, shuffle=True, batch_size=64)",
+                loop="tqdm(enumerate(loader), total=len(loader))"),
+        ),
+        # the same function trains and evaluates (minGPT's run_epoch)
+        invalid_at(
+            _RUN_EPOCH.format(loader="DataLoader(data, batch_size=64)"),
+            "loader = DataLoader",
+            fixed=_RUN_EPOCH.format(loader="DataLoader(data, shuffle=True, batch_size=64)"),
+        ),
+        # an attribute set once in the class
+        invalid_at(
+            _TRAINER.format(loader="DataLoader(dataset, batch_size=32)"),
+            "self.loader = DataLoader",
+            fixed=_TRAINER.format(loader="DataLoader(dataset, shuffle=True, batch_size=32)"),
+        ),
+        # named for training, handed to the function that trains
+        invalid_at(
+            HEADER + LOADER + "\n\ndef main(model, train_set, optimizer):\n"
+            "    train_loader = DataLoader(train_set, batch_size=64)\n"
+            "    for epoch in range(10):\n"
+            "        train_one_epoch(model, train_loader, optimizer)\n",
+            "train_loader = DataLoader",
+            fixed=HEADER + LOADER + "\n\ndef main(model, train_set, optimizer):\n"
+            "    train_loader = DataLoader(train_set, shuffle=True, batch_size=64)\n"
+            "    for epoch in range(10):\n"
+            "        train_one_epoch(model, train_loader, optimizer)\n",
+        ),
+        # named for training, iterated here
+        invalid_at(
+            HEADER + LOADER + "\ntrain_loader = DataLoader(\n    dataset,\n"
+            "    batch_size=64,\n)\nfor x, y in train_loader:\n    step(x, y)\n",
+            "DataLoader(",
+            fixed=HEADER + LOADER + "\ntrain_loader = DataLoader(\n    dataset, shuffle=True,\n"
+            "    batch_size=64,\n)\nfor x, y in train_loader:\n    step(x, y)\n",
+        ),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._reported: set[int] = set()
+        self._streaming = bool(_STREAMING.search(self.context.source))
+
+    def check(self, scope: Scope) -> None:
+        if self._streaming:
+            return
+        context = self.context
+        # (loop, order of its backward call)
+        loops: list[tuple[cst.For | cst.While, int]] = []
+        for site, _ in backward_calls(context, scope):
+            if under_no_grad(context, site):
+                continue
+            for enclosing in site.loops:
+                if not any(enclosing is seen for seen, _ in loops):
+                    loops.append((enclosing, site.order))
+        for loop, order in loops:
+            if _CARRIED_STATE.search(source_of(loop)):
+                continue
+            loop_site = scope.site(loop)
+            before = loop_site.order if loop_site is not None else order
+            iterated: list[cst.BaseExpression] = []
+            if isinstance(loop, cst.For):
+                iterated.append(loop.iter)
+            for call_site in scope.calls:
+                call = call_site.node
+                if (call_site.inside(loop) and isinstance(call.func, cst.Name)
+                        and call.func.value == "next" and call.args):
+                    iterated.append(call.args[0].value)
+            for expr in iterated:
+                for name, call in self._loaders(scope, expr, before):
+                    self._check_loader(scope, name, call, trained=True)
+        self._check_named(scope)
+
+    def _check_named(self, scope: Scope) -> None:
+        """Loaders named for training (or over a dataset named so) that a loop of this scope
+        iterates, with or without a visible `backward()`."""
+        root = scope.root
+        if isinstance(root, cst.FunctionDef) and _NOT_TRAINING.search(root.name.value):
+            return
+        iterated: list[tuple[cst.BaseExpression, int]] = []
+        for loop_site in scope.loops:
+            loop = loop_site.node
+            if not isinstance(loop, cst.For) or self._without_grad(scope, loop_site) or (
+                    _CARRIED_STATE.search(source_of(loop))):
+                continue
+            iterated.append((loop.iter, loop_site.order))
+        # handed to a function that trains: `train(model, train_loader, optimizer)`
+        for site in scope.calls:
+            callee = last_segment(dotted_name(site.node.func))
+            if _TRAINS.search(callee) and not _NOT_TRAINING.search(callee) and (
+                    isinstance(site.node.func, cst.Name)):
+                iterated.extend((arg.value, site.order) for arg in site.node.args
+                                if isinstance(arg.value, (cst.Name, cst.Attribute)))
+        for expr, order in iterated:
+            for name, call in self._loaders(scope, expr, order):
+                dataset = argument(call, "dataset", 0)
+                dataset_name = dotted_name(dataset.value) if dataset is not None else None
+                if any(text and _TRAINING_NAME.search(last_segment(text))
+                       for text in (name, dataset_name)):
+                    self._check_loader(scope, name, call, trained=False)
+
+    def _without_grad(self, scope: Scope, site: Site) -> bool:
+        return under_no_grad(self.context, site) or function_without_grad(self.context, scope.root)
+
+    def _loaders(self, scope: Scope, expr: cst.BaseExpression, before: int, depth: int = 0
+                 ) -> list[tuple[str | None, cst.Call]]:
+        """The `DataLoader(...)` calls whose batches `expr` yields, in order: (the name that
+        holds the loader, the call)."""
+        if depth > 4:
+            return []
+        if isinstance(expr, cst.IfExp):
+            return (self._loaders(scope, expr.body, before, depth + 1)
+                    + self._loaders(scope, expr.orelse, before, depth + 1))
+        if isinstance(expr, cst.Call):
+            if _is_dataloader(self.context, expr):
+                return [(None, expr)]
+            callee = last_segment(dotted_name(expr.func))
+            if (_ORDER_KEEPING.match(callee) and expr.args and expr.args[0].keyword is None
+                    and not expr.args[0].star):
+                return self._loaders(scope, expr.args[0].value, before, depth + 1)
+            return []
+        name = dotted_name(expr)
+        if name is None:
+            return []
+        assigned = scope.assigned(name, before)
+        if assigned:
+            value = assigned[-1].value
+        else:
+            value = constructor_of(self.context, scope, name, before)
+        if value is None:
+            return []
+        return [(held or name, call)
+                for held, call in self._loaders(scope, value, before, depth + 1)]
+
+    def _check_loader(self, scope: Scope, name: str | None, call: cst.Call, trained: bool
+                      ) -> None:
+        if id(call) in self._reported or has_star_args(call):
+            return
+        if any(_loader_argument(call, keyword) is not None
+               for keyword in ("shuffle", "sampler", "batch_sampler")):
+            return
+        batch_size = argument(call, "batch_size", 1)
+        if batch_size is not None and _literal(batch_size.value) == "None":
+            return
+        if (name and _VISITED.search(last_segment(name))) or _evaluation_dataset(call):
+            return
+        if self._shuffled_by_hand(call) or self._random_data(scope, call):
+            return
+        self._reported.add(id(call))
+        shown = f"`{name}`" if name else "this DataLoader"
+        which = ("feeds the training loop (the loop that calls `backward()`)" if trained
+                 else "is, by its name, the training loader")
+        self.report(
+            call,
+            f"{shown} {which} but is built without `shuffle=True` or a sampler: DataLoader "
+            "does not shuffle by default, so every epoch sees the same batches in the same "
+            "(often sorted) order; pass `shuffle=True`",
+            fix=Fix(((call, _with_shuffle(call)),), "pass `shuffle=True`", safe=False),
+            statement=self._statement_of(scope, call),
+        )
+
+    def _random_data(self, scope: Scope, call: cst.Call) -> bool:
+        """The loader's dataset is a `TensorDataset` of random tensors (`torch.randn(...)`), a
+        smoke test or a benchmark: its samples have no order to break."""
+        dataset = argument(call, "dataset", 0)
+        value = dataset.value if dataset is not None else None
+        name = dotted_name(value) if value is not None else None
+        if name is not None:
+            assigned = scope.assigned(name)
+            value = assigned[-1].value if len(assigned) == 1 else None
+        if not (isinstance(value, cst.Call) and value.args
+                and last_segment(dotted_name(value.func)) == "tensordataset"):
+            return False
+        return all(isinstance(arg.value, cst.Call)
+                   and _RANDOM_TENSOR.match(self.context.call_name(arg.value) or "")
+                   for arg in value.args)
+
+    def _shuffled_by_hand(self, call: cst.Call) -> bool:
+        """The file shuffles the loader's dataset itself: `random.shuffle(train_data)`,
+        `train_set = train_set.shuffle(seed=0)` (a Hugging Face dataset)."""
+        dataset = argument(call, "dataset", 0)
+        name = dotted_name(dataset.value) if dataset is not None else None
+        if name is None:
+            return False
+        word = re.escape(name.rsplit(".", 1)[-1])
+        return bool(re.search(rf"shuffle\(\s*(?:\w+\.)*{word}\b|\b{word}\s*\.\s*shuffle\(",
+                              self.context.source))
+
+    def _statement_of(self, scope: Scope, call: cst.Call) -> cst.CSTNode | None:
+        """The statement of `call`, in this scope or in a method of the class (where
+        `self.loader = DataLoader(...)` was found)."""
+        site = scope.site(call)
+        if site is not None:
+            return site.statement
+        cls = self.context.current_class
+        if cls is not None:
+            for statement in cls.body.body:
+                if isinstance(statement, cst.FunctionDef):
+                    site = scope_of(self.context, statement).site(call)
+                    if site is not None:
+                        return site.statement
+        return None
+
+
+def _with_shuffle(call: cst.Call) -> cst.Call:
+    """`call` with `shuffle=True` after its positional arguments."""
+    args = list(call.args)
+    last = max((i for i, arg in enumerate(args) if arg.keyword is None), default=-1)
+    shuffle = cst.Arg(
+        keyword=cst.Name("shuffle"), value=cst.Name("True"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                              whitespace_after=cst.SimpleWhitespace("")),
+        comma=args[last].comma if last >= 0 else cst.MaybeSentinel.DEFAULT,
+    )
+    if last >= 0:
+        args[last] = args[last].with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    elif args:
+        shuffle = shuffle.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.insert(last + 1, shuffle)
+    return call.with_changes(args=args)
+
+
+# -- ML349 --------------------------------------------------------------------------------------
+
+_DATA_PARALLEL = _DDP | frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel",
+})
+# methods that return the module they are called on: `DataParallel(model).cuda()`
+_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "half", "double", "train", "eval"})
+# a condition that tells the wrapper from the bare model (the fix of the YOLOv4 case)
+_WRAPPER_TEST = re.compile(r"DataParallel|DDP|module|isinstance|hasattr|device_count|"
+                           r"distributed|world_size|local_rank|n_?gpu|multi_?gpu")
+_SAVES = frozenset({"torch.save", "torch.serialization.save"})
+
+
+class DataParallelStateDictPrefix(ScopeRule):
+    """A state dict is saved or loaded through a model wrapped in `DataParallel` in some runs.
+
+    ## What it does
+    Finds `model = nn.DataParallel(model)` (or `DistributedDataParallel`) under an `if`
+    (`if torch.cuda.device_count() > 1:`, `if args.cuda:`), followed in the same function by
+    `torch.save(...)` of `model.state_dict()`, `other.load_state_dict(model.state_dict())`
+    or `model.load_state_dict(...)`, outside that `if` and without `.module`; for
+    `self.model` wrapped so in one method (`__init__`), the same uses in the class's other
+    methods. Left alone:
+    sites under a condition that tells the wrapper apart (`isinstance(model, DataParallel)`,
+    `hasattr(model, "module")`, `device_count()`, `distributed`), a name assigned again in
+    between (`model = model.module`), wrappers built unconditionally (their keys are always
+    prefixed), and files that handle the prefix themselves (a `"module."` string).
+
+    ## Why is this bad?
+    The wrapper keeps the model as its `module` attribute, so its `state_dict()` names every
+    tensor `module.conv1.weight` instead of `conv1.weight`. When the wrapping depends on the
+    machine, a checkpoint saved on several GPUs does not load into the bare model (on one GPU,
+    in an evaluation script, or `eval_model.load_state_dict(model.state_dict())`), and a
+    checkpoint of the bare model does not load into the wrapper: `load_state_dict` raises
+    "Missing key(s) ... Unexpected key(s)", or with `strict=False` silently loads nothing.
+
+    ## Example
+        if torch.cuda.device_count() > 1:
+            model = nn.DataParallel(model)
+        train(model)
+        torch.save(model.state_dict(), "model.pth")
+
+    ## Use instead
+        if torch.cuda.device_count() > 1:
+            model = nn.DataParallel(model)
+        train(model)
+        bare = model.module if isinstance(model, nn.DataParallel) else model
+        torch.save(bare.state_dict(), "model.pth")
+
+    ## What it does not see
+    A model wrapped in another function or file than the one that saves or copies its state
+    dict: in c-pytorch-yolov4-eval-model-loads-dataparallel-keys, `train(model, ...)` runs
+    `eval_model.load_state_dict(model.state_dict())` on a model that `__main__` wrapped, and
+    the case's code holds only `train`. It finds 2 of 3 bench/bugs cases.
+    """
+
+    code = "ML349"
+    name = "data-parallel-state-dict-prefix"
+    severity = Severity.WARNING
+    triggers = ("DataParallel",)
+    _SCRIPT = (
+        HEADER + "\n\ndef main(args, model, checkpoint):\n"
+        "    {wrap}\n"
+        "    {use}\n"
+    )
+    valid = [
+        _SCRIPT.format(wrap="if torch.cuda.device_count() > 1:\n"
+                            "        model = nn.DataParallel(model)",
+                       use="torch.save(model.module.state_dict(), 'model.pth')"),
+        _SCRIPT.format(wrap="if torch.cuda.device_count() > 1:\n"
+                            "        model = nn.DataParallel(model)",
+                       use="if isinstance(model, nn.DataParallel):\n"
+                           "        torch.save(model.module.state_dict(), 'model.pth')\n"
+                           "    else:\n"
+                           "        torch.save(model.state_dict(), 'model.pth')"),
+        # loaded before the wrapping
+        _SCRIPT.format(wrap="model.load_state_dict(torch.load(checkpoint))",
+                       use="if args.cuda:\n        model = nn.DataParallel(model).cuda()"),
+        # always wrapped: the keys are always prefixed
+        _SCRIPT.format(wrap="model = nn.DataParallel(model)",
+                       use="torch.save(model.state_dict(), 'model.pth')"),
+        _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)\n"
+                            "    model = model.module if args.cuda else model",
+                       use="torch.save(model.state_dict(), 'model.pth')"),
+        # unwrapped before saving (minGPT's trainer)
+        HEADER + "\n\nclass Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        if torch.cuda.is_available():\n"
+        "            self.model = nn.DataParallel(self.model).cuda()\n\n"
+        "    def save(self, path):\n"
+        "        raw = self.model.module if hasattr(self.model, 'module') else self.model\n"
+        "        torch.save(raw.state_dict(), path)\n",
+        # resumed from what the same wrapper saved (kuangliu/pytorch-cifar)
+        _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)",
+                       use="model.load_state_dict(torch.load(checkpoint)['net'])\n"
+                           "    torch.save({'net': model.state_dict()}, checkpoint)"),
+    ]
+    invalid = [
+        invalid_at(_SCRIPT.format(wrap="if torch.cuda.device_count() > 1:\n"
+                                       "        model = nn.DataParallel(model)",
+                                  use="torch.save(model.state_dict(), 'model.pth')"),
+                   "torch.save"),
+        # loaded into the wrapper (deepspeech.pytorch)
+        invalid_at(_SCRIPT.format(wrap="if args.cuda:\n"
+                                       "        model = torch.nn.DataParallel(model).cuda()",
+                                  use="if args.continue_from:\n"
+                                      "        package = torch.load(args.continue_from)\n"
+                                      "        model.load_state_dict(package['state_dict'])"),
+                   "model.load_state_dict"),
+        # wrapped in __init__, saved in another method
+        invalid_at(HEADER + "\n\nclass Trainer:\n"
+                   "    def __init__(self, model):\n"
+                   "        self.model = model\n"
+                   "        if torch.cuda.device_count() > 1:\n"
+                   "            self.model = nn.DataParallel(self.model)\n\n"
+                   "    def save(self, path):\n"
+                   "        torch.save(self.model.state_dict(), path)\n",
+                   "torch.save(self.model"),
+        invalid_at(_SCRIPT.format(wrap="if args.distributed:\n"
+                                       "        model = nn.parallel.DistributedDataParallel("
+                                       "model)",
+                                  use="best = Net()\n    best.load_state_dict(model.state_dict())"),
+                   "best.load_state_dict"),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._text = self.context.source
+        self._handles_prefix = "'module.'" in self._text or '"module."' in self._text
+
+    def check(self, scope: Scope) -> None:
+        if self._handles_prefix:
+            return
+        for assignment in scope.assignments:
+            self._check_wrap(scope, assignment, here=True)
+        # `self.model = DataParallel(self.model)` in another method of the class (`__init__`)
+        cls = self.context.current_class
+        if cls is None or not isinstance(scope.root, cst.FunctionDef):
+            return
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement is not scope.root:
+                for assignment in scope_of(self.context, statement).assignments:
+                    if assignment.target.startswith("self."):
+                        self._check_wrap(scope, assignment, here=False)
+
+    def _check_wrap(self, scope: Scope, assignment, here: bool) -> None:
+        """Report the state-dict uses in `scope` of the name the assignment may wrap (`here`:
+        the assignment is in `scope`; else in another method of the class)."""
+        wrapper = self._wrapper(assignment)
+        if wrapper is None:
+            return
+        branch = next((a for a in reversed(assignment.site.ancestors)
+                       if isinstance(a, cst.If)), None)
+        if branch is None:
+            return
+        target = assignment.target
+        # the same name saved and loaded back: its keys match within one configuration
+        resumes = f"{target}.state_dict()" in self._text and (
+            f"{target}.load_state_dict(" in self._text)
+        for site, receiver, shown, use in self._state_dict_uses(scope, target):
+            if resumes and use != "transfer":
+                continue
+            last = scope.assigned(target, site.order)
+            if here:
+                if site.order <= assignment.site.order or site.inside(branch):
+                    continue
+                if not last or last[-1] is not assignment:
+                    continue
+            elif last:
+                continue  # assigned anew in this method
+            if any(_WRAPPER_TEST.search(source_of(test)) for test in _conditions(scope, site)):
+                continue
+            condition = source_of(branch.test)
+            self.report_at(
+                site, receiver,
+                f"`{target}` holds a `{wrapper}` only when `{condition}`, and the wrapper's "
+                f"state dict names every key `module.<name>`: {shown} "
+                f"{'saves' if use == 'save' else 'loads'} keys that differ from run to run, "
+                "and the checkpoint does not load into the bare model (or the bare model's "
+                f"into the wrapper); use `{target}.module` when wrapped, or save and load "
+                "before wrapping",
+            )
+
+    def _wrapper(self, assignment) -> str | None:
+        """`DataParallel` when the assignment wraps the name it is assigned to."""
+        value = assignment.value
+        while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+               and value.func.attr.value in _SAME_MODULE):
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return None
+        qualified = self.context.call_name(value)
+        if qualified not in _DATA_PARALLEL or not value.args:
+            return None
+        wrapped = value.args[0].value
+        while (isinstance(wrapped, cst.Call) and isinstance(wrapped.func, cst.Attribute)
+               and wrapped.func.attr.value in _SAME_MODULE):
+            wrapped = wrapped.func.value
+        if dotted_name(wrapped) != assignment.target:
+            return None
+        return qualified.rsplit(".", 1)[-1]
+
+    def _state_dict_uses(self, scope: Scope, name: str
+                         ) -> list[tuple[CallSite, cst.Call, str, str]]:
+        """(site, call, its text, `save`, `load` or `transfer`) for
+        `torch.save(name.state_dict())`, `x.load_state_dict(name.state_dict())` and
+        `name.load_state_dict(...)`."""
+        found = []
+        for site in scope.calls:
+            call = site.node
+            func = call.func
+            loads = isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"
+            if isinstance(func, cst.Attribute) and loads and dotted_name(func.value) == name:
+                found.append((site, call, f"`{name}.load_state_dict(...)`", "load"))
+                continue
+            if not loads and self.context.call_name(call) not in _SAVES:
+                continue
+            for arg in call.args:
+                for node in code_nodes(arg.value, prune=_NESTED):
+                    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                            and node.func.attr.value == "state_dict"
+                            and dotted_name(node.func.value) == name):
+                        shown = (f"`{dotted_name(func) or 'load_state_dict'}"
+                                 f"({name}.state_dict())`")
+                        found.append((site, call, shown, "transfer" if loads else "save"))
+        return found
+
+
+def _conditions(scope: Scope, site: Site) -> list[cst.BaseExpression]:
+    """The tests of the `if`/`elif`/`else` branches the site runs in (an `else` or `elif`
+    branch runs under its `if`'s test too)."""
+    owner: dict[int, cst.If] = {}
+    body = scope.root.body if isinstance(scope.root, cst.FunctionDef) else scope.root
+    for node in code_nodes(body, prune=_NESTED):
+        if isinstance(node, cst.If) and node.orelse is not None:
+            owner[id(node.orelse)] = node
+    tests = []
+    for ancestor in site.ancestors:
+        branch: cst.CSTNode | None = ancestor
+        while branch is not None:
+            if isinstance(branch, cst.If):
+                tests.append(branch.test)
+            branch = owner.get(id(branch))
+    return tests
 
 
 # -- ML314 --------------------------------------------------------------------------------------
@@ -1831,6 +2484,8 @@ def modellint_add_rules():
         SyncInInnerLoop,
         EvalNeverReset,
         DdpWithoutDistributedSampler,
+        TrainingLoaderNotShuffled,
+        DataParallelStateDictPrefix,
         TransferRepeatedEveryStep,
         AccumulationWithoutLossScaling,
         AccumulationStepCondition,
