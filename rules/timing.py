@@ -1,0 +1,571 @@
+"""Built-in rules: measuring GPU work with the host's clock (ML343).
+
+CUDA calls return as soon as the kernel is queued, so a clock read on the host after GPU work
+measures the launch, not the work, unless something waits for the device first. The rule pairs
+the clock reads of one function (or a script's top-level code) the way the code subtracts them,
+and fires only where the timed region provably does GPU work (a value placed on the device with
+`.cuda()`, `.to(device)`, `device=`, and what is computed from it) and nothing in the region
+waits for the device. A name whose origin is unknown is never assumed to be on the GPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from modellint.hookspecs import hookimpl
+from modellint.rule import Severity, argument, child_nodes, dotted_name, source_of
+from modellint.rules._loops import _NESTED, LOOPS, Scope, ScopeRule, invalid_at, last_segment
+from modellint.static.kinds import TENSOR_FACTORIES
+
+HEADER = "import time\nimport torch\nimport torch.nn as nn\n"
+
+# host clocks that read wall time
+_CLOCKS = frozenset({
+    "time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "time.perf_counter_ns",
+    "time.monotonic_ns", "timeit.default_timer",
+})
+_CUDA_EVENTS = frozenset({"torch.cuda.Event", "torch.cuda.streams.Event", "torch.Event"})
+# calls that wait for the device (or may: a barrier of the process group)
+_SYNC_FUNCTIONS = frozenset({
+    "torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.xpu.synchronize",
+    "torch.mps.synchronize", "torch.distributed.barrier", "torch.cuda.empty_cache",
+})
+# tensor methods that copy a value to the host, which waits for the kernels that compute it
+_SYNC_METHODS = frozenset({"synchronize", "item", "cpu", "tolist", "numpy"})
+# builtins that read a tensor's value (and so wait for it) when given one
+_READING_BUILTINS = frozenset({"print", "float", "int", "bool", "str", "repr", "format"})
+# builtins that do no GPU work whatever they are given
+_BUILTINS = frozenset({
+    "len", "isinstance", "type", "id", "hasattr", "getattr", "range", "enumerate", "zip",
+    "list", "tuple", "dict", "set", "sorted", "min", "max", "sum", "abs", "round", "iter",
+    "next", "open", "super",
+})
+# what a tensor or module answers without running a kernel
+_METADATA_METHODS = frozenset({
+    "size", "dim", "numel", "nelement", "ndimension", "element_size", "get_device", "stride",
+    "data_ptr", "is_contiguous", "train", "eval", "parameters", "named_parameters", "buffers",
+    "modules", "children", "named_modules", "named_children", "state_dict", "register_buffer",
+    "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+    "requires_grad_", "record", "keys", "values", "items", "get",
+})
+_METADATA_ATTRIBUTES = frozenset({
+    "shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "grad_fn", "training",
+})
+_ACCELERATOR_STRING = re.compile(r"^(?:cuda(?::\d+)?)$")
+_DEVICE_WORDS = re.compile(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
+_CPU_STRING = re.compile(r"^cpu$")
+
+
+def _string(expr: cst.BaseExpression) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _ordered(root: cst.CSTNode
+             ) -> tuple[list[cst.CSTNode], dict[int, tuple[int, tuple]], dict[int, int]]:
+    """The code nodes of a function body (or module) in source order, without nested
+    functions, classes and lambdas; for each, its position and the loops whose body it is in
+    (outermost first); and the position of the last node under it (a call runs when what is
+    under it has run)."""
+    body = root.body if isinstance(root, cst.FunctionDef) else root
+    nodes: list[cst.CSTNode] = []
+    where: dict[int, tuple[int, tuple]] = {}
+    parents: list[int] = []
+    stack: list[tuple[cst.CSTNode, tuple, int]] = [(body, (), -1)]
+    while stack:
+        node, loops, parent = stack.pop()
+        position = len(nodes)
+        where[id(node)] = (position, loops)
+        nodes.append(node)
+        parents.append(parent)
+        if isinstance(node, _NESTED) and node is not body:
+            continue
+        inner = loops + (node,) if isinstance(node, LOOPS) else loops
+        children = []
+        for child in child_nodes(node):
+            in_body = isinstance(node, LOOPS) and child is node.body
+            children.append((child, inner if in_body else loops, position))
+        stack.extend(reversed(children))
+    last = list(range(len(nodes)))
+    for position in range(len(nodes) - 1, 0, -1):
+        parent = parents[position]
+        last[parent] = max(last[parent], last[position])
+    return nodes, where, {id(node): last[i] for i, node in enumerate(nodes)}
+
+
+class _Region:
+    """The code that runs between two clock reads: the nodes at positions `start` to `end`
+    (exclusive), or, for a clock carried from one iteration to the next, a whole loop."""
+
+    def __init__(self, start: int, end: int, loop: cst.CSTNode | None = None) -> None:
+        self.start, self.end, self.loop = start, end, loop
+
+
+class CudaTimingWithoutSynchronize(ScopeRule):
+    """The host's clock is read after GPU work without waiting for the GPU.
+
+    ## What it does
+    Pairs the clock reads that the code subtracts (`time.time()`, `time.perf_counter()`,
+    `time.monotonic()`, `timeit.default_timer()`: `t1 = time.time()` ... `t2 - t1`, or
+    `time.time() - start`) and finds a timed region that does GPU work — a call of a module or
+    a tensor operation on a value placed on the device (`.cuda()`, `.to(device)`,
+    `device=`), or the placement itself — where nothing waits for the device before the
+    end time is read: no `torch.cuda.synchronize()`, no `.item()`, `.cpu()`, `.tolist()`,
+    `.numpy()`, no `print` or `float` of a tensor, no call of a function of the project
+    (which may synchronise inside). A clock carried across iterations (`end = time.time()` at
+    the bottom of the loop) is fine when anything in the loop synchronises. It also finds
+    `start.elapsed_time(end)` of CUDA events with no `torch.cuda.synchronize()` or
+    `end.synchronize()` after `end.record()`. Work whose device the code does not show
+    (`self.layer1(x)` with `x` a parameter) is not assumed to be on the GPU.
+
+    ## Why is this bad?
+    CUDA calls are asynchronous: they return as soon as the kernel is queued. A clock read
+    right after them measures how long it took to launch the work, and the work's real cost
+    turns up later, in whatever happens to wait for the GPU next (often the next `x.cuda()`
+    or `loss.item()`, which then looks slow). Speed comparisons made this way are wrong, by
+    orders of magnitude. `elapsed_time` on an event that has not completed raises.
+
+    ## Example
+        model = model.cuda()
+        start = time.perf_counter()
+        out = model(x.cuda())
+        print(f"forward: {time.perf_counter() - start:.4f}s")
+
+    ## Use instead
+        model = model.cuda()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = model(x.cuda())
+        torch.cuda.synchronize()
+        print(f"forward: {time.perf_counter() - start:.4f}s")
+    """
+
+    code = "ML343"
+    name = "cuda-timing-without-synchronize"
+    severity = Severity.WARNING
+    triggers = ("time", "timer", "elapsed_time")
+    _FORWARD = (HEADER + "\n\ndef bench(x):\n"
+                "    model = nn.Linear(8, 8).cuda()\n"
+                "    x = x.cuda()\n"
+                "    start = time.perf_counter()\n"
+                "    out = model(x)\n"
+                "{before_end}"
+                "    print(f'forward: {{time.perf_counter() - start:.4f}}s')\n")
+    _LOOP = (HEADER + "\n\ndef train(model, loader, optimizer, device):\n"
+             "    model.to(device)\n"
+             "    end = time.time()\n"
+             "    for x, y in loader:\n"
+             "        x, y = x.to(device), y.to(device)\n"
+             "        loss = nn.functional.cross_entropy(model(x), y)\n"
+             "        optimizer.zero_grad()\n"
+             "        loss.backward()\n"
+             "        optimizer.step()\n"
+             "{log}"
+             "        batch_time = time.time() - end\n"
+             "        end = time.time()\n")
+    valid = [
+        _FORWARD.format(before_end="    torch.cuda.synchronize()\n"),
+        _FORWARD.format(before_end="    print(out.sum().item())\n"),
+        _FORWARD.format(before_end="    out = out.cpu()\n"),
+        # the clock carried across iterations: `loss.item()` waits once per step
+        _LOOP.format(log="        losses.append(loss.item())\n"),
+        # nothing shows that the work runs on the GPU
+        HEADER + "def forward(self, x):\n    start = time.time()\n    y = self.layer1(x)\n"
+        "    print(time.time() - start)\n",
+        # a function of the project may synchronise inside
+        HEADER + "def train_one_epoch(model, loader):\n    pass\n\n"
+        "def main(loader):\n    model = nn.Linear(2, 2).cuda()\n    start = time.time()\n"
+        "    train_one_epoch(model, loader)\n    print(time.time() - start)\n",
+        # only the shape is printed... after a synchronisation
+        HEADER + "conv = nn.Conv2d(3, 8, 3).cuda()\nx = torch.randn(1, 3, 8, 8).cuda()\n"
+        "start = time.time()\nprint(conv(x).size())\ntorch.cuda.synchronize()\n"
+        "print(time.time() - start)\n",
+        # CUDA events read after synchronising
+        HEADER + "def bench(model, x):\n"
+        "    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+        "    start.record()\n    model(x)\n    end.record()\n    torch.cuda.synchronize()\n"
+        "    print(start.elapsed_time(end))\n",
+        # host work only
+        HEADER + "start = time.time()\nx = torch.randn(100, 100)\ny = x @ x\n"
+        "print(time.time() - start)\n",
+    ]
+    invalid = [
+        invalid_at(_FORWARD.format(before_end=""), "print(f'forward"),
+        invalid_at(_FORWARD.format(before_end="    torch.cuda.synchronize()\n"
+                                   "    out = model(out)\n"), "print(f'forward"),
+        # the clock carried across iterations, and nothing in the loop waits for the GPU
+        invalid_at(_LOOP.format(log=""), "batch_time ="),
+        # the shape of the result is not its value: `size()` does not wait
+        invalid_at(HEADER + "conv = nn.Conv2d(3, 8, 3).cuda()\nx = torch.randn(1, 3, 8, 8).cuda()\n"
+                   "start = time.time()\nprint(conv(x).size())\nprint(time.time() - start)\n",
+                   "print(time.time() - start)"),
+        # both ends named
+        invalid_at(HEADER + "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                   "for image in images:\n    image = image.to(device)\n    t1 = time.time()\n"
+                   "    output = model(image)\n    t2 = time.time()\n    print(t2 - t1)\n",
+                   "t2 = time.time()"),
+        invalid_at(HEADER + "def bench(model, x):\n"
+                   "    start = torch.cuda.Event(enable_timing=True)\n"
+                   "    end = torch.cuda.Event(enable_timing=True)\n"
+                   "    start.record()\n    model(x)\n    end.record()\n"
+                   "    print(start.elapsed_time(end))\n", "elapsed_time"),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._module_gpu: set[str] | None = None
+        self._module_functions: set[str] | None = None
+        self._last: dict[int, int] = {}
+
+    # -- the check -----------------------------------------------------------------------------
+
+    def check(self, scope: Scope) -> None:
+        code = scope.code()
+        if not any(word in code for word in ("time", "timer")):
+            return
+        nodes, where, self._last = _ordered(scope.root)
+        clocks = {id(node) for node in nodes
+                  if isinstance(node, cst.Call) and self.context.call_name(node) in _CLOCKS}
+        events = "elapsed_time" in code
+        if not clocks and not events:
+            return
+        gpu = self._gpu_names(scope)
+        reported: set[int] = set()
+        if clocks:
+            bound = self._clock_bindings(nodes, where, clocks)
+            for node in nodes:
+                if not (isinstance(node, cst.BinaryOperation)
+                        and isinstance(node.operator, cst.Subtract)):
+                    continue
+                pair = self._pair(node, where, bound, clocks)
+                if pair is None:
+                    continue
+                end, region = pair
+                if id(end) in reported:
+                    continue
+                work = self._unsynced_work(nodes, where, region, gpu)
+                if work is None:
+                    continue
+                reported.add(id(end))
+                site = scope.site(end)
+                clock = source_of(end)
+                message = (
+                    f"`{clock}` is read after GPU work (`{_short(work)}`) with nothing waiting "
+                    f"for the GPU: CUDA calls return before the kernels finish, so this "
+                    f"measures their launch; call `torch.cuda.synchronize()` before reading "
+                    f"the clock (and before the start time)"
+                )
+                if site is not None:
+                    self.report_at(site, end, message)
+        if events:
+            self._check_events(scope, nodes, where, gpu)
+
+    def _clock_bindings(self, nodes, where, clocks) -> dict[str, list[tuple[int, cst.Call]]]:
+        """name -> (position, clock call) of each `name = time.time()`; other assignments
+        to the name as (position, None)."""
+        bound: dict[str, list[tuple[int, cst.Call | None]]] = {}
+        for node in nodes:
+            if not isinstance(node, cst.Assign):
+                continue
+            value = node.value
+            clock = value if isinstance(value, cst.Call) and id(value) in clocks else None
+            for target in node.targets:
+                name = dotted_name(target.target)
+                if name is not None:
+                    bound.setdefault(name, []).append((where[id(node)][0], clock))
+        return bound  # type: ignore[return-value]
+
+    def _read(self, expr, position, where, bound, clocks):
+        """The clock call an operand of a subtraction stands for, and the position of its
+        binding: (call, None) for `time.time()` itself, (call, binding) for a name last
+        bound to one before `position`; None otherwise."""
+        if isinstance(expr, cst.Call) and id(expr) in clocks:
+            return expr, None, []
+        name = dotted_name(expr)
+        if name is None or name not in bound:
+            return None
+        before = [b for b in bound[name] if b[0] < position]
+        if not before or before[-1][1] is None:
+            return None
+        after = [b for b in bound[name] if b[0] > position]
+        return before[-1][1], before[-1][0], after
+
+    def _pair(self, binop: cst.BinaryOperation, where, bound, clocks):
+        position, loops = where[id(binop)]
+        end = self._read(binop.left, position, where, bound, clocks)
+        start = self._read(binop.right, position, where, bound, clocks)
+        if end is None or start is None or start[1] is None:
+            return None
+        end_call, end_binding, _ = end
+        start_call, _, rebound = start
+        end_position = where[id(end_call)][0]
+        # a clock carried from one iteration to the next: what it times is the loop's body
+        for binding_position, call in rebound:
+            if call is None:
+                continue
+            carried = [loop for loop in loops
+                       if any(loop is other for other in where[id(call)][1])]
+            if carried:
+                loop = carried[-1]
+                return end_call, _Region(where[id(loop)][0], end_position, loop)
+        start_position = where[id(start_call)][0]
+        if start_position >= end_position:
+            return None
+        return end_call, _Region(start_position, end_position)
+
+    def _unsynced_work(self, nodes, where, region: _Region, gpu: set[str]
+                       ) -> cst.Call | None:
+        """The first GPU work in the region that nothing waits for before its end."""
+        if region.loop is not None:
+            inside = [node for node in nodes
+                      if any(region.loop is loop for loop in where[id(node)][1])]
+        else:
+            inside = nodes[region.start + 1:region.end]
+        calls = [node for node in inside if isinstance(node, cst.Call)]
+        syncs = [node for node in calls if self._waits(node, gpu)]
+        syncs += [node for node in inside if isinstance(node, cst.FormattedStringExpression)
+                  and self._on_gpu(node.expression, gpu)]
+        if syncs and region.loop is not None:
+            return None
+        for call in calls:
+            if not self._gpu_work(call, gpu):
+                continue
+            position, loops = where[id(call)]
+            done = self._last[id(call)]
+            covered = False
+            for sync in syncs:
+                sync_position, sync_loops = where[id(sync)]
+                # the sync runs after the work: it follows it, or the work is inside it
+                if sync_position > done or (
+                        sync_position <= position and self._last[id(sync)] >= done):
+                    covered = True
+                    break
+                # an earlier sync in a loop (of the region) around the work waits for it on
+                # the next iteration
+                if any(loop is other and where[id(loop)][0] > region.start
+                       for loop in loops for other in sync_loops):
+                    covered = True
+                    break
+            if not covered:
+                return call
+        return None
+
+    def _check_events(self, scope: Scope, nodes, where, gpu: set[str]) -> None:
+        events = {a.target for a in scope.assignments
+                  if isinstance(a.element or a.value, cst.Call)
+                  and self.context.call_name(a.element or a.value) in _CUDA_EVENTS}
+        if not events:
+            return
+        for node in nodes:
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value == "elapsed_time" and node.args):
+                continue
+            end = dotted_name(node.args[0].value)
+            if end not in events or dotted_name(node.func.value) not in events:
+                continue
+            position = where[id(node)][0]
+            records = [n for n in nodes[:position] if isinstance(n, cst.Call)
+                       and isinstance(n.func, cst.Attribute) and n.func.attr.value == "record"
+                       and dotted_name(n.func.value) == end]
+            if not records:
+                continue
+            after = where[id(records[-1])][0]
+            if any(isinstance(n, cst.Call) and self._waits(n, gpu)
+                   for n in nodes[after + 1:position]):
+                continue
+            site = scope.site(node)
+            if site is None:
+                continue
+            self.report_at(
+                site, node,
+                f"`{source_of(node)}` is read without waiting for `{end}` to complete: "
+                f"`{end}.record()` only queues the event, and `elapsed_time` raises until it "
+                f"has run; call `{end}.synchronize()` (or `torch.cuda.synchronize()`) first",
+            )
+
+    # -- what waits, what runs on the GPU -----------------------------------------------------
+
+    def _waits(self, call: cst.Call, gpu: set[str]) -> bool:
+        qualified = self.context.call_name(call)
+        if qualified in _SYNC_FUNCTIONS:
+            return True
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "synchronize":
+                return True
+            if method in _SYNC_METHODS and qualified is None:
+                return True
+            if method == "to" and call.args and (
+                    _string(call.args[0].value) == "cpu"):
+                return True
+            if self._opaque(func) and any(self._on_gpu(a.value, gpu) for a in call.args):
+                return True
+            return False
+        if isinstance(func, cst.Name):
+            if func.value in _READING_BUILTINS and qualified is None:
+                return any(self._on_gpu(arg.value, gpu) for arg in call.args)
+            if self._opaque(func):
+                return True
+        return False
+
+    def _opaque(self, func: cst.BaseExpression) -> bool:
+        """A function of the project (defined in this file, a method of this class, or
+        imported from another file of the project): what it does inside is not seen here."""
+        if isinstance(func, cst.Name):
+            if func.value in self._functions():
+                return True
+        name = dotted_name(func)
+        cls = self.context.current_class
+        if name and cls is not None and name.startswith("self.") and name.count(".") == 1:
+            return name[5:] in self.context.class_info(cls).methods
+        qualified = self.context.qualified_name(func)
+        index = self.context.index
+        if qualified and index is not None and not qualified.startswith("torch"):
+            found = index.resolve_qualified(qualified)
+            return found is not None and found[0] == "function"
+        return False
+
+    def _functions(self) -> set[str]:
+        if self._module_functions is None:
+            module = self.context.module_node
+            body = module.body if module is not None else ()
+            self._module_functions = {s.name.value for s in body
+                                      if isinstance(s, cst.FunctionDef)}
+        return self._module_functions
+
+    def _gpu_work(self, call: cst.Call, gpu: set[str]) -> bool:
+        if self._placement(call):
+            return True
+        return self._on_gpu(call, gpu)
+
+    def _placement(self, call: cst.Call) -> bool:
+        """`x.cuda()`, `x.to(device)`, `torch.zeros(..., device=device)`,
+        `nn.Linear(..., device=device)`."""
+        func = call.func
+        context = self.context
+        if isinstance(func, cst.Attribute) and context.qualified_name(func) is None:
+            if func.attr.value == "cuda":
+                return True
+            if func.attr.value == "to":
+                arg = argument(call, "device", 0)
+                return arg is not None and self._device(arg.value)
+        qualified = context.call_name(call) or ""
+        if qualified.startswith("torch.") and (
+            qualified[len("torch."):] in TENSOR_FACTORIES or context.builds_module(call)
+        ):
+            arg = argument(call, "device")
+            return arg is not None and self._device(arg.value)
+        return False
+
+    def _device(self, expr: cst.BaseExpression) -> bool:
+        """A value that names a GPU: `"cuda"`, `torch.device("cuda" if ... else "cpu")`, a
+        variable named for a device or rank (`device`, `args.gpu`, `local_rank`)."""
+        text = _string(expr)
+        if text is not None:
+            return bool(_ACCELERATOR_STRING.match(text))
+        if isinstance(expr, cst.Call):
+            if self.context.call_name(expr) != "torch.device" or not expr.args:
+                return False
+            first = _string(expr.args[0].value)
+            return first is None or not _CPU_STRING.match(first)
+        if isinstance(expr, cst.IfExp):
+            return self._device(expr.body) or self._device(expr.orelse)
+        if self.context.qualified_name(expr) is not None:
+            return False  # torch.float16 and the like
+        name = dotted_name(expr)
+        return name is not None and bool(_DEVICE_WORDS.search(last_segment(name)))
+
+    def _on_gpu(self, expr: cst.BaseExpression, gpu: set[str]) -> bool:
+        """`expr` is (or computes) a tensor or module known to be on the GPU."""
+        if isinstance(expr, cst.Name):
+            return expr.value in gpu
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _METADATA_ATTRIBUTES:
+                return False
+            name = dotted_name(expr)
+            if name is not None and name in gpu:
+                return True
+            return self._on_gpu(expr.value, gpu) and self.context.qualified_name(expr) is None
+        if isinstance(expr, cst.Subscript):
+            return self._on_gpu(expr.value, gpu)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._on_gpu(expr.left, gpu) or self._on_gpu(expr.right, gpu)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._on_gpu(expr.expression, gpu)
+        if not isinstance(expr, cst.Call):
+            return False
+        if self._placement(expr):
+            return True
+        func = expr.func
+        qualified = self.context.call_name(expr)
+        if isinstance(func, cst.Attribute) and qualified is None:
+            method = func.attr.value
+            if method in _METADATA_METHODS or method in _SYNC_METHODS:
+                return False
+            if self._on_gpu(func.value, gpu):
+                return True
+        args = [arg.value for arg in expr.args]
+        if qualified is not None:
+            return qualified.startswith("torch") and any(self._on_gpu(a, gpu) for a in args)
+        if isinstance(func, cst.Name) and (func.value in _BUILTINS
+                                           or func.value in _READING_BUILTINS):
+            return False
+        if self._opaque(func):
+            return False
+        # a callable object (a module, a loss) called on GPU values, or itself on the GPU
+        return self._on_gpu(func, gpu) or any(self._on_gpu(a, gpu) for a in args)
+
+    def _gpu_names(self, scope: Scope) -> set[str]:
+        """Names (and `self.x` attributes) that hold a value placed on the GPU in this scope,
+        the module's top level, or (for `self.x`) anywhere in the class."""
+        gpu = set(self._module_names()) if scope.root is not self.context.module_node else set()
+        cls = self.context.current_class
+        if cls is not None:
+            for attr, values in self.context.class_info(cls).assignments.items():
+                if any(self._on_gpu(value, set()) for _, value in values):
+                    gpu.add(f"self.{attr}")
+        return self._flow(scope, gpu)
+
+    def _module_names(self) -> set[str]:
+        if self._module_gpu is None:
+            from modellint.rules._loops import scope_of
+
+            module = self.context.module_node
+            self._module_gpu = set()
+            if module is not None:
+                self._module_gpu = self._flow(scope_of(self.context, module), set())
+        return self._module_gpu
+
+    def _flow(self, scope: Scope, gpu: set[str]) -> set[str]:
+        gpu = set(gpu)
+        for _ in range(3):
+            before = len(gpu)
+            for assignment in scope.assignments:
+                value = assignment.element or assignment.value
+                if value is not None and self._on_gpu(value, gpu):
+                    gpu.add(assignment.target)
+            for site in scope.calls:
+                func = site.node.func
+                # `model.cuda()`, `model.to(device)` move a module in place
+                if isinstance(func, cst.Attribute) and self._placement(site.node):
+                    name = dotted_name(func.value)
+                    if name is not None:
+                        gpu.add(name)
+            if len(gpu) == before:
+                break
+        return gpu
+
+
+def _short(node: cst.CSTNode) -> str:
+    text = source_of(node)
+    return text if len(text) <= 40 and "\n" not in text else text.split("(", 1)[0] + "(...)"
+
+
+@hookimpl
+def modellint_add_rules():
+    return [CudaTimingWithoutSynchronize]
