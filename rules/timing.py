@@ -17,7 +17,7 @@ import libcst as cst
 from modellint.hookspecs import hookimpl
 from modellint.rule import Severity, argument, child_nodes, dotted_name, source_of
 from modellint.rules._loops import _NESTED, LOOPS, Scope, ScopeRule, invalid_at, last_segment
-from modellint.static.kinds import TENSOR_FACTORIES
+from modellint.static.kinds import TENSOR_FACTORIES, VARIABLES
 
 HEADER = "import time\nimport torch\nimport torch.nn as nn\n"
 
@@ -52,6 +52,11 @@ _METADATA_METHODS = frozenset({
 })
 _METADATA_ATTRIBUTES = frozenset({
     "shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "grad_fn", "training",
+})
+# torch functions that launch no kernel (`Variable(x)` is `x`)
+_NO_KERNEL_FUNCTIONS = VARIABLES | frozenset({
+    "torch.is_tensor", "torch.numel", "torch.is_floating_point", "torch.is_complex",
+    "torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled",
 })
 _ACCELERATOR_STRING = re.compile(r"^(?:cuda(?::\d+)?)$")
 _DEVICE_WORDS = re.compile(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
@@ -159,7 +164,8 @@ class CudaTimingWithoutSynchronize(ScopeRule):
              "    model.to(device)\n"
              "    end = time.time()\n"
              "    for x, y in loader:\n"
-             "        x, y = x.to(device), y.to(device)\n"
+             "        x = x.to(device, non_blocking=True)\n"
+             "        y = y.to(device, non_blocking=True)\n"
              "        loss = nn.functional.cross_entropy(model(x), y)\n"
              "        optimizer.zero_grad()\n"
              "        loss.backward()\n"
@@ -173,6 +179,16 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         _FORWARD.format(before_end="    out = out.cpu()\n"),
         # the clock carried across iterations: `loss.item()` waits once per step
         _LOOP.format(log="        losses.append(loss.item())\n"),
+        # a blocking copy to the device waits for the previous step's work
+        _LOOP.replace("x = x.to(device, non_blocking=True)", "x = x.to(device)").format(log=""),
+        # a library's function given a GPU value may read it (and most do)
+        HEADER + "from transformers import pipeline\n\n"
+        "def bench(generator, prompt):\n    ids = prompt.cuda()\n    start = time.time()\n"
+        "    out = generator.generate(ids, max_new_tokens=20)\n"
+        "    print(time.time() - start)\n",
+        # a blocking copy is timed whole, and nothing was queued before it
+        HEADER + "def detect(model, img):\n    t0 = time.time()\n    img = img.cuda()\n"
+        "    print('copy', time.time() - t0)\n",
         # nothing shows that the work runs on the GPU
         HEADER + "def forward(self, x):\n    start = time.time()\n    y = self.layer1(x)\n"
         "    print(time.time() - start)\n",
@@ -203,6 +219,11 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         invalid_at(HEADER + "conv = nn.Conv2d(3, 8, 3).cuda()\nx = torch.randn(1, 3, 8, 8).cuda()\n"
                    "start = time.time()\nprint(conv(x).size())\nprint(time.time() - start)\n",
                    "print(time.time() - start)"),
+        # the copy waits for the previous iteration's forward, which is timed as the copy
+        invalid_at(HEADER + "model = nn.Linear(8, 8).cuda()\nfor x, y in loader:\n"
+                   "    st = time.time()\n    x, y = x.cuda(), y.cuda()\n"
+                   "    print(time.time() - st)\n    pred = model(x)\n",
+                   "print(time.time() - st)"),
         # both ends named
         invalid_at(HEADER + "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
                    "for image in images:\n    image = image.to(device)\n    t1 = time.time()\n"
@@ -247,18 +268,27 @@ class CudaTimingWithoutSynchronize(ScopeRule):
                 end, region = pair
                 if id(end) in reported:
                     continue
-                work = self._unsynced_work(nodes, where, region, gpu)
-                if work is None:
+                found = self._unsynced_work(nodes, where, region, gpu)
+                if found is None:
                     continue
+                work, pending = found
                 reported.add(id(end))
                 site = scope.site(end)
                 clock = source_of(end)
-                message = (
-                    f"`{clock}` is read after GPU work (`{_short(work)}`) with nothing waiting "
-                    f"for the GPU: CUDA calls return before the kernels finish, so this "
-                    f"measures their launch; call `torch.cuda.synchronize()` before reading "
-                    f"the clock (and before the start time)"
-                )
+                if pending is None:
+                    message = (
+                        f"`{clock}` is read after GPU work (`{_short(work)}`) with nothing "
+                        f"waiting for the GPU: CUDA calls return before the kernels finish, so "
+                        f"this measures their launch; call `torch.cuda.synchronize()` before "
+                        f"reading the clock (and before the start time)"
+                    )
+                else:
+                    message = (
+                        f"the time up to `{clock}` includes GPU work queued before the start "
+                        f"(`{_short(pending)}`): `{_short(work)}` waits for it before copying; "
+                        f"call `torch.cuda.synchronize()` before the start time and before "
+                        f"reading the clock"
+                    )
                 if site is not None:
                     self.report_at(site, end, message)
         if events:
@@ -273,6 +303,9 @@ class CudaTimingWithoutSynchronize(ScopeRule):
                 continue
             value = node.value
             clock = value if isinstance(value, cst.Call) and id(value) in clocks else None
+            alias = dotted_name(value)
+            if alias is not None and bound.get(alias):
+                clock = bound[alias][-1][1]  # `self.iter_time = tnow`
             for target in node.targets:
                 name = dotted_name(target.target)
                 if name is not None:
@@ -304,7 +337,7 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         start_call, _, rebound = start
         end_position = where[id(end_call)][0]
         # a clock carried from one iteration to the next: what it times is the loop's body
-        for binding_position, call in rebound:
+        for _, call in rebound:
             if call is None:
                 continue
             carried = [loop for loop in loops
@@ -318,26 +351,45 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         return end_call, _Region(start_position, end_position)
 
     def _unsynced_work(self, nodes, where, region: _Region, gpu: set[str]
-                       ) -> cst.Call | None:
-        """The first GPU work in the region that nothing waits for before its end."""
+                       ) -> tuple[cst.Call, cst.Call | None] | None:
+        """The first GPU work in the region that nothing waits for before its end. A blocking
+        copy to the device (`x.cuda()`) waits for itself, but also for the work queued before
+        it: it counts only when such work is pending at the start (a model call later in the
+        loop, from the previous iteration)."""
         if region.loop is not None:
             inside = [node for node in nodes
                       if any(region.loop is loop for loop in where[id(node)][1])]
         else:
             inside = nodes[region.start + 1:region.end]
-        calls = [node for node in inside if isinstance(node, cst.Call)]
-        syncs = [node for node in calls if self._waits(node, gpu)]
-        syncs += [node for node in inside if isinstance(node, cst.FormattedStringExpression)
-                  and self._on_gpu(node.expression, gpu)]
+        syncs = self._syncs(inside, gpu)
         if syncs and region.loop is not None:
             return None
-        for call in calls:
-            if not self._gpu_work(call, gpu):
+        uncovered = self._uncovered(inside, syncs, where, region.start, gpu)
+        for call in reversed(uncovered):
+            if not self._blocking_copy(call):
+                return call, None
+        pending = self._pending_before(nodes, where, region, gpu) if uncovered else None
+        return (uncovered[-1], pending) if pending is not None else None
+
+    def _syncs(self, inside: list[cst.CSTNode], gpu: set[str]) -> list[cst.CSTNode]:
+        syncs: list[cst.CSTNode] = [node for node in inside
+                                    if isinstance(node, cst.Call) and self._waits(node, gpu)]
+        syncs += [node for node in inside if isinstance(node, cst.FormattedStringExpression)
+                  and self._on_gpu(node.expression, gpu)]
+        return syncs
+
+    def _uncovered(self, inside, syncs, where, start: int, gpu: set[str]) -> list[cst.Call]:
+        """The GPU work among `inside` that no sync among `syncs` waits for."""
+        found = []
+        for call in inside:
+            if not isinstance(call, cst.Call) or not self._gpu_work(call, gpu):
                 continue
             position, loops = where[id(call)]
             done = self._last[id(call)]
             covered = False
             for sync in syncs:
+                if sync is call:
+                    continue
                 sync_position, sync_loops = where[id(sync)]
                 # the sync runs after the work: it follows it, or the work is inside it
                 if sync_position > done or (
@@ -346,18 +398,41 @@ class CudaTimingWithoutSynchronize(ScopeRule):
                     break
                 # an earlier sync in a loop (of the region) around the work waits for it on
                 # the next iteration
-                if any(loop is other and where[id(loop)][0] > region.start
+                if any(loop is other and where[id(loop)][0] > start
                        for loop in loops for other in sync_loops):
                     covered = True
                     break
             if not covered:
-                return call
-        return None
+                found.append(call)
+        return found
+
+    def _pending_before(self, nodes, where, region: _Region, gpu: set[str]
+                        ) -> cst.Call | None:
+        """GPU work that nothing has waited for is queued when the region starts: earlier in
+        the function, or later in a loop around the start (the previous iteration)."""
+        start_loops = where[id(nodes[region.start])][1]
+        if start_loops and region.loop is None:
+            loop = start_loops[-1]
+            later = [node for node in nodes[region.end + 1:]
+                     if any(loop is other for other in where[id(node)][1])]
+            found = self._uncovered(later, self._syncs(later, gpu), where, region.end, gpu)
+            if found:
+                return found[-1]
+        earlier = nodes[:region.start]
+        found = self._uncovered(earlier, self._syncs(earlier, gpu), where, 0, gpu)
+        return found[-1] if found else None
+
+    def _blocking_copy(self, call: cst.Call) -> bool:
+        func = call.func
+        return (isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to")
+                and self.context.qualified_name(func) is None and not _non_blocking(call))
 
     def _check_events(self, scope: Scope, nodes, where, gpu: set[str]) -> None:
-        events = {a.target for a in scope.assignments
-                  if isinstance(a.element or a.value, cst.Call)
-                  and self.context.call_name(a.element or a.value) in _CUDA_EVENTS}
+        events = set()
+        for assignment in scope.assignments:
+            value = assignment.element or assignment.value
+            if value is not None and self.context.call_name(value) in _CUDA_EVENTS:
+                events.add(assignment.target)
         if not events:
             return
         for node in nodes:
@@ -403,15 +478,20 @@ class CudaTimingWithoutSynchronize(ScopeRule):
             if method == "to" and call.args and (
                     _string(call.args[0].value) == "cpu"):
                 return True
-            if self._opaque(func) and any(self._on_gpu(a.value, gpu) for a in call.args):
+            if qualified is None and self._placement(call) and not _non_blocking(call):
+                # a blocking copy to the device waits for the work queued before it
                 return True
+        if self._opaque(func):
+            return True
+        if isinstance(func, cst.Name) and func.value in _READING_BUILTINS and qualified is None:
+            return any(self._on_gpu(arg.value, gpu) for arg in call.args)
+        if self._object_call(func) or isinstance(func, cst.Name) and func.value in _BUILTINS:
             return False
-        if isinstance(func, cst.Name):
-            if func.value in _READING_BUILTINS and qualified is None:
-                return any(self._on_gpu(arg.value, gpu) for arg in call.args)
-            if self._opaque(func):
-                return True
-        return False
+        if qualified is not None and qualified.split(".", 1)[0] == "torch":
+            return False
+        # a function of a library, or a method of an object of unknown kind, given a GPU
+        # value: it may read it (`writer.add_scalar("loss", loss)` calls `.item()`)
+        return any(self._on_gpu(arg.value, gpu) for arg in call.args)
 
     def _opaque(self, func: cst.BaseExpression) -> bool:
         """A function of the project (defined in this file, a method of this class, or
@@ -425,7 +505,7 @@ class CudaTimingWithoutSynchronize(ScopeRule):
             return name[5:] in self.context.class_info(cls).methods
         qualified = self.context.qualified_name(func)
         index = self.context.index
-        if qualified and index is not None and not qualified.startswith("torch"):
+        if qualified and index is not None and qualified.split(".", 1)[0] != "torch":
             found = index.resolve_qualified(qualified)
             return found is not None and found[0] == "function"
         return False
@@ -441,6 +521,10 @@ class CudaTimingWithoutSynchronize(ScopeRule):
     def _gpu_work(self, call: cst.Call, gpu: set[str]) -> bool:
         if self._placement(call):
             return True
+        qualified = self.context.call_name(call)
+        if qualified is not None and (qualified in _NO_KERNEL_FUNCTIONS
+                                      or qualified.startswith(("torch.cuda.", "torch.device"))):
+            return False
         return self._on_gpu(call, gpu)
 
     def _placement(self, call: cst.Call) -> bool:
@@ -511,14 +595,23 @@ class CudaTimingWithoutSynchronize(ScopeRule):
                 return True
         args = [arg.value for arg in expr.args]
         if qualified is not None:
-            return qualified.startswith("torch") and any(self._on_gpu(a, gpu) for a in args)
-        if isinstance(func, cst.Name) and (func.value in _BUILTINS
-                                           or func.value in _READING_BUILTINS):
-            return False
-        if self._opaque(func):
+            return qualified.split(".", 1)[0] == "torch" and any(
+                self._on_gpu(a, gpu) for a in args)
+        if not self._object_call(func):
             return False
         # a callable object (a module, a loss) called on GPU values, or itself on the GPU
         return self._on_gpu(func, gpu) or any(self._on_gpu(a, gpu) for a in args)
+
+    def _object_call(self, func: cst.BaseExpression) -> bool:
+        """`model(x)`, `self.encoder(x)`: a call of a variable or an attribute of `self`
+        that is not a function or method of the project (a module, a loss), as far as the
+        code shows."""
+        if self.context.qualified_name(func) is not None or self._opaque(func):
+            return False
+        if isinstance(func, cst.Name):
+            return func.value not in _BUILTINS and func.value not in _READING_BUILTINS
+        name = dotted_name(func)
+        return name is not None and name.startswith("self.") and name.count(".") == 1
 
     def _gpu_names(self, scope: Scope) -> set[str]:
         """Names (and `self.x` attributes) that hold a value placed on the GPU in this scope,
@@ -559,6 +652,11 @@ class CudaTimingWithoutSynchronize(ScopeRule):
             if len(gpu) == before:
                 break
         return gpu
+
+
+def _non_blocking(call: cst.Call) -> bool:
+    arg = argument(call, "non_blocking")
+    return arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
 
 
 def _short(node: cst.CSTNode) -> str:
