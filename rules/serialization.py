@@ -738,6 +738,10 @@ class LoadWithoutMapLocation(StaticRule):
     on: a function that takes or sets `map_location` itself (and does not pass it on), or a
     device (`device`, `self.device`, `local_rank`, `args.gpu`); or a script or function that
     runs with or without CUDA (`torch.cuda.is_available()`, `.cuda()` under `if use_cuda:`).
+    Beyond a `map_location` left unused, only loads of a model's weights or a training
+    checkpoint count (the result goes to `load_state_dict`, or the path or the name it is
+    assigned to says `checkpoint`, `weights`, `model`, `resume`, ...): data and feature files
+    are usually saved from the CPU, and so are the files of a file that saves `x.cpu()`.
     Calls that pass `**kwargs` are left alone. A `torch.load` in code that never names a
     device is not reported: whether its checkpoints come from a GPU is not known. The fix
     (unsafe: where the tensors land changes) is offered only where the function has a
