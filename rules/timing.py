@@ -32,6 +32,8 @@ _SYNC_FUNCTIONS = frozenset({
     "torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.xpu.synchronize",
     "torch.mps.synchronize", "torch.distributed.barrier", "torch.cuda.empty_cache",
 })
+# torch functions that read tensor values on the host (to write them out, to trace)
+_READING_FUNCTIONS = ("torch.save", "torch.onnx.", "torch.jit.", "torch.export.")
 # tensor methods that copy a value to the host, which waits for the kernels that compute it
 _SYNC_METHODS = frozenset({"synchronize", "item", "cpu", "tolist", "numpy"})
 # builtins that read a tensor's value (and so wait for it) when given one
@@ -189,6 +191,9 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         # a blocking copy is timed whole, and nothing was queued before it
         HEADER + "def detect(model, img):\n    t0 = time.time()\n    img = img.cuda()\n"
         "    print('copy', time.time() - t0)\n",
+        # exporting reads the weights on the host
+        HEADER + "model = nn.Linear(2, 2).cuda()\nx = torch.zeros(1, 2, device='cuda')\n"
+        "t = time.time()\ntorch.onnx.export(model, x, 'm.onnx')\nprint(time.time() - t)\n",
         # nothing shows that the work runs on the GPU
         HEADER + "def forward(self, x):\n    start = time.time()\n    y = self.layer1(x)\n"
         "    print(time.time() - start)\n",
@@ -463,7 +468,7 @@ class CudaTimingWithoutSynchronize(ScopeRule):
 
     def _waits(self, call: cst.Call, gpu: set[str]) -> bool:
         qualified = self.context.call_name(call)
-        if qualified in _SYNC_FUNCTIONS:
+        if qualified in _SYNC_FUNCTIONS or (qualified or "").startswith(_READING_FUNCTIONS):
             return True
         func = call.func
         if isinstance(func, cst.Attribute):
@@ -519,9 +524,10 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         if self._placement(call):
             return True
         qualified = self.context.call_name(call)
-        if qualified is not None and (qualified in _NO_KERNEL_FUNCTIONS
-                                      or qualified.startswith(("torch.cuda.", "torch.device"))):
-            return False
+        if qualified is not None and (
+                qualified in _NO_KERNEL_FUNCTIONS or qualified.startswith(_READING_FUNCTIONS)
+                or qualified.startswith(("torch.cuda.", "torch.device"))):
+            return False  # launches nothing, or waits for what it runs
         return self._on_gpu(call, gpu)
 
     def _placement(self, call: cst.Call) -> bool:
