@@ -790,6 +790,14 @@ class LoadWithoutMapLocation(StaticRule):
         # the file saves its tensors from the CPU
         HEADER + "def dump(feats, path):\n    torch.save(feats.cpu(), path)\n\n"
         "def restore(path, device):\n    return torch.load(path).to(device)\n",
+        # the file saves its tensors from the CPU
+        HEADER + "def save(net, path):\n    state = {}\n    for k, v in net.state_dict().items():\n        state[k] = v.cpu()\n"
+        "    torch.save(state, path)\n\n"
+        "def load(net, path, device):\n    net.load_state_dict(torch.load(path))\n",
+        # a GPU-only path: a TensorRT engine's weights
+        HEADER + "def predictor(model, trt_file, device):\n    if trt_file is not None:\n"
+        "        trt = TRTModule()\n        trt.load_state_dict(torch.load(trt_file))\n"
+        "        model(torch.ones(1, 3).cuda())\n",
         # a flag or a count is not a device
         HEADER + "def load(path, use_gpu, n_gpu):\n    return torch.load(path)\n",
         # always on the GPU: the checkpoint goes back where it was saved
@@ -843,10 +851,11 @@ class LoadWithoutMapLocation(StaticRule):
         if not self._model_state(func, node) or self._saves_on_cpu():
             return
         device = self._device_name(func)
-        if device is not None:
+        if device is not None and not self._needs_cuda_here(func, node):
             where = f"this code runs on `{device}`"
             suggestion = f"pass `map_location={device}` (or `\"cpu\"`)"
-        elif self._runs_without_cuda(func) and not self._under_cuda_test(func, node):
+        elif self._runs_without_cuda(func) and not self._under_cuda_test(func, node) and (
+                not self._needs_cuda_here(func, node)):
             where = "this code runs with or without CUDA"
             suggestion = "pass `map_location=\"cpu\"` (or the device the code chose)"
         else:
@@ -901,16 +910,53 @@ class LoadWithoutMapLocation(StaticRule):
         return False
 
     def _saves_on_cpu(self) -> bool:
-        """The file saves what it loads from the CPU (`torch.save(x.cpu(), path)`)."""
+        """The file saves what it loads from the CPU: `torch.save(x.cpu(), path)`, or the
+        object saved is filled with `.cpu()` values (KAIR's `state_dict[key] = param.cpu()`)."""
         if self._cpu_saves is None:
             module = self.context.module_node
             self._cpu_saves = module is not None and any(
-                isinstance(node, cst.Call) and self.context.is_call_to(node, *_SAVES)
-                and node.args and ".cpu()" in source_of(node.args[0].value)
-                for node in code_nodes(module))
+                self._saves_from_cpu(root) for root in code_nodes(module)
+                if isinstance(root, (cst.Module, cst.FunctionDef)))
         return self._cpu_saves
 
+    def _saves_from_cpu(self, root: cst.CSTNode) -> bool:
+        saved: set[str] = set()
+        for site in scope_of(self.context, root).calls:
+            call = site.node
+            if self.context.is_call_to(call, *_SAVES) and call.args:
+                if ".cpu()" in source_of(call.args[0].value):
+                    return True
+                saved |= names_in(call.args[0].value)
+        if not saved:
+            return False
+        body = root.body if isinstance(root, cst.FunctionDef) else root
+        for node in code_nodes(body, stop=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(node, cst.Assign) and ".cpu()" in source_of(node.value) and any(
+                    names_in(target.target) & saved for target in node.targets):
+                return True
+        return False
+
     _cpu_saves: bool | None = None
+
+    def _needs_cuda_here(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
+        """The load's own block moves something with `.cuda()` unconditionally (a TensorRT
+        engine, a GPU-only path): the checkpoint belongs on the GPU there."""
+        root = func if func is not None else self.context.module_node
+        if root is None:
+            return False
+        scope = scope_of(self.context, root)
+        site = scope.site(call)
+        if site is None:
+            return False
+        block = site.ancestors
+        for other in scope.calls:
+            method = other.node.func
+            if (isinstance(method, cst.Attribute) and method.attr.value == "cuda"
+                    and self.context.qualified_name(method) is None
+                    and len(other.ancestors) == len(block)
+                    and all(a is b for a, b in zip(other.ancestors, block, strict=True))):
+                return True
+        return False
 
     def _under_cuda_test(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
         """The load runs only when CUDA is there: `if use_cuda:`, `if torch.cuda.is_available():`."""
