@@ -798,6 +798,11 @@ class LoadWithoutMapLocation(StaticRule):
         HEADER + "def predictor(model, trt_file, device):\n    if trt_file is not None:\n"
         "        trt = TRTModule()\n        trt.load_state_dict(torch.load(trt_file))\n"
         "        model(torch.ones(1, 3).cuda())\n",
+        # the author chose per branch
+        HEADER + "def resume(args, model):\n    if args.gpu is None:\n"
+        "        ckpt = torch.load(args.resume)\n    else:\n"
+        "        ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}')\n"
+        "    model.load_state_dict(ckpt['state_dict'])\n",
         # a flag or a count is not a device
         HEADER + "def load(path, use_gpu, n_gpu):\n    return torch.load(path)\n",
         # always on the GPU: the checkpoint goes back where it was saved
@@ -848,7 +853,8 @@ class LoadWithoutMapLocation(StaticRule):
                             "pass `map_location=map_location`", safe=False),
                 )
                 return
-        if not self._model_state(func, node) or self._saves_on_cpu():
+        if not self._model_state(func, node) or self._saves_on_cpu() or (
+                self._maps_elsewhere(func, node)):
             return
         device = self._device_name(func)
         if device is not None and not self._needs_cuda_here(func, node):
@@ -937,6 +943,17 @@ class LoadWithoutMapLocation(StaticRule):
         return False
 
     _cpu_saves: bool | None = None
+
+    def _maps_elsewhere(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
+        """Another `torch.load` of the same function passes `map_location`: the author chose
+        where each one loads (`if args.gpu is None: torch.load(path) else: torch.load(path,
+        map_location=loc)`)."""
+        root = func if func is not None else self.context.module_node
+        if root is None:
+            return False
+        return any(site.node is not call and self.context.is_call_to(site.node, *_LOADS)
+                   and argument(site.node, "map_location", 1) is not None
+                   for site in scope_of(self.context, root).calls)
 
     def _needs_cuda_here(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
         """The load's own block moves something with `.cuda()` unconditionally (a TensorRT
