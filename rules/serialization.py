@@ -23,7 +23,7 @@ from modellint.rule import (
     source_of,
     visit,
 )
-from modellint.rules._loops import names_in, scope_of
+from modellint.rules._loops import Site, names_in, scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -730,6 +730,15 @@ def _parameters(func: cst.FunctionDef) -> list[str]:
     return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
 
 
+def _other_branch(first: Site, second: Site) -> bool:
+    """`first` is in the body of an `if` whose `else` (or `elif`) holds `second`."""
+    for ancestor in first.ancestors:
+        if isinstance(ancestor, cst.If) and ancestor.orelse is not None and any(
+                a is ancestor.orelse for a in second.ancestors):
+            return True
+    return False
+
+
 class LoadWithoutMapLocation(StaticRule):
     """`torch.load` without `map_location` in code that chooses its device.
 
@@ -945,15 +954,22 @@ class LoadWithoutMapLocation(StaticRule):
     _cpu_saves: bool | None = None
 
     def _maps_elsewhere(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
-        """Another `torch.load` of the same function passes `map_location`: the author chose
-        where each one loads (`if args.gpu is None: torch.load(path) else: torch.load(path,
-        map_location=loc)`)."""
+        """A `torch.load` in the other branch of an `if` around this one passes
+        `map_location`: the author chose where each loads (`if args.gpu is None:
+        torch.load(path) else: torch.load(path, map_location=loc)`)."""
         root = func if func is not None else self.context.module_node
         if root is None:
             return False
-        return any(site.node is not call and self.context.is_call_to(site.node, *_LOADS)
-                   and argument(site.node, "map_location", 1) is not None
-                   for site in scope_of(self.context, root).calls)
+        scope = scope_of(self.context, root)
+        here = scope.site(call)
+        if here is None:
+            return False
+        for site in scope.calls:
+            if (site.node is not call and self.context.is_call_to(site.node, *_LOADS)
+                    and argument(site.node, "map_location", 1) is not None
+                    and (_other_branch(here, site) or _other_branch(site, here))):
+                return True
+        return False
 
     def _needs_cuda_here(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
         """The load's own block moves something with `.cuda()` unconditionally (a TensorRT
