@@ -194,6 +194,11 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         # exporting reads the weights on the host
         HEADER + "model = nn.Linear(2, 2).cuda()\nx = torch.zeros(1, 2, device='cuda')\n"
         "t = time.time()\ntorch.onnx.export(model, x, 'm.onnx')\nprint(time.time() - t)\n",
+        # each reading waits (in the blocking copy) for the previous step: shifted, summed right
+        HEADER + "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+        "        start = time.time()\n        x = x.to(device)\n"
+        "        model(x).sum().backward()\n        optimizer.step()\n"
+        "        step_time = time.time() - start\n",
         # nothing shows that the work runs on the GPU
         HEADER + "def forward(self, x):\n    start = time.time()\n    y = self.layer1(x)\n"
         "    print(time.time() - start)\n",
@@ -220,6 +225,12 @@ class CudaTimingWithoutSynchronize(ScopeRule):
                                    "    out = model(out)\n"), "print(f'forward"),
         # the clock carried across iterations, and nothing in the loop waits for the GPU
         invalid_at(_LOOP.format(log=""), "batch_time ="),
+        # the step's work is waited for after the clock is read: it is never timed
+        invalid_at(HEADER + "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+                   "        x = x.to(device)\n        t0 = time.time()\n"
+                   "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+                   "        t1 = time.time()\n        total += loss.item()\n"
+                   "        print(t1 - t0)\n", "t1 = time.time()"),
         # the shape of the result is not its value: `size()` does not wait
         invalid_at(HEADER + "conv = nn.Conv2d(3, 8, 3).cuda()\nx = torch.randn(1, 3, 8, 8).cuda()\n"
                    "start = time.time()\nprint(conv(x).size())\nprint(time.time() - start)\n",
@@ -369,6 +380,8 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         uncovered = self._uncovered(inside, syncs, where, region.start, gpu)
         for call in reversed(uncovered):
             if not self._blocking_copy(call):
+                if syncs and self._absorbed_next_iteration(nodes, where, region, gpu):
+                    return None
                 return call, None
         pending = self._pending_before(nodes, where, region, gpu) if uncovered else None
         return (uncovered[-1], pending) if pending is not None else None
@@ -407,6 +420,29 @@ class CudaTimingWithoutSynchronize(ScopeRule):
             if not covered:
                 found.append(call)
         return found
+
+    def _absorbed_next_iteration(self, nodes, where, region: _Region, gpu: set[str]) -> bool:
+        """Both clock reads are in one iteration of a loop, and what the region leaves
+        queued is waited for inside the next iteration's region (the region synchronises,
+        say with a blocking copy) and not in between: each reading is shifted by one
+        iteration, and their sum is right."""
+        start_loops = where[id(nodes[region.start])][1]
+        end_loops = where[id(nodes[region.end])][1]
+        if not start_loops or not end_loops or start_loops[-1] is not end_loops[-1]:
+            return False
+        loop = start_loops[-1]
+        outside = [node for node in nodes
+                   if any(loop is other for other in where[id(node)][1])
+                   and not region.start <= where[id(node)][0] <= region.end]
+        branches = [(where[id(node)][0], self._last[id(node)]) for node in outside
+                    if isinstance(node, cst.If)]
+        for sync in self._syncs(outside, gpu):
+            # a sync between the end and the next start loses the work (a periodic one,
+            # under an `if` of the loop, only now and then)
+            position = where[id(sync)][0]
+            if not any(first < position <= last for first, last in branches):
+                return False
+        return True
 
     def _pending_before(self, nodes, where, region: _Region, gpu: set[str]
                         ) -> cst.Call | None:
