@@ -17,7 +17,7 @@ import libcst as cst
 from modellint.hookspecs import hookimpl
 from modellint.rule import Severity, argument, child_nodes, dotted_name, source_of
 from modellint.rules._loops import _NESTED, LOOPS, Scope, ScopeRule, invalid_at, last_segment
-from modellint.static.kinds import TENSOR_FACTORIES, VARIABLES
+from modellint.static.kinds import TENSOR_FACTORIES, TENSOR_METHODS, VARIABLES
 
 HEADER = "import time\nimport torch\nimport torch.nn as nn\n"
 
@@ -51,6 +51,14 @@ _METADATA_METHODS = frozenset({
     "modules", "children", "named_modules", "named_children", "state_dict", "register_buffer",
     "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
     "requires_grad_", "record", "keys", "values", "items", "get",
+})
+# methods of a tensor (or module) on the GPU that queue kernels; any other method of a GPU
+# value may be a routine of the project that synchronises inside (`algorithm.train_teacher()`)
+_KERNEL_METHODS = TENSOR_METHODS | frozenset({
+    "backward", "forward", "max", "min", "topk", "sort", "softmax", "log_softmax", "sigmoid",
+    "relu", "matmul", "mm", "bmm", "zero_", "fill_", "copy_", "add_", "mul_", "div_", "sub_",
+    "masked_fill_", "gather", "scatter", "scatter_", "chunk", "split", "std", "var", "any",
+    "all", "eq", "ne", "gt", "lt", "ge", "le", "float", "half", "nonzero", "index_put_",
 })
 _METADATA_ATTRIBUTES = frozenset({
     "shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "grad_fn", "training",
@@ -199,6 +207,9 @@ class CudaTimingWithoutSynchronize(ScopeRule):
         "        start = time.time()\n        x = x.to(device)\n"
         "        model(x).sum().backward()\n        optimizer.step()\n"
         "        step_time = time.time() - start\n",
+        # a routine of the model may synchronise inside
+        HEADER + "algorithm = nn.Linear(2, 2).cuda()\nstart = time.time()\n"
+        "algorithm.fit(loader, steps=100)\nprint(time.time() - start)\n",
         # nothing shows that the work runs on the GPU
         HEADER + "def forward(self, x):\n    start = time.time()\n    y = self.layer1(x)\n"
         "    print(time.time() - start)\n",
@@ -519,6 +530,10 @@ class CudaTimingWithoutSynchronize(ScopeRule):
             if qualified is None and self._placement(call) and not _non_blocking(call):
                 # a blocking copy to the device waits for the work queued before it
                 return True
+            if (qualified is None and method not in _KERNEL_METHODS
+                    and method not in _METADATA_METHODS and not self._placement(call)
+                    and self._on_gpu(func.value, gpu)):
+                return True  # a routine of a GPU model (`algorithm.train_teacher(...)`)
         if self._opaque(func):
             return True
         if isinstance(func, cst.Name) and func.value in _READING_BUILTINS and qualified is None:
@@ -631,7 +646,7 @@ class CudaTimingWithoutSynchronize(ScopeRule):
             if method in _METADATA_METHODS or method in _SYNC_METHODS:
                 return False
             if self._on_gpu(func.value, gpu):
-                return True
+                return method in _KERNEL_METHODS
         args = [arg.value for arg in expr.args]
         if qualified is not None:
             return qualified.split(".", 1)[0] == "torch" and any(
