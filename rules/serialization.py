@@ -752,7 +752,9 @@ class LoadWithoutMapLocation(StaticRule):
     assigned to says `checkpoint`, `weights`, `model`, `resume`, ...): data and feature files
     are usually saved from the CPU, and so are the files of a file that saves `x.cpu()`.
     Calls that pass `**kwargs` are left alone. A `torch.load` in code that never names a
-    device is not reported: whether its checkpoints come from a GPU is not known. The fix
+    device is not reported: whether its checkpoints come from a GPU is not known. Weights that
+    another file of the project saves from the CPU are not known either, and are reported
+    (a `map_location` costs nothing there). The fix
     (unsafe: where the tensors land changes) is offered only where the function has a
     `map_location` to pass.
 
