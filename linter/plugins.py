@@ -37,6 +37,7 @@ BUILTIN_PLUGINS = (
     "modellint.rules.numerics",
     "modellint.rules.training_script",
     "modellint.rules.training_schedule",
+    "modellint.rules.timing",
     "modellint.rules.runtime.checks",
     "modellint.rules.run",
     "modellint.rules.run_numerics",

@@ -1,8 +1,10 @@
 """Serialization (ML5xx): loading pickles, saving whole modules (and loading them back under
-the 2.6 weights-only default), and checking what `load_state_dict` reports."""
+the 2.6 weights-only default), and checking what `load_state_dict` reports; and `torch.load`
+without `map_location` in code that chooses its device (ML913, from the real-bug benchmark)."""
 
 from __future__ import annotations
 
+import re
 from typing import cast
 
 import libcst as cst
@@ -11,14 +13,17 @@ from modellint.hookspecs import hookimpl
 from modellint.rule import (
     Fix,
     Invalid,
+    Severity,
     StaticRule,
     Valid,
     argument,
+    code_nodes,
     dotted_name,
     snippet,
     source_of,
     visit,
 )
+from modellint.rules._loops import Site, names_in, scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
@@ -707,7 +712,316 @@ class LoadResultAssigned(StaticRule):
                 return
 
 
+# -- ML913 ------------------------------------------------------------------------------------
+
+# a name that holds the device the code runs on (`device`, `self._device`, `args.gpu`,
+# `local_rank`), not a flag (`use_cuda`) or a count (`n_gpu`)
+_DEVICE_NAME = re.compile(r"^(?:\w+_)?device$|^(?:dev|gpu|gpu_id|local_rank)$")
+_CUDA_AVAILABLE = frozenset({"torch.cuda.is_available"})
+_CUDA_WORDS = re.compile(r"cuda|gpu", re.IGNORECASE)
+# a path or a name that says the file holds a model's (or a training run's) state
+_STATE_WORDS = re.compile(r"ckpt|checkpoint|weight|model|resume|state|snapshot|pretrain|net",
+                          re.IGNORECASE)
+_STATE_LOADERS = frozenset({"load_state_dict", "load_objects"})
+
+
+def _parameters(func: cst.FunctionDef) -> list[str]:
+    params = func.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _other_branch(first: Site, second: Site) -> bool:
+    """`first` is in the body of an `if` whose `else` (or `elif`) holds `second`."""
+    for ancestor in first.ancestors:
+        if isinstance(ancestor, cst.If) and ancestor.orelse is not None and any(
+                a is ancestor.orelse for a in second.ancestors):
+            return True
+    return False
+
+
+class LoadWithoutMapLocation(StaticRule):
+    """`torch.load` without `map_location` in code that chooses its device.
+
+    ## What it does
+    Finds `torch.load(...)` without `map_location` in code that shows which device it runs
+    on: a function that takes or sets `map_location` itself (and does not pass it on), or a
+    device (`device`, `self.device`, `local_rank`, `args.gpu`); or a script or function that
+    runs with or without CUDA (`torch.cuda.is_available()`, `.cuda()` under `if use_cuda:`).
+    Beyond a `map_location` left unused, only loads of a model's weights or a training
+    checkpoint count (the result goes to `load_state_dict`, or the path or the name it is
+    assigned to says `checkpoint`, `weights`, `model`, `resume`, ...): data and feature files
+    are usually saved from the CPU, and so are the files of a file that saves `x.cpu()`.
+    Calls that pass `**kwargs` are left alone. A `torch.load` in code that never names a
+    device is not reported: whether its checkpoints come from a GPU is not known. Weights that
+    another file of the project saves from the CPU are not known either, and are reported
+    (a `map_location` costs nothing there). The fix
+    (unsafe: where the tensors land changes) is offered only where the function has a
+    `map_location` to pass.
+
+    ## Why is this bad?
+    Without `map_location`, `torch.load` puts every tensor back on the device it was saved
+    from. A checkpoint saved on a GPU fails to load on a machine without CUDA ("Attempting to
+    deserialize object on a CUDA device but torch.cuda.is_available() is False"), and under
+    `DistributedDataParallel` every process loads it onto the GPU that saved it (`cuda:0`),
+    which costs that GPU one copy of the checkpoint per process, or runs it out of memory.
+    This is independent of `weights_only` (ML501).
+
+    ## Example
+        def load_checkpoint(model, path, device):
+            model.load_state_dict(torch.load(path, weights_only=True))
+
+    ## Use instead
+        def load_checkpoint(model, path, device):
+            model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+    """
+
+    code = "ML913"
+    name = "torch-load-without-map-location"
+    severity = Severity.WARNING
+    fix = "unsafe"
+    fix_availability = "sometimes"
+    triggers = ("load",)
+    valid = [
+        HEADER + "def load(model, path, device):\n"
+        "    model.load_state_dict(torch.load(path, map_location=device))\n",
+        HEADER + "def load(path, map_location=None):\n"
+        "    return torch.load(path, map_location)\n",
+        # nothing says which device the code runs on
+        HEADER + "def load(model, path):\n    model.load_state_dict(torch.load(path))\n",
+        HEADER + "state = torch.load('model.pt', weights_only=True)\n",
+        # the caller decides
+        HEADER + "def load(path, device, **kwargs):\n    return torch.load(path, **kwargs)\n",
+        # the load runs only with CUDA; without, it maps to the CPU
+        HEADER + "use_cuda = True\nmodel = nn.Linear(2, 2)\nif use_cuda:\n"
+        "    model.load_state_dict(torch.load('w.pth'))\n    model = model.cuda()\nelse:\n"
+        "    model.load_state_dict(torch.load('w.pth', map_location='cpu'))\n",
+        # data, not a model's state
+        HEADER + "def knn(device):\n    feats = torch.load('train_features.pt')\n"
+        "    return feats.to(device)\n",
+        # the file saves its tensors from the CPU
+        HEADER + "def dump(feats, path):\n    torch.save(feats.cpu(), path)\n\n"
+        "def restore(path, device):\n    return torch.load(path).to(device)\n",
+        # the file saves its tensors from the CPU
+        HEADER + "def save(net, path):\n    state = {}\n    for k, v in net.state_dict().items():\n        state[k] = v.cpu()\n"
+        "    torch.save(state, path)\n\n"
+        "def load(net, path, device):\n    net.load_state_dict(torch.load(path))\n",
+        # a GPU-only path: a TensorRT engine's weights
+        HEADER + "def predictor(model, trt_file, device):\n    if trt_file is not None:\n"
+        "        trt = TRTModule()\n        trt.load_state_dict(torch.load(trt_file))\n"
+        "        model(torch.ones(1, 3).cuda())\n",
+        # the author chose per branch
+        HEADER + "def resume(args, model):\n    if args.gpu is None:\n"
+        "        ckpt = torch.load(args.resume)\n    else:\n"
+        "        ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}')\n"
+        "    model.load_state_dict(ckpt['state_dict'])\n",
+        # a flag or a count is not a device
+        HEADER + "def load(path, use_gpu, n_gpu):\n    return torch.load(path)\n",
+        # always on the GPU: the checkpoint goes back where it was saved
+        HEADER + "net = nn.Linear(2, 2)\nnet.load_state_dict(torch.load('net.pth'))\n"
+        "net.cuda()\nfor i, x in enumerate(batches):\n    if i % 10 == 0:\n"
+        "        print(net(x.cuda()))\n",
+    ]
+    invalid = [
+        Invalid(HEADER + "def pt_load(path, map_location=None):\n"
+                "    with open(path, 'rb') as f:\n"
+                "        out = torch.load(f)\n"
+                "    return out\n", line=6,
+                fixed=HEADER + "def pt_load(path, map_location=None):\n"
+                "    with open(path, 'rb') as f:\n"
+                "        out = torch.load(f, map_location=map_location)\n"
+                "    return out\n"),
+        Invalid(HEADER + "def train(hyp, opt, device):\n"
+                "    run_id = torch.load(opt.weights).get('wandb_id')\n", line=5),
+        Invalid(HEADER + "class Trainer:\n"
+                "    def __init__(self, model, device=torch.device('cpu')):\n"
+                "        self.model = model\n        self.device = device\n\n"
+                "    def load_checkpoint(self, path):\n"
+                "        state = torch.load(path)\n"
+                "        self.model.load_state_dict(state['model'])\n", line=10),
+        Invalid(HEADER + "use_cuda = True\nmodel = nn.Linear(2, 2)\n"
+                "model.load_state_dict(torch.load('weights.pth'))\n"
+                "if use_cuda:\n    model = model.cuda()\n", line=6),
+        Invalid(HEADER + "cuda = torch.cuda.is_available()\nnet = nn.Linear(2, 2)\n"
+                "net.load_state_dict(torch.load('net.pth'))\n", line=6),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        context = self.context
+        if not context.is_call_to(node, *_LOADS) or _has_double_star(node):
+            return
+        if argument(node, "map_location", 1) is not None:
+            return
+        func = context.current_function
+        if func is not None:
+            names = _parameters(func) + [a.target for a in scope_of(context, func).assignments]
+            if "map_location" in names:
+                self.report(
+                    node,
+                    f"`{func.name.value}` has a `map_location` but does not pass it to "
+                    "`torch.load`, which puts every tensor back on the device it was saved "
+                    "from; pass `map_location=map_location`",
+                    fix=Fix(((node, _add_keyword(node, "map_location", "map_location")),),
+                            "pass `map_location=map_location`", safe=False),
+                )
+                return
+        if not self._model_state(func, node) or self._saves_on_cpu() or (
+                self._maps_elsewhere(func, node)):
+            return
+        device = self._device_name(func)
+        if device is not None and not self._needs_cuda_here(func, node):
+            where = f"this code runs on `{device}`"
+            suggestion = f"pass `map_location={device}` (or `\"cpu\"`)"
+        elif self._runs_without_cuda(func) and not self._under_cuda_test(func, node) and (
+                not self._needs_cuda_here(func, node)):
+            where = "this code runs with or without CUDA"
+            suggestion = "pass `map_location=\"cpu\"` (or the device the code chose)"
+        else:
+            return
+        self.report(
+            node,
+            f"`torch.load` without `map_location` puts every tensor back on the device it was "
+            f"saved from, but {where}: a checkpoint saved on a GPU fails to load without CUDA, "
+            f"and every process of a multi-GPU run loads it onto the GPU that saved it; "
+            f"{suggestion}",
+        )
+
+    def _device_name(self, func: cst.FunctionDef | None) -> str | None:
+        """The name of the device the enclosing function takes or sets, or of its class's
+        `self.device`."""
+        context = self.context
+        if func is not None:
+            names = _parameters(func) + [a.target for a in scope_of(context, func).assignments]
+            for name in names:
+                if _DEVICE_NAME.match(name.rsplit(".", 1)[-1]) and (
+                        "." not in name or name.startswith("args.")):
+                    return name
+            cls = context.current_class
+            params = _parameters(func)
+            if cls is not None and params and params[0] == "self":
+                for attr in context.class_info(cls).assignments:
+                    if _DEVICE_NAME.match(attr):
+                        return f"self.{attr}"
+        return None
+
+    def _model_state(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
+        """What is loaded is a model's weights or a training checkpoint (tensors saved from
+        where the model ran), not data: it goes to `load_state_dict`, or the path or the
+        name it is assigned to says so (`checkpoint`, `weights`, `resume`, ...)."""
+        context = self.context
+        if call.args and _STATE_WORDS.search(source_of(call.args[0].value)):
+            return True
+        root = func if func is not None else context.module_node
+        if root is None:
+            return False
+        scope = scope_of(context, root)
+        targets = {a.target for a in scope.assignments if a.value is call}
+        if any(_STATE_WORDS.search(target) for target in targets):
+            return True
+        for site in scope.calls:
+            method = site.node.func
+            if not (isinstance(method, cst.Attribute) and method.attr.value in _STATE_LOADERS):
+                continue
+            for arg in site.node.args:
+                if arg.value is call or names_in(arg.value) & targets:
+                    return True
+        return False
+
+    def _saves_on_cpu(self) -> bool:
+        """The file saves what it loads from the CPU: `torch.save(x.cpu(), path)`, or the
+        object saved is filled with `.cpu()` values (KAIR's `state_dict[key] = param.cpu()`)."""
+        if self._cpu_saves is None:
+            module = self.context.module_node
+            self._cpu_saves = module is not None and any(
+                self._saves_from_cpu(root) for root in code_nodes(module)
+                if isinstance(root, (cst.Module, cst.FunctionDef)))
+        return self._cpu_saves
+
+    def _saves_from_cpu(self, root: cst.CSTNode) -> bool:
+        saved: set[str] = set()
+        for site in scope_of(self.context, root).calls:
+            call = site.node
+            if self.context.is_call_to(call, *_SAVES) and call.args:
+                if ".cpu()" in source_of(call.args[0].value):
+                    return True
+                saved |= names_in(call.args[0].value)
+        if not saved:
+            return False
+        body = root.body if isinstance(root, cst.FunctionDef) else root
+        for node in code_nodes(body, stop=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if isinstance(node, cst.Assign) and ".cpu()" in source_of(node.value) and any(
+                    names_in(target.target) & saved for target in node.targets):
+                return True
+        return False
+
+    _cpu_saves: bool | None = None
+
+    def _maps_elsewhere(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
+        """A `torch.load` in the other branch of an `if` around this one passes
+        `map_location`: the author chose where each loads (`if args.gpu is None:
+        torch.load(path) else: torch.load(path, map_location=loc)`)."""
+        root = func if func is not None else self.context.module_node
+        if root is None:
+            return False
+        scope = scope_of(self.context, root)
+        here = scope.site(call)
+        if here is None:
+            return False
+        for site in scope.calls:
+            if (site.node is not call and self.context.is_call_to(site.node, *_LOADS)
+                    and argument(site.node, "map_location", 1) is not None
+                    and (_other_branch(here, site) or _other_branch(site, here))):
+                return True
+        return False
+
+    def _needs_cuda_here(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
+        """The load's own block moves something with `.cuda()` unconditionally (a TensorRT
+        engine, a GPU-only path): the checkpoint belongs on the GPU there."""
+        root = func if func is not None else self.context.module_node
+        if root is None:
+            return False
+        scope = scope_of(self.context, root)
+        site = scope.site(call)
+        if site is None:
+            return False
+        block = site.ancestors
+        for other in scope.calls:
+            method = other.node.func
+            if (isinstance(method, cst.Attribute) and method.attr.value == "cuda"
+                    and self.context.qualified_name(method) is None
+                    and len(other.ancestors) == len(block)
+                    and all(a is b for a, b in zip(other.ancestors, block, strict=True))):
+                return True
+        return False
+
+    def _under_cuda_test(self, func: cst.FunctionDef | None, call: cst.Call) -> bool:
+        """The load runs only when CUDA is there: `if use_cuda:`, `if torch.cuda.is_available():`."""
+        root = func if func is not None else self.context.module_node
+        site = scope_of(self.context, root).site(call) if root is not None else None
+        return site is not None and any(
+            isinstance(a, cst.If) and _CUDA_WORDS.search(source_of(a.test))
+            for a in site.ancestors)
+
+    def _runs_without_cuda(self, func: cst.FunctionDef | None) -> bool:
+        """The function (or, at top level, the script) asks whether CUDA is there, or moves
+        something with `.cuda()` only under a condition on CUDA (`if use_cuda:`)."""
+        context = self.context
+        root = func if func is not None else context.module_node
+        if root is None:
+            return False
+        scope = scope_of(context, root)
+        for site in scope.calls:
+            if context.call_name(site.node) in _CUDA_AVAILABLE:
+                return True
+            call_func = site.node.func
+            if (isinstance(call_func, cst.Attribute) and call_func.attr.value == "cuda"
+                    and context.qualified_name(call_func) is None
+                    and any(isinstance(a, cst.If) and _CUDA_WORDS.search(source_of(a.test))
+                            for a in site.ancestors)):
+                return True
+        return False
+
+
 @hookimpl
 def modellint_add_rules():
     return [UnsafeTorchLoad, WholeModelSave, PickledModuleLoad, UncheckedNonStrictLoad,
-            LoadResultAssigned]
+            LoadResultAssigned, LoadWithoutMapLocation]
