@@ -16,7 +16,7 @@ import libcst as cst
 
 from modellint.finding import Finding
 from modellint.report import printable
-from modellint.static.engine import parse_with_libcst
+from modellint.static.parse import parse_with_libcst
 
 
 class _Replace(cst.CSTTransformer):
