@@ -39,6 +39,7 @@ from modellint.fix import applicable, apply_text_fixes, check_parses
 from modellint.plugins import PluginError
 from modellint.static import noqa
 from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult, lint_source
+from modellint.static.linter import Linter
 from modellint.static.runner import FileOutcome, apply_fixes_deeply, fix_source
 
 NAME = "modellint"
@@ -424,8 +425,8 @@ class ModellintServer(LanguageServer):
             try:
                 index = self.project_index(project, path)
                 index.add_notebook(display, book)
-                found = notebooks.lint_notebook(display, book, project.rules,
-                                                project.config.rule_options(), disabled, index)
+                found = Linter(project.rules, project.config.rule_options(),
+                               index).lint_notebook(display, book, disabled)
                 result, findings = found.result, found.findings
             except Exception as exc:  # noqa: BLE001 - one notebook must not stop the server
                 result = self._failed_lint(notebook_uri, display, book.source, exc)

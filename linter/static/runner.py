@@ -153,7 +153,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             outcome.findings.append(_read_error(display, exc))
         return outcome
     wants_fix = opts.fix or opts.diff
-    outcome.notebook = is_notebook(path, original)
+    outcome.notebook = notebook.is_notebook(path, original)
     key = None
     if opts.cache is not None and not wants_fix:
         key = _file_key(display, original, disabled, opts)
@@ -290,14 +290,6 @@ def _syntax_errors(result: Any) -> int:
     return sum(1 for finding in result.findings if finding.code == SYNTAX_ERROR[0])
 
 
-def is_notebook(path: Path, data: bytes) -> bool:
-    """A `.ipynb` file, or a file not named as Python whose content is a notebook (a notebook
-    saved as `.json`, or without a suffix)."""
-    name = str(path)
-    return name.endswith(notebook.SUFFIX) or (
-        not name.endswith((*SUFFIXES, ".pyw")) and notebook.looks_like_notebook(data))
-
-
 def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: frozenset[str],
                         opts: StaticOptions, outcome: FileOutcome, key: str | None,
                         piped: bool) -> FileOutcome:
@@ -316,8 +308,9 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         outcome.messages.append(
             f"{display}: not linted: the notebook's language is {book.language}, not Python")
         return outcome
-    linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled,
-                                    index=opts.index)
+    from modellint.static.linter import Linter
+
+    linted = Linter(opts.rules, opts.options, opts.index).lint_notebook(display, book, disabled)
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
     if (opts.fix or opts.diff) and any(
@@ -434,8 +427,10 @@ def _write_cells(display, path, original, book, sources, fixed, linted, disabled
         outcome.messages.append(str(exc))
         return unchanged
     outcome.fixed += fixed
-    return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled,
-                                  index=opts.index), new_bytes, again
+    from modellint.static.linter import Linter
+
+    linted = Linter(opts.rules, opts.options, opts.index).lint_notebook(display, again, disabled)
+    return linted, new_bytes, again
 
 
 def _ended(cell_source: str) -> str:
@@ -596,7 +591,7 @@ def _cache_key(display: str, path: Path, disabled: frozenset[str],
             notebook.SUFFIX) else MAX_FILE_BYTES)
     except OSError:
         return None
-    return _file_key(display, original, disabled, opts), is_notebook(path, original)
+    return _file_key(display, original, disabled, opts), notebook.is_notebook(path, original)
 
 
 def _file_key(display: str, original: bytes, disabled: frozenset[str],
