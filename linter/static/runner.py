@@ -168,7 +168,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         outcome.messages.extend(fixing.messages)
     if (opts.fix or opts.diff) and result.module is None:
         unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
-        waiting = any(applicable(f, opts.unsafe_fixes) and not f.fix.edits
+        waiting = any(f.fix is not None and applicable(f, opts.unsafe_fixes) and not f.fix.edits
                       for f in result.findings)
         if unparsed:
             outcome.messages.append(
@@ -227,7 +227,8 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
     if (opts.fix or opts.diff) and any(
-            applicable(f, opts.unsafe_fixes) and f.fix.edits for f in linted.findings):
+            f.fix is not None and applicable(f, opts.unsafe_fixes) and f.fix.edits
+            for f in linted.findings):
         linted, original, book = _fix_notebook_syntax(display, path, original, book, linted,
                                                       disabled, opts, outcome, piped)
         result = linted.result
