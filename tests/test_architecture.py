@@ -67,47 +67,24 @@ def import_graph() -> dict[str, set[str]]:
         path.read_text(encoding="utf-8")), known) for module, path in paths.items()}
 
 
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    return seen
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import cycles of `graph`: each strongly connected set of more than one module
-    (Tarjan's algorithm, without recursion), sorted."""
-    order: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in order:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        order[root] = low[root] = len(order)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, edges = work[-1]
-            for target in edges:
-                if target not in order:
-                    order[target] = low[target] = len(order)
-                    stack.append(target)
-                    on_stack.add(target)
-                    work.append((target, iter(sorted(graph.get(target, ())))))
-                    break
-                if target in on_stack:
-                    low[node] = min(low[node], order[target])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == order[node]:
-                    members = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        members.append(member)
-                        if member == node:
-                            break
-                    if len(members) > 1:
-                        found.append(sorted(members))
-    return sorted(found)
+    """The import cycles of `graph`: each set of modules that import one another, directly or
+    not (sorted)."""
+    reached = {module: _reached(graph, module) for module in graph}
+    found = {frozenset(other for other in reached[module] if module in reached[other])
+             for module in graph if module in reached[module]}
+    return sorted(sorted(cycle) for cycle in found)
 
 
 def _in(module: str, package: str) -> bool:
