@@ -1,4 +1,6 @@
-"""Applying fixes: combine every applicable fix of a file, re-parse, write atomically."""
+"""Applying fixes: combine every applicable fix of a file, round after round until none is
+left (`fix_rounds`, over a Python text or a notebook's joined cells), re-parse, write
+atomically."""
 
 from __future__ import annotations
 
@@ -8,15 +10,24 @@ import os
 import re
 import stat
 import tempfile
+import traceback
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import libcst as cst
 
 from modellint.finding import Finding
 from modellint.report import printable
-from modellint.static.engine import parse_with_libcst
+from modellint.static.parse import SYNTAX_ERROR, call_deeply, parse_with_libcst
+
+if TYPE_CHECKING:
+    from modellint.static.linter import Linter
+    from modellint.static.notebook import Notebook
+
+MAX_FIX_ROUNDS = 10
 
 
 class _Replace(cst.CSTTransformer):
@@ -84,6 +95,162 @@ def apply_text_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> 
     if not taken:
         return source, 0
     return apply_edits(source, taken), fixed
+
+
+def apply_fixes_deeply(module: cst.Module, findings: Iterable[Finding], unsafe: bool,
+                       source: str) -> tuple[str, int]:
+    """`apply_fixes`, retried with a deep stack for a tree nested too deeply for the default."""
+    try:
+        return apply_fixes(module, findings, unsafe, source)
+    except RecursionError:
+        return call_deeply(apply_fixes, module, findings, unsafe, source)
+
+
+# -- fixing round after round ------------------------------------------------------------------
+
+
+class FixSource(Protocol):
+    """What `fix_rounds` fixes: a text that is linted as Python after each round."""
+
+    # what the messages call it: "{display}: ...; file left unchanged"
+    display: str
+    noun: str
+
+    def lint(self, text: str, encoding: str) -> Any:
+        """The engine's `FileResult` for `text`, the fixed text of this source."""
+
+    def unchanged(self, result: Any) -> Any:
+        """The lint of the source as it was before any fix (`result`: the last lint, whose
+        tree may be dropped first)."""
+
+
+class PythonText:
+    """A Python file's text, linted whole (its syntax errors' text edits first, then the
+    tree fixes once it parses) and written back whole."""
+
+    noun = "file"
+
+    def __init__(self, linter: Linter, display: str, original: bytes,
+                 disabled: frozenset[str] = frozenset()) -> None:
+        self.linter = linter
+        self.display = display
+        self.original = original
+        self.disabled = disabled
+
+    def lint(self, text: str, encoding: str) -> Any:
+        return self.linter.lint(self.display, text.encode(encoding), self.disabled)
+
+    def unchanged(self, result: Any) -> Any:
+        result.module = None  # one tree at a time (see `fix_rounds`)
+        return self.linter.lint(self.display, self.original, self.disabled)
+
+
+class NotebookCells:
+    """A notebook's code cells joined into one text (`Notebook.source`), linted as one
+    program; the fixed text goes back into the cells by `splice` (its syntax errors' text
+    edits are made in each cell: `cell_text_fixes`)."""
+
+    noun = "notebook"
+
+    def __init__(self, linter: Linter, display: str, book: Notebook, first: Any,
+                 disabled: frozenset[str] = frozenset()) -> None:
+        self.linter = linter
+        self.display = display
+        self.book = book
+        self.first = first  # the lint of the joined cells as they were read
+        self.disabled = disabled
+
+    def lint(self, text: str, encoding: str) -> Any:
+        return self.linter.lint(self.display, text.encode("utf-8"), self.disabled)
+
+    def unchanged(self, result: Any) -> Any:
+        return self.first
+
+    def splice(self, text: str) -> dict[int, str] | None:
+        """The source of each cell in `text` (the joined cells after fixes), or None when the
+        fixes moved code across cells."""
+        return self.book.cell_sources(text)
+
+
+def cell_text_fixes(book: Notebook, findings: Iterable[Finding], unsafe: bool
+                    ) -> tuple[dict[int, str], int]:
+    """The text edits of the syntax errors in the notebook's cells (`Fix.edits`, in lines of
+    the cell) made in each cell: (cell number -> its new source, findings fixed)."""
+    findings = list(findings)
+    sources = {}
+    fixed = 0
+    for cell in book.cells:
+        ours = [f for f in findings if f.cell == cell.number and f.fix is not None
+                and f.fix.edits]
+        if ours:
+            text, count = apply_text_fixes(cell.source, ours, unsafe)
+            if count:
+                sources[cell.number], fixed = text, fixed + count
+    return sources, fixed
+
+
+@dataclass
+class Fixing:
+    """What `fix_rounds` did to a source."""
+
+    text: str  # the fixed text
+    result: Any  # the engine's lint of `text` (of the source as it was when nothing was fixed)
+    fixed: int = 0  # findings fixed (0 when a fix failed: then nothing is to be written)
+    messages: list[str] = field(default_factory=list)
+    tracebacks: list[str] = field(default_factory=list)
+
+
+def fix_rounds(source: FixSource, result: Any, unsafe: bool) -> Fixing:
+    """Apply the fixes of `result` (the lint of `source`) round after round until none is
+    left. A fix that fails or breaks the code leaves the source as it was, with a message."""
+    text = result.source
+    fixing = Fixing(text, result)
+
+    def left_unchanged(result: Any, why: str) -> Fixing:
+        fixing.messages.append(f"{source.display}: {why}; {source.noun} left unchanged")
+        fixing.result = source.unchanged(result)
+        fixing.text, fixing.fixed = fixing.result.source, 0
+        return fixing
+
+    for _ in range(MAX_FIX_ROUNDS):
+        if result.module is None and not result.recovered:
+            break
+        if result.recovered:
+            # a file that does not parse: only its syntax errors' text edits, then (once it
+            # parses) the other fixes in the next rounds
+            new_text, fixed = apply_text_fixes(result.source, result.findings, unsafe)
+            if fixed == 0 or new_text == text:
+                break
+            errors = _syntax_errors(result)
+            result = source.lint(new_text, result.encoding)
+            if _syntax_errors(result) > errors - fixed:
+                return left_unchanged(result, "a fix of a syntax error left it in place")
+            fixing.fixed += fixed
+            text = new_text
+            continue
+        try:
+            new_text, fixed = apply_fixes_deeply(
+                result.module, result.findings, unsafe, result.source)
+        except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
+            fixing.tracebacks.append("".join(traceback.format_exception(exc)))
+            return left_unchanged(
+                result, f"applying the fixes failed ({type(exc).__name__}: {exc})")
+        if fixed == 0 or new_text == text:
+            break
+        problem = check_parses(new_text)
+        if problem is not None:
+            return left_unchanged(result, f"a fix produced invalid code ({problem})")
+        fixing.fixed += fixed
+        text = new_text
+        # the old tree goes before the new one is made: a large file's tree takes gigabytes
+        result.module = None
+        result = source.lint(new_text, result.encoding)
+    fixing.text, fixing.result = text, result
+    return fixing
+
+
+def _syntax_errors(result: Any) -> int:
+    return sum(1 for finding in result.findings if finding.code == SYNTAX_ERROR[0])
 
 
 def _lost_tail(module: cst.Module, source: str) -> str:

@@ -35,11 +35,18 @@ from pygls.uris import to_fs_path
 import modellint
 from modellint.config import Config, ConfigError, find_pyproject, is_excluded, load_config
 from modellint.finding import Finding, Severity
-from modellint.fix import applicable, apply_text_fixes, check_parses
+from modellint.fix import (
+    PythonText,
+    applicable,
+    apply_fixes_deeply,
+    apply_text_fixes,
+    check_parses,
+    fix_rounds,
+)
 from modellint.plugins import PluginError
 from modellint.static import noqa
-from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult, lint_source
-from modellint.static.runner import FileOutcome, apply_fixes_deeply, fix_source
+from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult
+from modellint.static.linter import Linter
 
 NAME = "modellint"
 # seconds of quiet after a change before the file is linted again
@@ -261,8 +268,8 @@ class ModellintServer(LanguageServer):
         try:
             index = self.project_index(project, path)
             index.add_source(display, data, project.config.max_code_bytes)
-            result = lint_source(display, data, project.rules,
-                                 project.config.rule_options(), disabled, index=index)
+            result = Linter(project.rules, project.config.rule_options(), index).lint(
+                display, data, disabled)
         except Exception as exc:  # noqa: BLE001 - one document must not stop the server
             result = self._failed_lint(uri, display, text, exc)
         for text_back in result.tracebacks:
@@ -424,8 +431,8 @@ class ModellintServer(LanguageServer):
             try:
                 index = self.project_index(project, path)
                 index.add_notebook(display, book)
-                found = notebooks.lint_notebook(display, book, project.rules,
-                                                project.config.rule_options(), disabled, index)
+                found = Linter(project.rules, project.config.rule_options(),
+                               index).lint_notebook(display, book, disabled)
                 result, findings = found.result, found.findings
             except Exception as exc:  # noqa: BLE001 - one notebook must not stop the server
                 result = self._failed_lint(notebook_uri, display, book.source, exc)
@@ -552,16 +559,16 @@ class ModellintServer(LanguageServer):
         if linted.result.module is None:
             return None
         project = linted.project
-        outcome = FileOutcome(path=linted.display)
         data = _encode(linted.text) if linted.book is None else linted.text.encode("utf-8")
-        text, _ = fix_source(linted.display, data, linted.result, project.rules,
-                             project.config.rule_options(), linted.disabled, False, outcome,
-                             project.index if linted.book is None else None)
-        for message in outcome.messages:
+        linter = Linter(project.rules, project.config.rule_options(),
+                        project.index if linted.book is None else None)
+        fixing = fix_rounds(PythonText(linter, linted.display, data, linted.disabled),
+                            linted.result, False)
+        for message in fixing.messages:
             self.tell(message, warning=True)
-        if outcome.messages or text == linted.result.source:
+        if fixing.messages or fixing.text == linted.result.source:
             return None
-        return self.edit_to(uri, linted, text)
+        return self.edit_to(uri, linted, fixing.text)
 
     def fix_action(self, uri: str, linted: Linted, finding: Finding,
                    diagnostic: types.Diagnostic) -> types.CodeAction | None:

@@ -10,10 +10,10 @@ from typing import Any
 
 from modellint.config import DEFAULT_TORCH_VERSION
 from modellint.finding import Finding
-from modellint.fix import apply_fixes, apply_text_fixes
+from modellint.fix import PythonText, fix_rounds
 from modellint.plugins import Registry, load_registry
 from modellint.rule import DOC_SECTIONS, Invalid, Rule, StaticRule, Valid
-from modellint.static.engine import lint_source
+from modellint.static.linter import Linter
 
 _REGISTRY: Registry | None = None
 
@@ -44,7 +44,7 @@ def lint_text(
 ) -> list[Finding]:
     """Findings of `rules` on `source` (dedented), sorted by position."""
     text = textwrap.dedent(source)
-    result = lint_source(path, text.encode(), _visitors(rules), _options(options))
+    result = Linter(_visitors(rules), _options(options)).lint(path, text.encode())
     return sorted(result.findings, key=lambda f: f.sort_key())
 
 
@@ -64,10 +64,10 @@ def lint_project(
 
     texts = {path: textwrap.dedent(source) for path, source in files.items()}
     index = build(texts.items())
-    rules = _visitors(rules)
+    linter = Linter(_visitors(rules), _options(options), index)
     found = {}
     for path, text in texts.items():
-        result = lint_source(path, text.encode(), rules, _options(options), index=index)
+        result = linter.lint(path, text.encode())
         found[path] = sorted(result.findings, key=lambda f: f.sort_key())
     return found
 
@@ -78,22 +78,15 @@ def fix_text(
     options: Mapping[str, Any] | None = None,
     unsafe: bool = True,
 ) -> str:
-    """`source` after applying the fixes of `rules` until nothing more changes."""
-    text = textwrap.dedent(source)
-    rules = _visitors(rules)
-    for _ in range(10):
-        result = lint_source("example.py", text.encode(), rules, _options(options))
-        if result.recovered:
-            # a file that does not parse: the text edits of its syntax errors (ML000) first
-            new_text, fixed = apply_text_fixes(text, result.findings, unsafe)
-        elif result.module is None:
-            return text
-        else:
-            new_text, fixed = apply_fixes(result.module, result.findings, unsafe)
-        if not fixed or new_text == text:
-            return text
-        text = new_text
-    return text
+    """`source` after applying the fixes of `rules` until nothing more changes, as `check
+    --fix` applies them; AssertionError when a fix fails or breaks the code."""
+    data = textwrap.dedent(source).encode()
+    linter = Linter(_visitors(rules), _options(options))
+    fixing = fix_rounds(PythonText(linter, "example.py", data), linter.lint("example.py", data),
+                        unsafe)
+    assert not fixing.messages, "\n".join([*fixing.messages, *fixing.tracebacks])
+    # (None: the text cannot be decoded, and there is nothing to fix)
+    return fixing.text if fixing.text is not None else data.decode()
 
 
 # -- a rule against its own examples -----------------------------------------------------------

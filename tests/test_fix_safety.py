@@ -11,6 +11,7 @@ import sys
 import pytest
 from conftest import NET
 
+from modellint import fix
 from modellint.config import Config
 from modellint.fix import WriteError, apply_fixes, write_atomically
 from modellint.plugins import load_registry
@@ -145,13 +146,13 @@ def test_an_edit_made_while_the_fix_runs_is_kept(tmp_path, monkeypatch):
     path = tmp_path / "net.py"
     path.write_text(NET)
     edited = NET + "# saved by the editor meanwhile\n"
-    check_parses = runner.check_parses
+    check_parses = fix.check_parses
 
     def edit_then_check(source):  # runs after the file was read, before it is written
         path.write_text(edited)
         return check_parses(source)
 
-    monkeypatch.setattr(runner, "check_parses", edit_then_check)
+    monkeypatch.setattr(fix, "check_parses", edit_then_check)
     outcome = runner.lint_file("net.py", path, frozenset(), _opts())
     assert outcome.messages == [f"{path} changed while it was being linted; not fixed"]
     assert outcome.fixed == 0

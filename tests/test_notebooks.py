@@ -514,7 +514,7 @@ LINES = 3 * ["import torch.nn.functional as F", "loss = F.cross_entropy(x, y)",
 def test_any_mix_of_cells_is_linted_in_place_and_round_trips(cells):
     from modellint.config import Config
     from modellint.plugins import load_registry
-    from modellint.static.notebook import lint_notebook
+    from modellint.static.linter import Linter
 
     registry = load_registry(entry_points=False)
     rules = [rule for rule in registry.rules.values()
@@ -525,7 +525,7 @@ def test_any_mix_of_cells_is_linted_in_place_and_round_trips(cells):
     # joining, masking and splitting back gives every linted cell as it was
     assert book.cell_sources(book.source) == {
         c.number: c.source for c in book.cells if c.first_line}
-    found = lint_notebook("nb.ipynb", book, rules, Config().rule_options()).findings
+    found = Linter(rules, Config().rule_options()).lint_notebook("nb.ipynb", book).findings
     assert not [f for f in found if f.code == "ML001"], found
     for f in found:
         lines = cells[f.cell - 1].split("\n")

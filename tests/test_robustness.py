@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from modellint.config import Config
-from modellint.static import runner
+from modellint.static import linter, runner
 from modellint.static.discover import discover
 from modellint.static.runner import StaticOptions
 from modellint.testing import registry
@@ -356,7 +356,7 @@ def test_fix_skips_a_file_changed_after_it_was_read(tmp_path, monkeypatch):
     path = tmp_path / "net.py"
     path.write_text(GOOD)
     edited = GOOD + "# edited meanwhile by the user\n"
-    real = runner.lint_source
+    real = linter.lint_source
     calls = []
 
     def lint_then_edit(*args, **kwargs):
@@ -366,7 +366,7 @@ def test_fix_skips_a_file_changed_after_it_was_read(tmp_path, monkeypatch):
             path.write_text(edited)
         return result
 
-    monkeypatch.setattr(runner, "lint_source", lint_then_edit)
+    monkeypatch.setattr(linter, "lint_source", lint_then_edit)
     opts = StaticOptions(rules=[registry().rules["ML105"]], options=Config().rule_options(),
                          fix=True)
     outcome = runner.lint_file("net.py", path, frozenset(), opts)

@@ -5,14 +5,12 @@ from __future__ import annotations
 import ast
 import bisect
 import contextlib
-import re
 import sys
-import threading
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, cast
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -23,19 +21,18 @@ from modellint.rule import StaticRule
 from modellint.static import noqa
 from modellint.static.context import FileContext
 from modellint.static.outline import MAIN_STACK_NESTING, Outline
+from modellint.static.parse import (
+    DEEP_RECURSION_LIMIT,
+    SYNTAX_ERROR,
+    call_deeply,
+    parse_with_libcst,
+)
 from modellint.static.recover import Problem, recover
 from modellint.static.source import DecodeError, decode
 from modellint.static.walk import dispatch_table, every_node, walk
 from modellint.suppress import FileSuppressions
 
-SYNTAX_ERROR = ("ML000", "syntax-error")
 INTERNAL_ERROR = ("ML001", "internal-error")
-# LibCST walks trees recursively (metadata, code generation, fixes): a deeply nested expression
-# is retried in a thread with a larger stack and recursion limit (nested deeper than
-# `MAIN_STACK_NESTING`), and one deeper than DEEP_RECURSION_LIMIT is not linted
-DEEP_RECURSION_LIMIT = 50_000
-DEEP_STACK_SIZE = 512 * 1024 * 1024
-T = TypeVar("T")
 
 
 @dataclass
@@ -152,36 +149,6 @@ class _Leave(_Tracker):
     leave_Try = _statement
     leave_TryStar = _statement
     leave_Match = _statement
-
-
-def call_deeply(function: Callable[..., T], *args: Any) -> T:
-    """`function(*args)` in a thread with a large stack and recursion limit, for trees nested
-    too deeply for the defaults."""
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, function(*args)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
-            outcome.append((False, exc))
-
-    try:
-        stack = threading.stack_size(DEEP_STACK_SIZE)
-    except (ValueError, RuntimeError):  # the platform cannot: run as usual
-        return function(*args)
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
-    try:
-        thread = threading.Thread(target=target, name="modellint-deep")
-        thread.start()
-        thread.join()
-    finally:
-        threading.stack_size(stack)
-        sys.setrecursionlimit(limit)
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
 
 
 def error_finding(code_name: tuple[str, str], path: str, message: str, line: int, col: int,
@@ -352,22 +319,6 @@ def _rule_failed(path: str, rule: type[StaticRule], exc: BaseException,
     return error_finding(
         INTERNAL_ERROR, path,
         f"rule {rule.code} ({rule.name}) failed: {type(exc).__name__}: {exc}", 1, 1)
-
-
-# A last line holding only a line continuation: CPython accepts it before `\r\n` at the end of
-# a file, LibCST's tokenizer never does. It holds no code, so the rest is parsed without it
-# (positions do not move, and `--fix` keeps it: see `linter.fix._lost_tail`).
-_TRAILING_CONTINUATION = re.compile(r"(?<=[\r\n])[ \t\f]*\\(?:\r\n|\r|\n)?\Z")
-
-
-def parse_with_libcst(text: str) -> cst.Module:
-    try:
-        return cst.parse_module(text)
-    except cst.ParserSyntaxError:
-        tail = _TRAILING_CONTINUATION.search(text)
-        if tail is None:
-            raise
-        return cst.parse_module(text[:tail.start()])
 
 
 def run_rules(

@@ -2357,9 +2357,8 @@ def _facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
     cells joined (what its lint reads), and its facts are marked `notebook`: it imports the
     project's files, and nothing imports it."""
     from modellint.static import notebook
-    from modellint.static.runner import is_notebook
 
-    if is_notebook(path, data):
+    if notebook.is_notebook(path, data):
         try:
             book = notebook.read_notebook(data, max_code_bytes)
         except notebook.NotebookError:

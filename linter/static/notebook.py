@@ -1,5 +1,6 @@
-"""Jupyter notebooks in the static pass: read one, lint its code cells as one program, write the
-changed cell sources back.
+"""The Jupyter notebook format as the static pass reads it: read one, mask its magics, join its
+code cells into one program and map its lines back to the cells, splice changed cell sources
+back into the notebook's text. Nothing here lints (`modellint.static.linter` does).
 
 The public API (used by `check` and by the editor server):
 
@@ -9,9 +10,8 @@ The public API (used by `check` and by the editor server):
 - `Notebook.cell_sources(joined)`: the cell sources of a changed joined text, magics restored
   (None when the cell boundaries did not survive), and `Notebook.with_sources(...)`: the
   notebook's text with only those `"source"` values replaced, everything else byte for byte.
-- `lint_notebook(display, notebook, rules, options, disabled, index)`: the engine's findings,
-  each naming its cell; each statement of a cell that does not parse is one ML000, and the
-  rest of the cell and the other cells are still linted; with the run's project index, names imported from the project's files are known.
+- `place(notebook, finding)`: a finding's lines in the joined source turned into lines of its
+  cell. Linting the cells is `modellint.static.linter.Linter.lint_notebook`'s job.
 
 Cells are numbered as ruff numbers them: 1-based, by position among all the notebook's cells
 (markdown and raw cells count), so `cell 3` is the third cell from the top whatever its kind.
@@ -31,9 +31,11 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
+from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
 from modellint.static.outline import parse
 from modellint.static.recover import Problem, Recovery, recover
 
@@ -259,6 +261,14 @@ def _indent_before(text: str, offset: int) -> str:
 
 
 # --- reading ---------------------------------------------------------------------------------
+
+
+def is_notebook(path: Path, data: bytes) -> bool:
+    """A `.ipynb` file, or a file not named as Python whose content is a notebook (a notebook
+    saved as `.json`, or without a suffix)."""
+    name = str(path)
+    return name.endswith(SUFFIX) or (
+        not name.endswith((*SUFFIXES, ".pyw")) and looks_like_notebook(data))
 
 
 def looks_like_notebook(data: bytes) -> bool:
@@ -600,53 +610,7 @@ def _assemble(notebook: Notebook) -> None:
     notebook.line_map = line_map
 
 
-# --- linting ---------------------------------------------------------------------------------
-
-
-@dataclass
-class NotebookLint:
-    findings: list  # of Finding, each with its cell
-    result: Any  # the engine's FileResult for the joined source (its module, for --fix)
-
-
-def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, Any],
-                  disabled: frozenset[str] = frozenset(), index: Any = None) -> NotebookLint:
-    """Every finding in the notebook's code cells, each naming its cell (1-based) and its line
-    and column in that cell. In a cell that does not parse each failing statement is an
-    ML000 and is left out (`modellint.static.recover`); the cells are linted as one program,
-    in order (their blanked lines are masked: `cell_sources` puts them back). `index`: the project index of the run
-    (`modellint.static.index.ProjectIndex`), through which `from models import Net` in a cell
-    is the project's Net, as in a .py file."""
-    from modellint.static.engine import (
-        SYNTAX_ERROR,
-        FileResult,
-        error_finding,
-        lint_source,
-        syntax_error,
-    )
-
-    findings = []
-    for cell in notebook.cells:
-        if SYNTAX_ERROR[0] in disabled:
-            break
-        if cell.error is not None:
-            message, line, column = cell.error
-            findings.append(error_finding(SYNTAX_ERROR, display, message, line, column,
-                                          _line_of(cell.source, line)))
-            findings[-1].cell = cell.number
-            findings[-1].notebook_line = notebook.file_line(cell.number, line)
-        for problem in cell.problems:
-            findings.append(syntax_error(display, problem, _line_of(cell.source, problem.line)))
-            findings[-1].cell = cell.number
-            findings[-1].notebook_line = notebook.file_line(cell.number, problem.line)
-    if not notebook.source:
-        return NotebookLint(findings, FileResult(path=display))
-    result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled,
-                         tree=notebook.tree, index=index)
-    for finding in result.findings:
-        place(notebook, finding)
-    findings.extend(result.findings)
-    return NotebookLint(findings, result)
+# --- lines of cells --------------------------------------------------------------------------
 
 
 def place(notebook: Notebook, finding) -> None:
@@ -663,7 +627,8 @@ def place(notebook: Notebook, finding) -> None:
     finding.notebook_line = notebook.file_line(cell, line)
 
 
-def _line_of(source: str, line: int) -> str:
+def cell_line(source: str, line: int) -> str:
+    """Line `line` (from 1) of a cell's source, or "" when it has none."""
     lines = _LINE_END.split(source)
     return lines[line - 1] if 0 < line <= len(lines) else ""
 
@@ -682,13 +647,8 @@ def from_cells(cells: Sequence[tuple[int, str]],
 
 def read_notebook_file(path: str) -> Notebook | None:
     """The notebook at `path` as the static pass reads it (code cells joined, magics masked),
-    or None when `path` is not a notebook (`modellint.static.runner.is_notebook`). Raises
-    OSError or NotebookError. What the runtime pass builds a notebook's models from."""
-    from pathlib import Path
-
-    from modellint.static.discover import MAX_FILE_BYTES, read_file_bytes
-    from modellint.static.runner import is_notebook
-
+    or None when `path` is not a notebook (`is_notebook`). Raises OSError or NotebookError.
+    What the runtime pass builds a notebook's models from."""
     data = read_file_bytes(path, MAX_BYTES if path.endswith(SUFFIX) else MAX_FILE_BYTES)
     if not is_notebook(Path(path), data):
         return None

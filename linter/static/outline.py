@@ -20,7 +20,7 @@ from modellint.static.noqa import python_lines
 # LibCST's native parser recurses on the C stack once per level of nesting and kills the process
 # (no exception) past about 6,000 levels on a main thread's 8 MiB stack. CPython's own parser
 # bounds most nesting to about 3,000 levels; a file nested deeper than MAIN_STACK_NESTING is
-# parsed in a thread with a larger stack (`modellint.static.engine.DEEP_STACK_SIZE`).
+# parsed in a thread with a larger stack (`modellint.static.parse.DEEP_STACK_SIZE`).
 MAIN_STACK_NESTING = 3_000
 
 StatementLines = list[tuple[int, list[int] | None]]

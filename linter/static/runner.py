@@ -22,26 +22,11 @@ from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
 
 if TYPE_CHECKING:
     from modellint.rule import StaticRule
+    from modellint.static.linter import Linter
 
-# LibCST, the rules and the fixer (modellint.static.engine, modellint.fix, modellint.rule) are
+# LibCST, the rules and the fixer (modellint.static.linter, modellint.fix, modellint.rule) are
 # imported in the functions that lint a file, not when its findings come from the cache: a warm
 # rerun imports none of them (see `StaticOptions.load_rules`)
-
-MAX_FIX_ROUNDS = 10
-
-
-def lint_source(*args: Any, **kwargs: Any) -> Any:
-    """`modellint.static.engine.lint_source`, imported on first use (it imports LibCST)."""
-    from modellint.static.engine import lint_source as lint
-
-    return lint(*args, **kwargs)
-
-
-def check_parses(text: str) -> str | None:
-    """`modellint.fix.check_parses`, imported on first use."""
-    from modellint.fix import check_parses as check
-
-    return check(text)
 
 
 @dataclass
@@ -72,6 +57,12 @@ class StaticOptions:
 
     def has_rules(self) -> bool:
         return self.load_rules is not None or bool(self.rules)
+
+    def linter(self) -> Linter:
+        """The linter of the run's rules (loaded now), options and index."""
+        from modellint.static.linter import Linter
+
+        return Linter(self.static_rules(), self.options, self.index)
 
     @property
     def max_code_bytes(self) -> int:
@@ -111,16 +102,6 @@ def _read_error(display: str, exc: OSError) -> Finding:
     return _file_finding(SYNTAX_ERROR, display, f"cannot read file: {reason}")
 
 
-def apply_fixes_deeply(module, findings, unsafe: bool, source: str) -> tuple[str, int]:
-    from modellint.fix import apply_fixes
-    from modellint.static.engine import call_deeply
-
-    try:
-        return apply_fixes(module, findings, unsafe, source)
-    except RecursionError:
-        return call_deeply(apply_fixes, module, findings, unsafe, source)
-
-
 def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOptions,
               stdin: bytes | None = None) -> FileOutcome:
     """Lint the file at `path`, or `stdin` (what was read from standard input for `path`,
@@ -153,7 +134,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             outcome.findings.append(_read_error(display, exc))
         return outcome
     wants_fix = opts.fix or opts.diff
-    outcome.notebook = is_notebook(path, original)
+    outcome.notebook = notebook.is_notebook(path, original)
     key = None
     if opts.cache is not None and not wants_fix:
         key = _file_key(display, original, disabled, opts)
@@ -161,23 +142,33 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         if cached is not None:
             outcome.findings, outcome.classes = cached
             return outcome
-    from modellint.fix import WriteError, applicable, unified_diff, write_atomically
+    from modellint.fix import (
+        PythonText,
+        WriteError,
+        applicable,
+        fix_rounds,
+        unified_diff,
+        write_atomically,
+    )
     from modellint.static.engine import SYNTAX_ERROR
 
-    opts.static_rules()
+    linter = opts.linter()
     if outcome.notebook:
         return _lint_notebook_file(display, path, original, disabled, opts, outcome, key,
                                    piped=stdin is not None)
-    result = lint_source(display, original, opts.rules, opts.options, disabled,
-                         index=opts.index)
+    result = linter.lint(display, original, disabled)
     outcome.tracebacks.extend(result.tracebacks)
     wants_fix = wants_fix and (result.module is not None or result.recovered)
     if wants_fix and any(applicable(f, opts.unsafe_fixes) for f in result.findings):
-        text, result = fix_source(display, original, result, opts.rules, opts.options, disabled,
-                                  opts.unsafe_fixes, outcome, opts.index)
+        fixing = fix_rounds(PythonText(linter, display, original, disabled), result,
+                            opts.unsafe_fixes)
+        text, result = fixing.text, fixing.result
+        outcome.fixed += fixing.fixed
+        outcome.tracebacks.extend(fixing.tracebacks)
+        outcome.messages.extend(fixing.messages)
     if (opts.fix or opts.diff) and result.module is None:
         unparsed = [f.message for f in result.findings if f.code == SYNTAX_ERROR[0]]
-        waiting = any(applicable(f, opts.unsafe_fixes) and not f.fix.edits
+        waiting = any(f.fix is not None and applicable(f, opts.unsafe_fixes) and not f.fix.edits
                       for f in result.findings)
         if unparsed:
             outcome.messages.append(
@@ -189,9 +180,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         if opts.diff:
             outcome.diff = unified_diff(display, _decode(original, result.encoding), text)
             # --diff writes nothing: report what is still there now
-            result.module = None  # one tree at a time (see fix_source)
-            result = lint_source(display, original, opts.rules, opts.options, disabled,
-                                 index=opts.index)
+            result.module = None  # one tree at a time (see `fix_rounds`)
+            result = linter.lint(display, original, disabled)
             outcome.would_fix, outcome.fixed = outcome.fixed, 0
         elif stdin is not None:
             outcome.fixed_source = text.encode(result.encoding)
@@ -201,9 +191,8 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
             except WriteError as exc:
                 outcome.messages.append(str(exc))
                 outcome.fixed = 0
-                result.module = None  # one tree at a time (see fix_source)
-                result = lint_source(display, original, opts.rules, opts.options, disabled,
-                                     index=opts.index)
+                result.module = None  # one tree at a time (see `fix_rounds`)
+                result = linter.lint(display, original, disabled)
     for finding in result.findings:
         if finding.fix is not None:
             # the nodes stay in this process; reporters only need to know it is fixable
@@ -214,88 +203,6 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     if key is not None and opts.cache is not None and not result.tracebacks:
         opts.cache.put(key, result.findings, result.classes)
     return outcome
-
-
-def fix_source(display: str, original: bytes, result, rules: Sequence[type[StaticRule]],
-               options: dict[str, Any], disabled: frozenset[str], unsafe: bool,
-               outcome: FileOutcome, index: Any = None) -> tuple[str, Any]:
-    """Apply the fixes of `result` (the lint of `original`) round after round until none is
-    left: (the fixed text, the lint of it). Counts go to `outcome.fixed`; a fix that fails or
-    breaks the code leaves the text as it was, with a message in `outcome.messages`."""
-    from modellint.fix import apply_text_fixes
-
-    text = result.source
-    for _ in range(MAX_FIX_ROUNDS):
-        if result.module is None and not result.recovered:
-            break
-        if result.recovered:
-            # a file that does not parse: only its syntax errors' text edits, then (once it
-            # parses) the other fixes in the next rounds
-            new_text, fixed = apply_text_fixes(result.source, result.findings, unsafe)
-            if fixed == 0 or new_text == text:
-                break
-            errors = _syntax_errors(result)
-            result = lint_source(display, new_text.encode(result.encoding), rules, options,
-                                 disabled, index=index)
-            if _syntax_errors(result) > errors - fixed:
-                outcome.messages.append(
-                    f"{display}: a fix of a syntax error left it in place; file left unchanged")
-                outcome.fixed = 0
-                result = lint_source(display, original, rules, options, disabled, index=index)
-                text = result.source
-                break
-            outcome.fixed += fixed
-            text = new_text
-            continue
-        try:
-            new_text, fixed = apply_fixes_deeply(
-                result.module, result.findings, unsafe, result.source
-            )
-        except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
-            outcome.tracebacks.append("".join(traceback.format_exception(exc)))
-            outcome.messages.append(
-                f"{display}: applying the fixes failed ({type(exc).__name__}: {exc});"
-                " file left unchanged"
-            )
-            text = result.source
-            outcome.fixed = 0
-            result.module = None  # one tree at a time (see below)
-            result = lint_source(display, original, rules, options, disabled, index=index)
-            break
-        if fixed == 0 or new_text == text:
-            break
-        problem = check_parses(new_text)
-        if problem is not None:
-            outcome.messages.append(
-                f"{display}: a fix produced invalid code ({problem}); file left unchanged"
-            )
-            text = result.source
-            outcome.fixed = 0
-            result.module = None  # one tree at a time (see below)
-            result = lint_source(display, original, rules, options, disabled, index=index)
-            break
-        outcome.fixed += fixed
-        text = new_text
-        # the old tree goes before the new one is made: a large file's tree takes gigabytes
-        result.module = None
-        result = lint_source(
-            display, new_text.encode(result.encoding), rules, options, disabled, index=index
-        )
-    return text, result
-
-
-def _syntax_errors(result: Any) -> int:
-    from modellint.static.engine import SYNTAX_ERROR
-
-    return sum(1 for finding in result.findings if finding.code == SYNTAX_ERROR[0])
-
-
-def is_notebook(path: Path, data: bytes) -> bool:
-    """A `.ipynb` file, or a file not named as Python whose content is a notebook (a notebook
-    saved as `.json`, or without a suffix)."""
-    name = str(path)
-    return name.endswith(notebook.SUFFIX) or (
-        not name.endswith((*SUFFIXES, ".pyw")) and notebook.looks_like_notebook(data))
 
 
 def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: frozenset[str],
@@ -316,12 +223,12 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         outcome.messages.append(
             f"{display}: not linted: the notebook's language is {book.language}, not Python")
         return outcome
-    linted = notebook.lint_notebook(display, book, opts.rules, opts.options, disabled,
-                                    index=opts.index)
+    linted = opts.linter().lint_notebook(display, book, disabled)
     result = linted.result
     outcome.tracebacks.extend(result.tracebacks)
     if (opts.fix or opts.diff) and any(
-            applicable(f, opts.unsafe_fixes) and f.fix.edits for f in linted.findings):
+            f.fix is not None and applicable(f, opts.unsafe_fixes) and f.fix.edits
+            for f in linted.findings):
         linted, original, book = _fix_notebook_syntax(display, path, original, book, linted,
                                                       disabled, opts, outcome, piped)
         result = linted.result
@@ -343,57 +250,30 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
 def _fix_notebook(display, path, original, book, linted, disabled, opts, outcome, piped):
     """Apply the fixes to the joined cells, round after round, then splice the changed cell
     sources into the notebook's text; the linting of what was written is returned."""
-    result = linted.result
-    text = result.source
-    fixed = 0
-    for _ in range(MAX_FIX_ROUNDS):
-        if result.module is None:
-            break
-        try:
-            new_text, count = apply_fixes_deeply(result.module, result.findings, opts.unsafe_fixes,
-                                                 text)
-        except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
-            outcome.tracebacks.append("".join(traceback.format_exception(exc)))
-            outcome.messages.append(f"{display}: applying the fixes failed "
-                                    f"({type(exc).__name__}: {exc}); notebook left unchanged")
-            return linted
-        if count == 0 or new_text == text:
-            break
-        problem = check_parses(new_text)
-        if problem is not None:
-            outcome.messages.append(
-                f"{display}: a fix produced invalid code ({problem}); notebook left unchanged")
-            return linted
-        fixed += count
-        text = new_text
-        result = lint_source(display, text.encode("utf-8"), opts.rules, opts.options, disabled,
-                             index=opts.index)
-    if not fixed:
+    from modellint.fix import NotebookCells, fix_rounds
+
+    cells = NotebookCells(opts.linter(), display, book, linted.result, disabled)
+    fixing = fix_rounds(cells, linted.result, opts.unsafe_fixes)
+    outcome.tracebacks.extend(fixing.tracebacks)
+    outcome.messages.extend(fixing.messages)
+    if not fixing.fixed:
         return linted
-    sources = book.cell_sources(text)
+    sources = cells.splice(fixing.text)
     if sources is None:
         outcome.messages.append(f"{display}: the fixes moved code across cells; "
                                 "notebook left unchanged")
         return linted
-    return _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
-                        outcome, piped)[0]
+    return _write_cells(display, path, original, book, sources, fixing.fixed, linted, disabled,
+                        opts, outcome, piped)[0]
 
 
 def _fix_notebook_syntax(display, path, original, book, linted, disabled, opts, outcome, piped):
     """Apply the text edits of the syntax errors in the notebook's cells (`Fix.edits`, in
     lines of the cell): (the linting of what was written, its bytes, its notebook), or what
     was given when nothing was written."""
-    from modellint.fix import apply_text_fixes
+    from modellint.fix import cell_text_fixes
 
-    sources = {}
-    fixed = 0
-    for cell in book.cells:
-        ours = [f for f in linted.findings if f.cell == cell.number and f.fix is not None
-                and f.fix.edits]
-        if ours:
-            text, count = apply_text_fixes(cell.source, ours, opts.unsafe_fixes)
-            if count:
-                sources[cell.number], fixed = text, fixed + count
+    sources, fixed = cell_text_fixes(book, linted.findings, opts.unsafe_fixes)
     if not fixed:
         return linted, original, book
     return _write_cells(display, path, original, book, sources, fixed, linted, disabled, opts,
@@ -434,8 +314,7 @@ def _write_cells(display, path, original, book, sources, fixed, linted, disabled
         outcome.messages.append(str(exc))
         return unchanged
     outcome.fixed += fixed
-    return notebook.lint_notebook(display, again, opts.rules, opts.options, disabled,
-                                  index=opts.index), new_bytes, again
+    return opts.linter().lint_notebook(display, again, disabled), new_bytes, again
 
 
 def _ended(cell_source: str) -> str:
@@ -596,7 +475,7 @@ def _cache_key(display: str, path: Path, disabled: frozenset[str],
             notebook.SUFFIX) else MAX_FILE_BYTES)
     except OSError:
         return None
-    return _file_key(display, original, disabled, opts), is_notebook(path, original)
+    return _file_key(display, original, disabled, opts), notebook.is_notebook(path, original)
 
 
 def _file_key(display: str, original: bytes, disabled: frozenset[str],

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
-from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
 from modellint.static.nodes import NESTED_SCOPES, source_of
 from modellint.static.walk import LEAF_TYPES, child_nodes
+
+if TYPE_CHECKING:
+    # the context makes its semantic model, which asks for scopes: a scope only keys on it
+    from modellint.static.context import FileContext
 
 LOOPS = (cst.For, cst.While)
 # nodes whose body is another scope

@@ -1,0 +1,75 @@
+"""The static pass set up once for a run: the enabled rules, their options and the project
+index, then one call per file (`Linter.lint` for Python text, `Linter.lint_notebook` for a
+notebook's code cells)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from modellint.static.engine import (
+    SYNTAX_ERROR,
+    FileResult,
+    error_finding,
+    lint_source,
+    syntax_error,
+)
+from modellint.static.notebook import Notebook, cell_line, place
+
+if TYPE_CHECKING:
+    from modellint.finding import Finding
+    from modellint.rule import StaticRule
+
+
+@dataclass
+class NotebookLint:
+    findings: list[Finding]  # each with its cell
+    result: FileResult  # the engine's result for the joined source (its module, for --fix)
+
+
+@dataclass(frozen=True)
+class Linter:
+    rules: Sequence[type[StaticRule]]
+    options: dict[str, Any]
+    # the run's project index (`modellint.static.index.ProjectIndex`), None for a file alone
+    index: Any = None
+
+    def lint(self, path: str, data: bytes, disabled: frozenset[str] = frozenset(),
+             tree: ast.Module | None = None) -> FileResult:
+        """Every finding in the Python text `data` of the file `path` that no suppression
+        hides; `disabled` codes are hidden in the whole file (not selected, or
+        per-file-ignores). `tree`: CPython's parse of `data` when the caller has it."""
+        return lint_source(path, data, self.rules, self.options, disabled, tree, self.index)
+
+    def lint_notebook(self, path: str, notebook: Notebook,
+                      disabled: frozenset[str] = frozenset()) -> NotebookLint:
+        """Every finding in the notebook's code cells, each naming its cell (1-based) and its
+        line and column in that cell. In a cell that does not parse each failing statement is
+        an ML000 and is left out (`modellint.static.recover`); the cells are linted as one
+        program, in order (their blanked lines are masked: `Notebook.cell_sources` puts them
+        back). Through the project index `from models import Net` in a cell is the project's
+        Net, as in a .py file."""
+        findings = []
+        for cell in notebook.cells:
+            if SYNTAX_ERROR[0] in disabled:
+                break
+            if cell.error is not None:
+                message, line, column = cell.error
+                findings.append(error_finding(SYNTAX_ERROR, path, message, line, column,
+                                              cell_line(cell.source, line)))
+                findings[-1].cell = cell.number
+                findings[-1].notebook_line = notebook.file_line(cell.number, line)
+            for problem in cell.problems:
+                findings.append(syntax_error(path, problem,
+                                             cell_line(cell.source, problem.line)))
+                findings[-1].cell = cell.number
+                findings[-1].notebook_line = notebook.file_line(cell.number, problem.line)
+        if not notebook.source:
+            return NotebookLint(findings, FileResult(path=path))
+        result = self.lint(path, notebook.source.encode("utf-8"), disabled, notebook.tree)
+        for finding in result.findings:
+            place(notebook, finding)
+        findings.extend(result.findings)
+        return NotebookLint(findings, result)
