@@ -55,14 +55,12 @@ def runtime_finding(code: str, message: str, file: str | None, line: int) -> Fin
 
 
 def _selected(select, ignore) -> set[str]:
-    from modellint.config import matches
+    """The runtime codes `select` / `ignore` choose (default: every one, on by default or
+    not)."""
+    from modellint.session import Session
 
-    codes = runtime_codes()
-    if select:
-        codes = {c for c in codes if matches(c, list(select))}
-    if ignore:
-        codes = {c for c in codes if not matches(c, list(ignore))}
-    return codes
+    settings = Session.default(select or ("ALL",), ignore).settings
+    return set(settings.enabled) & runtime_codes(settings.registry)
 
 
 def check_model(model_or_factory, *example_inputs, device: str = "cpu", inputs=None,

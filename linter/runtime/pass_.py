@@ -14,7 +14,6 @@ from modellint.finding import Finding, line_finding
 from modellint.report import printable
 from modellint.runtime.phases import short_path
 from modellint.runtime.specs import (
-    DEFAULT_TIMEOUT,
     ModelJob,
     SpecError,
     configured_jobs,
@@ -93,14 +92,14 @@ class RuntimeOutcome:
 
 
 def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, registry,
-                     shown: frozenset[str], args) -> RuntimeOutcome:
+                     shown: frozenset[str], settings, tell=None) -> RuntimeOutcome:
     """`findings` (the static pass's) and the runtime findings of the models of `files` (or
-    the configured ones) that no suppression hides. `shown`: the codes this run reports."""
+    the configured ones) that no suppression hides. `shown`: the codes this run reports;
+    `settings`: the device, timeout and progress line (`modellint.session.RuntimeSettings`);
+    `tell`: where the notes of the workers go (the standard error by default)."""
     from modellint.runtime.phases import INTERNAL, NOT_CHECKED
 
-    runtime = config.runtime or {}
-    device = getattr(args, "device", None) or runtime.get("device") or "cpu"
-    timeout = float(getattr(args, "timeout", None) or runtime.get("timeout") or DEFAULT_TIMEOUT)
+    device, timeout = settings.device, settings.timeout
     if timeout <= 0:
         from modellint.config import ConfigError
 
@@ -120,7 +119,7 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
     # that the count of unchecked models does not depend on what is selected
     results = run_jobs(jobs, device, timeout, sorted({*runtime_codes, NOT_CHECKED, INTERNAL}),
                        checks,
-                       progress=sys.stderr.isatty() and not getattr(args, "quiet", False),
+                       progress=settings.progress,
                        memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
@@ -137,7 +136,10 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
             if finding is not None:
                 new.append(finding)
     for note in sorted(notes):
-        print(f"modellint: {printable(note)}", file=sys.stderr)
+        if tell is not None:
+            tell(note)
+        else:
+            print(f"modellint: {printable(note)}", file=sys.stderr)
     return RuntimeOutcome(merge(findings, new), models, unchecked)
 
 

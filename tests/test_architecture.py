@@ -1,0 +1,139 @@
+"""The layers of modellint: no import cycle among the modules of the packages checked here.
+
+Every import counts, at the top of a module or inside a function (a lazy import only delays
+the cycle), except those under `if TYPE_CHECKING:` (never run) and the lazy re-exports of the
+package's own `__getattr__` (the public facade, `modellint.check_model`). A new package joins
+by being added to `PACKAGES`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# where each package's sources are (setuptools' package-dir)
+SOURCES = {"modellint": ROOT / "linter", "modellint.rules": ROOT / "rules"}
+# the packages whose modules must not import each other in a cycle: modellint's own modules
+# (linter/*.py) and these subpackages
+PACKAGES = ("modellint", "modellint.runtime", "modellint.watching", "modellint.report")
+
+
+def _folder(package: str) -> Path:
+    if package in SOURCES:
+        return SOURCES[package]
+    parent, _, leaf = package.rpartition(".")
+    return _folder(parent) / leaf
+
+
+def modules(packages) -> dict[str, Path]:
+    """Module name -> its file, for the modules of `packages` (not their subpackages)."""
+    found = {}
+    for package in packages:
+        for path in sorted(_folder(package).glob("*.py")):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            found[name] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imported(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that the module `name` imports."""
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    out: set[str] = set()
+
+    def add(target: str) -> None:
+        while target and target not in known:  # `a.b.c` where only `a.b` is checked
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            out.add(target)
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    walk(other)
+                continue
+            if isinstance(child, ast.FunctionDef) and child.name == "__getattr__":
+                continue
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    add(alias.name)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    base = ".".join([*package.split(".")[:len(package.split(".")) - child.level
+                                                        + 1], *([base] if base else [])])
+                for alias in child.names:
+                    # `from modellint import cli` imports a module; `import __version__` not
+                    add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+            walk(child)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")))
+    return out
+
+
+def import_graph(packages) -> dict[str, set[str]]:
+    found = modules(packages)
+    known = set(found)
+    return {name: imported(name, path, known) for name, path in found.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("packages", [PACKAGES])
+def test_no_import_cycle(packages):
+    graph = import_graph(packages)
+    assert len(graph) > 10, "the modules of the packages were not found"
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_command_line_is_imported_by_its_entry_points_only():
+    graph = import_graph(PACKAGES)
+    importers = sorted(name for name, targets in graph.items() if "modellint.cli" in targets)
+    assert importers == ["modellint.__main__"]
