@@ -15,14 +15,11 @@ from typing import IO
 from modellint.config import ConfigError, check_max_code_bytes, check_timeout, closest, did_you_mean
 from modellint.plugins import ALLOW_CONFIG_PLUGINS_FLAG
 from modellint.safe_write import UnsafePath, check_target, replacing
+from modellint.session import UsageError
 
 # the built-in report formats (modellint.report.builtin); plugins may add more
 FORMATS = ("text", "concise", "json", "github", "sarif")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-
-
-class UsageError(Exception):
-    pass
 
 
 class Parser(argparse.ArgumentParser):
