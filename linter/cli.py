@@ -381,7 +381,7 @@ def _cmd_check(args) -> int:
     diff_text = "".join(outcome.diff for outcome in outcomes)
     if stdin_name is not None and args.fix:
         # like ruff: the fixed source is the output; the findings go beside it
-        sys.stdout.buffer.write(outcomes[0].fixed_source or result.stdin_source)
+        sys.stdout.buffer.write(outcomes[0].fixed_source or result.stdin_source or b"")
         sys.stdout.flush()
     with (output_file(args.output_file, output_tree(tree)) if args.output_file
           else nullcontext(sys.stderr if stdin_name is not None and args.fix else sys.stdout)

@@ -39,7 +39,13 @@ from modellint.finding import Finding, Severity
 from modellint.fix import applicable, apply_text_fixes, check_parses
 from modellint.plugins import PluginError
 from modellint.static import noqa
-from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult, lint_source
+from modellint.static.engine import (
+    INTERNAL_ERROR,
+    SYNTAX_ERROR,
+    FileResult,
+    error_finding,
+    lint_source,
+)
 from modellint.static.runner import FileOutcome, apply_fixes_deeply, fix_source
 
 NAME = "modellint"
@@ -351,10 +357,9 @@ class ModellintServer(LanguageServer):
     def _failed_lint(self, uri: str, display: str, text: str, exc: Exception) -> FileResult:
         log.error("linting %s failed:\n%s", uri, "".join(traceback.format_exception(exc)))
         result = FileResult(path=display, source=text)
-        result.findings.append(Finding(
-            code=INTERNAL_ERROR[0], name=INTERNAL_ERROR[1], severity=Severity.ERROR,
-            message=f"modellint failed on this file: {type(exc).__name__}: {exc}",
-            path=display, line=1, column=1, end_line=1, end_column=1))
+        result.findings.append(error_finding(
+            INTERNAL_ERROR, display, f"modellint failed on this file: {type(exc).__name__}: {exc}",
+            1, 1))
         return result
 
     def diagnostics(self, linted: Linted, cell: int | None) -> list[types.Diagnostic]:
@@ -433,9 +438,8 @@ class ModellintServer(LanguageServer):
                 result, findings = found.result, found.findings
             except Exception as exc:  # noqa: BLE001 - one notebook must not stop the server
                 result = self._failed_lint(notebook_uri, display, book.source, exc)
-                findings = result.findings
-                for finding in findings:
-                    finding.cell = next(iter(cells), None)
+                findings = [dataclasses.replace(finding, cell=next(iter(cells), None))
+                            for finding in result.findings]
             linted = self.linted[notebook_uri] = Linted(
                 document.version, book.source, result, findings, project, display, disabled,
                 book=book, cells=cells, sources=sources)

@@ -371,11 +371,12 @@ class Session:
         selection is neither resolved nor validated)."""
         store = manifest_store(config) if manifest_store is not None else None
         manifest = light_registry(store) if store is not None else None
+        registry: Registry | LightRegistry
         if manifest is None:
-            registry: Registry | LightRegistry = project_registry(
+            registry = loaded = project_registry(
                 config, overrides.plugins, overrides.allow_config_plugins, warn=tell)
             if store is not None:
-                save_manifest(store, registry)
+                save_manifest(store, loaded)
         else:
             registry = manifest
         if not select:
@@ -555,12 +556,13 @@ class Session:
     def run_findings(self, raws: list[dict[str, Any]], label: str, enabled=None) -> list:
         """The findings of a watched run's raw findings, through the one suppression step
         (`enabled`: the codes shown; by default the run codes selected)."""
+        from modellint.codes import INTERNAL_ERROR
         from modellint.suppress import Suppressions
         from modellint.watching.findings import to_findings
 
         enabled = self.settings.run_codes() if enabled is None else enabled
         config = self.settings.config
-        return to_findings(raws, self.settings.registry, enabled | {"ML001"},
+        return to_findings(raws, self.settings.registry, enabled | {INTERNAL_ERROR},
                            Suppressions(config, shown_codes(config, enabled)), label=label)
 
 

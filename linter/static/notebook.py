@@ -26,6 +26,7 @@ new `"source"` value into the original text.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 import warnings
@@ -631,36 +632,35 @@ def lint_notebook(display: str, notebook: Notebook, rules, options: dict[str, An
             break
         if cell.error is not None:
             message, line, column = cell.error
-            findings.append(error_finding(SYNTAX_ERROR, display, message, line, column,
-                                          _line_of(cell.source, line)))
-            findings[-1].cell = cell.number
-            findings[-1].notebook_line = notebook.file_line(cell.number, line)
+            findings.append(dataclasses.replace(
+                error_finding(SYNTAX_ERROR, display, message, line, column,
+                              _line_of(cell.source, line)),
+                cell=cell.number, notebook_line=notebook.file_line(cell.number, line)))
         for problem in cell.problems:
-            findings.append(syntax_error(display, problem, _line_of(cell.source, problem.line)))
-            findings[-1].cell = cell.number
-            findings[-1].notebook_line = notebook.file_line(cell.number, problem.line)
+            findings.append(dataclasses.replace(
+                syntax_error(display, problem, _line_of(cell.source, problem.line)),
+                cell=cell.number, notebook_line=notebook.file_line(cell.number, problem.line)))
     if not notebook.source:
         return NotebookLint(findings, FileResult(path=display))
     result = lint_source(display, notebook.source.encode("utf-8"), rules, options, disabled,
                          tree=notebook.tree, index=index)
-    for finding in result.findings:
-        place(notebook, finding)
+    result.findings = [place(notebook, finding) for finding in result.findings]
     findings.extend(result.findings)
     return NotebookLint(findings, result)
 
 
-def place(notebook: Notebook, finding) -> None:
-    """Turn a finding's lines in the joined source into lines in its cell, and name the cell."""
+def place(notebook: Notebook, finding):
+    """The finding with its lines in the joined source turned into lines in its cell, and the
+    cell named."""
     cell, line = notebook.locate(finding.line)
     end_cell, end_line = notebook.locate(finding.end_line)
     statement_cell, statement_line = notebook.locate(finding.statement_line or finding.line)
-    finding.cell = cell
-    finding.line = line
+    end_column = finding.end_column
     if end_cell != cell:
-        end_line, finding.end_column = line, finding.column
-    finding.end_line = end_line
-    finding.statement_line = statement_line if statement_cell == cell else line
-    finding.notebook_line = notebook.file_line(cell, line)
+        end_line, end_column = line, finding.column
+    return dataclasses.replace(finding, cell=cell, line=line, end_line=end_line, end_column=end_column,
+                   statement_line=statement_line if statement_cell == cell else line,
+                   notebook_line=notebook.file_line(cell, line))
 
 
 def _line_of(source: str, line: int) -> str:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import cast
 
 DEFAULT_STEPS = 20
 DEFAULT_BATCHES = 5
@@ -124,7 +125,8 @@ def run_main(argv: list[str]) -> int:
         overrides,
         use_color,
     )
-    from modellint.plugins import config_plugins_allowed
+    from modellint.codes import INTERNAL_ERROR, SCRIPT_FAILED
+    from modellint.plugins import Registry, config_plugins_allowed
     from modellint.report import Summary, printable
     from modellint.runtime.pass_ import torch_missing
     from modellint.session import Session, config_for, linted_tree
@@ -156,7 +158,8 @@ def run_main(argv: list[str]) -> int:
         check_plots_folder(args.plots, tree)
     baseline = _baseline_before_run(args, tree)
     session = Session.for_config(config, wanted)
-    registry, config = session.settings.registry, session.settings.config
+    # loaded, not a manifest's: `run` reads no manifest
+    registry, config = cast(Registry, session.settings.registry), session.settings.config
     if args.format not in registry.reporters:
         raise UsageError(f"unknown format `{args.format}` (choose from "
                          f"{', '.join(sorted(registry.reporters))})")
@@ -173,7 +176,7 @@ def run_main(argv: list[str]) -> int:
         print("modellint: the run ended before anything could be observed: no baseline "
               "written or compared", file=sys.stderr)
     elif observation is not None:
-        failed = stopped is not None or any(r["code"] == "ML003" for r in raws)
+        failed = stopped is not None or any(r["code"] == SCRIPT_FAILED for r in raws)
         raws += _baseline_after_run(args, tree, baseline, observation, registry, enabled,
                                     config, failed)
     if len(result.get("rank_prints") or []) > 1:  # checks that compare the ranks
@@ -182,10 +185,10 @@ def run_main(argv: list[str]) -> int:
             if compare is not None:
                 raws += compare(result["rank_prints"])
     if "internal" in result:
-        raws.append({"code": "ML001", "message": f"`modellint run` failed: "
+        raws.append({"code": INTERNAL_ERROR, "message": f"`modellint run` failed: "
                      f"{result['internal']}", "file": None, "line": 1})
     if stopped:
-        raws.append({"code": "ML003", "message": stopped, "file": script and os.path.abspath(
+        raws.append({"code": SCRIPT_FAILED, "message": stopped, "file": script and os.path.abspath(
             script), "line": 1})
     findings = session.run_findings(raws, label=script or command[-1])
     for note in result.get("notes", []):

@@ -3,10 +3,10 @@ line, suppression) every pass uses."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from modellint.finding import Finding, Related, line_finding
+from modellint.codes import INTERNAL_ERROR
+from modellint.finding import Finding, RawFinding
 
 
 def run_checks(recorder, registry, codes) -> None:
@@ -26,33 +26,15 @@ def run_checks(recorder, registry, codes) -> None:
 
 def to_findings(raws: list[dict[str, Any]], registry, enabled, suppressions=None,
                 displays: dict[str, str] | None = None, label: str = "<run>") -> list[Finding]:
-    """Findings of a run: each at its user line, suppressed by noqa and per-file-ignores."""
-    from modellint.runtime.sources import source_line
-    from modellint.runtime.specs import display_path
+    """Findings of a run (through `modellint.pipeline`): each at its user line, suppressed
+    by noqa and per-file-ignores; those of codes not `enabled` dropped (but ML001)."""
+    from modellint.pipeline import Origin, findings_of
     from modellint.suppress import Suppressions
 
-    suppressions = suppressions or Suppressions(None, None)
-    out = []
-    for raw in raws:
-        code = raw["code"]
-        rule = registry.rules.get(code)
-        if code not in enabled and code not in ("ML001",):
-            continue
-        file, line = raw.get("file"), raw.get("line") or 1
-        # the other lines of the mistake, named in the message as the report names files
-        related = tuple(Related(display_path(r["file"], displays or {}), r.get("line") or 1,
-                                r["message"])
-                        for r in raw.get("related") or () if r.get("file")
-                        and os.path.isfile(r["file"]))
-        message = raw["message"] + "".join(f"; {r.message}: {r.path}:{r.line}" for r in related)
-        if file and os.path.isfile(file):
-            finding = line_finding(rule, code, message, display_path(file, displays or {}),
-                                   line, source_line(file, line), pass_="run")
-        else:
-            file = None
-            finding = line_finding(rule, code, message, label, 1, "", pass_="run")
-        finding.related = related
-        if not suppressions.hides(finding, file):
-            out.append(finding)
+    kept = [RawFinding.from_json(raw) for raw in raws
+            if raw["code"] in enabled or raw["code"] == INTERNAL_ERROR]
+    out = findings_of(kept, Origin("run", registry.rules, displays or {}, label=label,
+                                   suppressions=suppressions or Suppressions(None, None),
+                                   existing_files=True))
     out.sort(key=lambda f: f.sort_key())
     return out
