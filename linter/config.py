@@ -338,14 +338,21 @@ def validate_codes(config: Config, rules: Mapping[str, Any], cli: dict[str, list
                 raise ConfigError(f"{where}: unknown rule code `{selector}` in `{key}`{hint}")
 
 
-def enabled_codes(config: Config, rules: dict[str, Any]) -> set[str]:
-    """Default-on rules, or `select`; plus `extend-select`; minus `ignore`."""
-    if config.select is None:
+def select_codes(rules: Mapping[str, Any], select, extend_select=(), ignore=()) -> set[str]:
+    """The codes of `rules` a selection enables: the default-on rules, or those `select`
+    matches (None: not given); plus those `extend_select` matches; minus those `ignore`
+    matches. The one selection of every front door."""
+    if select is None:
         base = {code for code, rule in rules.items() if rule.default_enabled}
     else:
-        base = {code for code in rules if matches(code, config.select)}
-    base |= {code for code in rules if matches(code, config.extend_select)}
-    return {code for code in base if not matches(code, config.ignore)}
+        base = {code for code in rules if matches(code, list(select))}
+    base |= {code for code in rules if matches(code, list(extend_select))}
+    return {code for code in base if not matches(code, list(ignore))}
+
+
+def enabled_codes(config: Config, rules: dict[str, Any]) -> set[str]:
+    """Default-on rules, or `select`; plus `extend-select`; minus `ignore`."""
+    return select_codes(rules, config.select, config.extend_select, config.ignore)
 
 
 def file_ignores(config: Config, path: Path) -> frozenset[str]:

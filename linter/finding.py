@@ -1,4 +1,5 @@
-"""The one result type both passes produce."""
+"""The one result type every pass produces, `Finding` (frozen, made by `make_finding` only),
+and what the passes report before it is made, `RawFinding`."""
 
 from __future__ import annotations
 
@@ -49,7 +50,34 @@ class Related:
     message: str
 
 
-@dataclass
+@dataclass(frozen=True)
+class RawFinding:
+    """What a pass that reports lines reports (the runtime pass's model checks, the checks of
+    `modellint run`, the Python API), through `report(code, message, location)`: the code,
+    the message and where, a real file and a line of it (None: in no file), and the other
+    lines of the mistake ((file, line, what it is) each). `modellint.pipeline.findings_of`
+    makes the `Finding`s of them."""
+
+    code: str
+    message: str
+    file: str | None = None
+    line: int = 1
+    related: tuple[tuple[str, int, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "file": self.file,
+                "line": self.line, **({"related": [
+                    {"file": file, "line": line, "message": what}
+                    for file, line, what in self.related]} if self.related else {})}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RawFinding:
+        return cls(data["code"], data["message"], data.get("file"), data.get("line") or 1,
+                   tuple((r.get("file"), r.get("line") or 1, r.get("message", ""))
+                         for r in data.get("related") or ()))
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     name: str
@@ -103,32 +131,46 @@ class Finding:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finding:
-        return cls(
-            code=data["code"],
-            name=data["name"],
-            message=data["message"],
-            severity=Severity(data["severity"]),
-            path=data["path"],
-            line=data["line"],
-            column=data["column"],
-            end_line=data["end_line"],
-            end_column=data["end_column"],
-            pass_=data["pass"],
-            cell=data.get("cell"),
+        return make_finding(
+            None, data["code"], data["message"], data["path"], data["line"], data["column"],
+            data["end_line"], data["end_column"], name=data["name"],
+            severity=Severity(data["severity"]), pass_=data["pass"], cell=data.get("cell"),
             related=tuple(Related(r["path"], r["line"], r["message"])
                           for r in data.get("related", ())),
         )
 
 
+def make_finding(rule: Any, code: str, message: str, path: str, line: int, column: int = 1,
+                 end_line: int | None = None, end_column: int | None = None, *,
+                 name: str | None = None, severity: Severity | None = None,
+                 pass_: str = "static", fix: Fix | None = None, source_line: str = "",
+                 statement_line: int = 0, target: str = "", cell: int | None = None,
+                 notebook_line: int = 0, related: tuple[Related, ...] = ()) -> Finding:
+    """The one place a `Finding` is made. `rule` (None: a code no rule documents, or the
+    name and severity are given) gives its name and severity; it ends where it starts unless
+    told."""
+    return Finding(
+        code=code,
+        name=name if name is not None else rule.name if rule is not None else code.lower(),
+        message=message,
+        severity=severity if severity is not None
+        else rule.severity if rule is not None else Severity.ERROR,
+        path=path, line=line, column=column,
+        end_line=line if end_line is None else end_line,
+        end_column=column if end_column is None else end_column,
+        pass_=pass_, fix=fix, source_line=source_line, statement_line=statement_line,
+        target=target, cell=cell, notebook_line=notebook_line, related=related,
+    )
+
+
 def line_finding(rule: Any, code: str, message: str, path: str, line: int, text: str, *,
-                 pass_: str, target: str = "") -> Finding:
+                 pass_: str, target: str = "", related: tuple[Related, ...] = ()) -> Finding:
     """A finding of `rule` (None: an unknown code, reported as an error) on the whole source
     line `line` of `path`, whose text is `text`: from its first non-blank character to its
     end."""
-    return Finding(
-        code=code, name=rule.name if rule is not None else code.lower(), message=message,
-        severity=rule.severity if rule is not None else Severity.ERROR, path=path, line=line,
-        column=len(text) - len(text.lstrip()) + 1 if text else 1, end_line=line,
-        end_column=len(text.rstrip()) + 1 if text else 1, pass_=pass_, source_line=text,
-        statement_line=line, target=target,
+    return make_finding(
+        rule, code, message, path, line,
+        len(text) - len(text.lstrip()) + 1 if text else 1, line,
+        len(text.rstrip()) + 1 if text else 1, pass_=pass_, source_line=text,
+        statement_line=line, target=target, related=related,
     )

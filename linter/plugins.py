@@ -147,6 +147,19 @@ def load_registry(
     return registry
 
 
+_DEFAULT: Registry | None = None
+
+
+def default_registry() -> Registry:
+    """The registry of the built-in and installed plugins, loaded once per process: what the
+    Python API, `modellint.watching()`, the runtime pass's workers and the test helpers
+    use (a `check` loads its own, with the `-p` and config plugins it names)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_registry()
+    return _DEFAULT
+
+
 def _is_run_check(rule) -> bool:
     from modellint.rule import RunCheck
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import libcst as cst
 
+from modellint.codes import INTERNAL_ERROR, NOT_CHECKED, SCRIPT_FAILED, SYNTAX_ERROR
 from modellint.finding import Fix, Severity
 from modellint.static.context import FileContext
 from modellint.static.imports import dotted_name
@@ -23,6 +24,10 @@ from modellint.static.semantic import Effect, PassedArgument, ProjectFunction, S
 from modellint.static.walk import child_nodes, code_nodes, visit
 
 __all__ = [
+    "INTERNAL_ERROR",
+    "NOT_CHECKED",
+    "SCRIPT_FAILED",
+    "SYNTAX_ERROR",
     "Effect",
     "FileContext",
     "Fix",

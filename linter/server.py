@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import io
 import logging
 import os
@@ -45,7 +46,7 @@ from modellint.fix import (
 )
 from modellint.plugins import PluginError
 from modellint.static import noqa
-from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult
+from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult, error_finding
 from modellint.static.linter import Linter
 
 NAME = "modellint"
@@ -72,6 +73,8 @@ class Project:
     rules: list = field(default_factory=list)
     enabled: set[str] = field(default_factory=set)
     registry: Any = None
+    # what `modellint.session.Settings` resolved for it (None: it failed to load)
+    settings: Any = None
     error: str | None = None
     # the project index (`modellint.static.index.ProjectIndex`): the project's files from
     # disk, each open document's text in place of its file's; built on first use
@@ -113,7 +116,7 @@ class RuleDocs:
             return None
         found = self._uris.get(rule.code)
         if found is None:
-            from modellint.cli import render_rule_doc
+            from modellint.report.rule_docs import render_rule_doc
 
             try:
                 if self._folder is None:
@@ -173,18 +176,22 @@ class ModellintServer(LanguageServer):
         return project
 
     def _load(self, pyproject: Path | None, folder: Path) -> Project:
-        from modellint.cli import project_registry, static_setup
+        from modellint.session import Overrides, Session
 
         try:
             config = load_config(pyproject)
             if pyproject is None:
-                config.root = folder
-            registry = project_registry(config, self.plugins, self.allow_config_plugins,
-                                        warn=lambda message: self.tell(message, warning=True))
-            enabled, rules = static_setup(config, registry)
+                config = dataclasses.replace(config, root=folder)
+            session = Session.for_config(
+                config, Overrides(plugins=tuple(self.plugins),
+                                  allow_config_plugins=self.allow_config_plugins),
+                tell=lambda message: self.tell(message, warning=True))
         except (ConfigError, PluginError) as exc:
             return self._failed(Config(root=folder), str(exc))
-        return Project(config=config, rules=rules, enabled=enabled, registry=registry)
+        settings = session.settings
+        return Project(config=settings.config, rules=list(settings.static_rules),
+                       enabled=set(settings.enabled), registry=settings.registry,
+                       settings=settings)
 
     def _failed(self, config: Config, message: str) -> Project:
         self.tell(f"{message}; files under it are not linted until it is fixed")
@@ -246,16 +253,13 @@ class ModellintServer(LanguageServer):
     def settings(self, uri: str) -> tuple[Project, Path, frozenset[str]] | None:
         """What `check` would lint the file `uri` with: None for a file the settings exclude
         or that cannot be linted (the reason was shown to the user)."""
-        from modellint.cli import disabled_for
-
         path = Path(to_fs_path(uri) or "untitled.py")
         project = self.project_for(path)
         if project.error is not None:
             return None
         if path.is_absolute() and is_excluded(project.config, path):
             return None
-        return project, path, disabled_for(project.config, project.enabled, path,
-                                             project.registry.rules)
+        return project, path, project.settings.disabled_for(path)
 
     def lint_text(self, uri: str, text: str, version: int | None) -> Linted | None:
         settings = self.settings(uri)
@@ -327,10 +331,10 @@ class ModellintServer(LanguageServer):
 
     @staticmethod
     def _read_index(project: Project, files: list) -> Any:
-        from modellint.cli import _cache
+        from modellint.session import cache_for
         from modellint.static.index import index_files
 
-        return index_files(files, _cache(project.config, project.rules),
+        return index_files(files, cache_for(project.config, project.rules),
                            max_code_bytes=project.config.max_code_bytes)
 
     def _with_open_documents(self, index: Any, inside: str) -> Any:
@@ -354,10 +358,9 @@ class ModellintServer(LanguageServer):
     def _failed_lint(self, uri: str, display: str, text: str, exc: Exception) -> FileResult:
         log.error("linting %s failed:\n%s", uri, "".join(traceback.format_exception(exc)))
         result = FileResult(path=display, source=text)
-        result.findings.append(Finding(
-            code=INTERNAL_ERROR[0], name=INTERNAL_ERROR[1], severity=Severity.ERROR,
-            message=f"modellint failed on this file: {type(exc).__name__}: {exc}",
-            path=display, line=1, column=1, end_line=1, end_column=1))
+        result.findings.append(error_finding(
+            INTERNAL_ERROR, display, f"modellint failed on this file: {type(exc).__name__}: {exc}",
+            1, 1))
         return result
 
     def diagnostics(self, linted: Linted, cell: int | None) -> list[types.Diagnostic]:
@@ -436,9 +439,8 @@ class ModellintServer(LanguageServer):
                 result, findings = found.result, found.findings
             except Exception as exc:  # noqa: BLE001 - one notebook must not stop the server
                 result = self._failed_lint(notebook_uri, display, book.source, exc)
-                findings = result.findings
-                for finding in findings:
-                    finding.cell = next(iter(cells), None)
+                findings = [dataclasses.replace(finding, cell=next(iter(cells), None))
+                            for finding in result.findings]
             linted = self.linted[notebook_uri] = Linted(
                 document.version, book.source, result, findings, project, display, disabled,
                 book=book, cells=cells, sources=sources)

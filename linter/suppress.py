@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from modellint import codes
 from modellint.finding import Finding
 from modellint.static.noqa import comments, file_exemption, line_suppresses, python_lines
 
 # what the engine reports about a file it could not lint (syntax error, internal error):
 # shown whatever `select` says, hidden only by `ignore`, per-file-ignores and file noqa
-ALWAYS_SHOWN = ("ML000", "ML001")
+ALWAYS_SHOWN = (codes.SYNTAX_ERROR, codes.INTERNAL_ERROR)
 
 
 def shown_codes(config, enabled: Iterable[str]) -> frozenset[str]:

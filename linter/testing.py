@@ -11,18 +11,14 @@ from typing import Any
 from modellint.config import DEFAULT_TORCH_VERSION
 from modellint.finding import Finding
 from modellint.fix import PythonText, fix_rounds
-from modellint.plugins import Registry, load_registry
+from modellint.plugins import Registry, default_registry
 from modellint.rule import DOC_SECTIONS, Invalid, Rule, StaticRule, Valid
 from modellint.static.linter import Linter
 
-_REGISTRY: Registry | None = None
-
 
 def registry() -> Registry:
-    global _REGISTRY
-    if _REGISTRY is None:
-        _REGISTRY = load_registry()
-    return _REGISTRY
+    """The built-in and installed plugins' registry (`modellint.plugins.default_registry`)."""
+    return default_registry()
 
 
 def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ own parse, which the engine runs on every file, tells whether it is Python.
 from __future__ import annotations
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Invalid, Rule, Severity
+from modellint.rule import INTERNAL_ERROR, NOT_CHECKED, SYNTAX_ERROR, Invalid, Rule, Severity
 
 
 class SyntaxError_(Rule):
@@ -41,7 +41,7 @@ class SyntaxError_(Rule):
         x = x.cuda(non_blocking=True)
     """
 
-    code = "ML000"
+    code = SYNTAX_ERROR
     name = "syntax-error"
     passes = ("static",)
     fix = "safe"
@@ -71,7 +71,7 @@ class InternalError(Rule):
         Report the bug; meanwhile `--ignore` the failing rule for that file.
     """
 
-    code = "ML001"
+    code = INTERNAL_ERROR
     name = "internal-error"
     passes = ("static", "runtime")
 
@@ -99,7 +99,7 @@ class RuntimeSkipped(Rule):
         inputs = [[2, 3, 32, 32]]
     """
 
-    code = "ML002"
+    code = NOT_CHECKED
     name = "runtime-skipped"
     severity = Severity.INFO
     passes = ("runtime",)

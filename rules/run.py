@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Invalid, RunCheck, RunRule, Severity
+from modellint.rule import SCRIPT_FAILED, Invalid, RunCheck, RunRule, Severity
 from modellint.static.kinds import SCHEDULERS
 
 # the examples of the run rules are small training scripts, run under `modellint.watch()`
@@ -322,7 +322,8 @@ def _model_params(record):
 
 class ParamGroupsAtRuntime(RunCheck):
     """ML305 at run time: trainable parameters that get gradients in no optimizer, or the
-    same parameters in two optimizers."""
+    same parameters in two optimizers; and, given a model and its optimizer
+    (`check_optimizer`), the parameters of its groups."""
 
     code = "ML305"
 
@@ -350,6 +351,34 @@ class ParamGroupsAtRuntime(RunCheck):
             record.report(self.code, f"{len(shared)} parameter(s) are held by two optimizers "
                           f"({_names(which)}): both update them at each step; give each "
                           f"parameter to one optimizer", second.created)
+
+
+    def check_optimizer(self, model, optimizer, report) -> None:
+        """ML305 of one model and its optimizer, given (`modellint.check_optimizer`): a
+        parameter in two of its groups, a trainable one in none, a frozen one passed to it;
+        each reported through `report(code, message, location)` at the model (None)."""
+        names = {id(p): n for n, p in model.named_parameters()}
+        seen: dict[int, list[int]] = {}
+        for index, group in enumerate(optimizer.param_groups):
+            for param in group["params"]:
+                seen.setdefault(id(param), []).append(index)
+        twice = [f"`{names.get(k, '?')}` (groups {', '.join(map(str, g))})"
+                 for k, g in seen.items() if len(g) > 1]
+        if twice:
+            report(self.code, f"{len(twice)} parameter(s) are in more than one optimizer "
+                   f"group: {', '.join(twice[:5])}; give each parameter one group", None)
+        missing = [n for n, p in model.named_parameters()
+                   if p.requires_grad and id(p) not in seen]
+        if missing:
+            report(self.code, f"{len(missing)} trainable parameter(s) are in no optimizer "
+                   f"group and never update: {', '.join(f'`{n}`' for n in missing[:5])}"
+                   f"{', ...' if len(missing) > 5 else ''}; add them or freeze them", None)
+        frozen = [n for n, p in model.named_parameters()
+                  if not p.requires_grad and id(p) in seen]
+        if frozen:
+            report(self.code, f"{len(frozen)} frozen parameter(s) (requires_grad=False) were "
+                   f"passed to the optimizer: {', '.join(f'`{n}`' for n in frozen[:5])}; pass "
+                   f"only `p for p in model.parameters() if p.requires_grad`", None)
 
 
 def _stale(record, rec, params) -> list:
@@ -750,7 +779,7 @@ class ScriptFailed(RunRule):
         loss = criterion(model(x), y)
     """
 
-    code = "ML003"
+    code = SCRIPT_FAILED
     name = "script-failed"
     severity = Severity.ERROR
     valid = [_script("model = nn.Linear(8, 1)\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import modellint
-from modellint.finding import Finding, Severity
+from modellint.finding import Finding, Severity, make_finding
 from modellint.report import Reporter, Summary
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -267,20 +267,12 @@ def findings_from_sarif(document: dict[str, Any]) -> list[Finding]:
                 }
             else:
                 cell, notebook_line = None, 0
-            findings.append(
-                Finding(
-                    code=result["ruleId"],
-                    name=rule.get("name", result["ruleId"]),
-                    message=message,
-                    severity=SEVERITY[result.get("level", "warning")],
-                    path=path,
-                    line=region["startLine"],
-                    column=region.get("startColumn", 1),
-                    end_line=region.get("endLine", region["startLine"]),
-                    end_column=region.get("endColumn", region.get("startColumn", 1)),
-                    pass_=properties.get("pass", "static"),
-                    cell=cell,
-                    notebook_line=notebook_line,
-                )
-            )
+            findings.append(make_finding(
+                None, result["ruleId"], message, path, region["startLine"],
+                region.get("startColumn", 1), region.get("endLine", region["startLine"]),
+                region.get("endColumn", region.get("startColumn", 1)),
+                name=rule.get("name", result["ruleId"]),
+                severity=SEVERITY[result.get("level", "warning")],
+                pass_=properties.get("pass", "static"), cell=cell, notebook_line=notebook_line,
+            ))
     return findings

@@ -12,10 +12,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from modellint.finding import Finding, Severity, line_finding
+from modellint.finding import Finding, RawFinding, Severity
 from modellint.runtime.engine import ModelCheck, default_registry, runtime_codes
-from modellint.runtime.sources import class_location, source_line
-from modellint.runtime.specs import display_path, normalise_inputs
+from modellint.runtime.sources import class_location
+from modellint.runtime.specs import normalise_inputs
 
 
 @dataclass
@@ -46,23 +46,25 @@ class Report:
         return self.ok
 
 
-def runtime_finding(code: str, message: str, file: str | None, line: int) -> Finding:
-    """A raw runtime finding (a run's `Raw`) as a report's finding, its path as displayed."""
-    rule = default_registry().rules.get(code)
-    text = source_line(file, line) if file else ""
-    path = display_path(file, {}) if file else "<model>"
-    return line_finding(rule, code, message, path, line, text, pass_="runtime")
+def runtime_findings(raws, registry=None, hidden: bool = True) -> list[Finding]:
+    """The report's findings of raw runtime findings (through `modellint.pipeline`), paths
+    as displayed, without those a noqa of their line or file hides (`hidden=False`: all)."""
+    from modellint.pipeline import Origin, findings_of
+    from modellint.suppress import Suppressions
+
+    registry = registry or default_registry()
+    return findings_of(raws, Origin("runtime", registry.rules, {}, label="<model>",
+                                    suppressions=Suppressions(None, None) if hidden
+                                    else None))
 
 
 def _selected(select, ignore) -> set[str]:
-    from modellint.config import matches
+    """The runtime codes `select` / `ignore` choose (default: every one, on by default or
+    not)."""
+    from modellint.session import Session
 
-    codes = runtime_codes()
-    if select:
-        codes = {c for c in codes if matches(c, list(select))}
-    if ignore:
-        codes = {c for c in codes if not matches(c, list(ignore))}
-    return codes
+    settings = Session.default(select or ("ALL",), ignore).settings
+    return set(settings.enabled) & runtime_codes(settings.registry)
 
 
 def check_model(model_or_factory, *example_inputs, device: str = "cpu", inputs=None,
@@ -98,38 +100,22 @@ def check_model(model_or_factory, *example_inputs, device: str = "cpu", inputs=N
                            specs=specs, device=device, enabled=enabled, label=label, train=train,
                            memory_target=memory_target)
     outcome = check.run()
-    findings = [runtime_finding(r.code, r.message, r.file, r.line) for r in outcome.findings]
-    return Report(findings=findings, trace=[r.to_json() for r in outcome.rows],
+    return Report(findings=runtime_findings(outcome.findings), trace=[r.to_json() for r in outcome.rows],
                   inputs=outcome.inputs, notes=outcome.notes)
 
 
 def check_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer) -> Report:
     """ML305: parameters in two optimizer groups, trainable parameters in none, frozen ones
-    passed to the optimizer."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    seen: dict[int, list[int]] = {}
-    for index, group in enumerate(optimizer.param_groups):
-        for param in group["params"]:
-            seen.setdefault(id(param), []).append(index)
-    loc = class_location(type(model))
-    file, line = loc if loc else (None, 1)
-    findings = []
-    twice = [f"`{names.get(k, '?')}` (groups {', '.join(map(str, g))})"
-             for k, g in seen.items() if len(g) > 1]
-    if twice:
-        findings.append(runtime_finding(
-            "ML305", f"{len(twice)} parameter(s) are in more than one optimizer group: "
-            f"{', '.join(twice[:5])}; give each parameter one group", file, line))
-    missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in seen]
-    if missing:
-        findings.append(runtime_finding(
-            "ML305", f"{len(missing)} trainable parameter(s) are in no optimizer group and "
-            f"never update: {', '.join(f'`{n}`' for n in missing[:5])}"
-            f"{', ...' if len(missing) > 5 else ''}; add them or freeze them", file, line))
-    frozen = [n for n, p in model.named_parameters() if not p.requires_grad and id(p) in seen]
-    if frozen:
-        findings.append(runtime_finding(
-            "ML305", f"{len(frozen)} frozen parameter(s) (requires_grad=False) were passed to "
-            f"the optimizer: {', '.join(f'`{n}`' for n in frozen[:5])}; pass only "
-            f"`p for p in model.parameters() if p.requires_grad`", file, line))
-    return Report(findings=findings)
+    passed to the optimizer (the check of the rule's run-time half), at the model's class."""
+    registry = default_registry()
+    model_location = class_location(type(model)) or (None, 1)
+    raws: list[RawFinding] = []
+
+    def report(code: str, message: str, location: tuple[str, int] | None) -> None:
+        file, line = location or model_location
+        raws.append(RawFinding(code, message, file, line))
+
+    for _, check in sorted(registry.run_checks.items()):
+        if callable(getattr(check, "check_optimizer", None)):
+            check().check_optimizer(model, optimizer, report)
+    return Report(findings=runtime_findings(raws, registry))

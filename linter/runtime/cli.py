@@ -158,7 +158,7 @@ def trace(request: dict, kwargs: dict, specs, device: str, *, memory: bool = Fal
           optimizer: str = "adamw", dtype: str | None = None, batch: int | None = None,
           target: int | None = None, feature_maps: str | None = None,
           layers: list[str] | None = None, image: str | None = None) -> dict:
-    from modellint.runtime.api import runtime_finding
+    from modellint.runtime.api import runtime_findings
     from modellint.runtime.build import required_arguments, resolve
     from modellint.runtime.engine import checks_for, first_line
     from modellint.runtime.pass_ import stopped_code
@@ -187,7 +187,7 @@ def trace(request: dict, kwargs: dict, specs, device: str, *, memory: bool = Fal
         rows = [{**row.to_json(), **({} if row.done else {"raised": True})}
                 for row in (tracer.rows if tracer is not None else [])]
         raw = failed[0]
-        raise ForwardFailed(runtime_finding(raw.code, raw.message, raw.file, raw.line),
+        raise ForwardFailed(runtime_findings([raw], hidden=False)[0],
                             _summary(request, run, rows, device))
     if run.first is None or run.model is None or run.input_specs is None:
         reason = next((raw.message for raw in run.findings), None)

@@ -14,20 +14,9 @@ from typing import Any
 
 from torch import nn
 
+from modellint.plugins import default_registry
 from modellint.runtime.phases import INTERNAL, NOT_CHECKED, first_line  # noqa: F401
 from modellint.runtime.run import Raw, Runner
-
-_REGISTRY = None
-
-
-def default_registry():
-    """The built-in and installed plugins' registry, loaded once per process."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        from modellint.plugins import load_registry
-
-        _REGISTRY = load_registry()
-    return _REGISTRY
 
 
 def runtime_codes(registry=None) -> set[str]:

@@ -4,21 +4,18 @@ checked in a worker subprocess, turned into findings beside the static ones."""
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from modellint.finding import Finding, line_finding
+from modellint.finding import Finding
 from modellint.report import printable
 from modellint.runtime.phases import short_path
 from modellint.runtime.specs import (
-    DEFAULT_TIMEOUT,
     ModelJob,
     SpecError,
     configured_jobs,
-    display_path,
 )
 from modellint.suppress import Suppressions
 
@@ -93,14 +90,14 @@ class RuntimeOutcome:
 
 
 def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, registry,
-                     shown: frozenset[str], args) -> RuntimeOutcome:
+                     shown: frozenset[str], settings, tell=None) -> RuntimeOutcome:
     """`findings` (the static pass's) and the runtime findings of the models of `files` (or
-    the configured ones) that no suppression hides. `shown`: the codes this run reports."""
+    the configured ones) that no suppression hides. `shown`: the codes this run reports;
+    `settings`: the device, timeout and progress line (`modellint.session.RuntimeSettings`);
+    `tell`: where the notes of the workers go (the standard error by default)."""
     from modellint.runtime.phases import INTERNAL, NOT_CHECKED
 
-    runtime = config.runtime or {}
-    device = getattr(args, "device", None) or runtime.get("device") or "cpu"
-    timeout = float(getattr(args, "timeout", None) or runtime.get("timeout") or DEFAULT_TIMEOUT)
+    device, timeout = settings.device, settings.timeout
     if timeout <= 0:
         from modellint.config import ConfigError
 
@@ -120,7 +117,7 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
     # that the count of unchecked models does not depend on what is selected
     results = run_jobs(jobs, device, timeout, sorted({*runtime_codes, NOT_CHECKED, INTERNAL}),
                        checks,
-                       progress=sys.stderr.isatty() and not getattr(args, "quiet", False),
+                       progress=settings.progress,
                        memory_target=memory_target)
     new: list[Finding] = []
     notes: set[str] = set()
@@ -132,12 +129,14 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
         if not result.get("skip"):  # a discovered name that is not a module class
             models += 1
             unchecked += any(raw["code"] in (NOT_CHECKED, INTERNAL) for raw in raws)
-        for raw in raws:
-            finding = to_finding(raw, job, registry, displays, suppressions)
-            if finding is not None:
-                new.append(finding)
+        new.extend(job_findings(raws, job, registry, displays, suppressions))
     for note in sorted(notes):
-        print(f"modellint: {printable(note)}", file=sys.stderr)
+        if tell is not None:
+            tell(note)
+        else:
+            print(f"modellint: {printable(note)}", file=sys.stderr)
+    from modellint.pipeline import merge
+
     return RuntimeOutcome(merge(findings, new), models, unchecked)
 
 
@@ -217,16 +216,18 @@ def stopped_code(registry=None) -> str:
 def result_findings(job: ModelJob, result: dict[str, Any],
                     registry=None) -> list[dict[str, Any]]:
     """Raw findings (code, message, file, line) from one worker result."""
+    from modellint.runtime.phases import INTERNAL, NOT_CHECKED
+
     if result.get("skip"):
         return []
     if "findings" in result:
         return result["findings"]
     if "error" in result:
         site = result.get("site")
-        return [{"code": "ML002", "message": result["error"], "file": site[0] if site else None,
+        return [{"code": NOT_CHECKED, "message": result["error"], "file": site[0] if site else None,
                  "line": site[1] if site else 1}]
     if "internal" in result:
-        return [{"code": "ML001", "message": f"the runtime pass failed on `{job.label}`: "
+        return [{"code": INTERNAL, "message": f"the runtime pass failed on `{job.label}`: "
                  f"{result['internal']}", "file": None, "line": 1}]
     from modellint.runtime.isolate import describe_failure
 
@@ -241,7 +242,7 @@ def result_findings(job: ModelJob, result: dict[str, Any],
     else:
         step = {"import": "importing it", "build": "building it"}.get(phase or "", "starting")
         message = f"`{job.label}` could not be checked: it {what} while {step}{at}"
-        code = "ML002"
+        code = NOT_CHECKED
     return [{"code": code, "message": message, "file": site[0] if site else None,
              "line": site[1] if site else 1}]
 
@@ -269,46 +270,25 @@ def _class_line(path: str, name: str) -> int:
     return 1
 
 
-def to_finding(raw: dict[str, Any], job: ModelJob, registry, displays: dict[str, str],
-               suppressions: Suppressions | None = None) -> Finding | None:
-    from modellint.runtime.sources import source_line
+def job_findings(raws: list[dict[str, Any]], job: ModelJob, registry,
+                 displays: dict[str, str], suppressions: Suppressions | None = None
+                 ) -> list[Finding]:
+    """The findings of one model's raw findings (through `modellint.pipeline`): a finding
+    the worker placed nowhere is at the model's own line; one of a code no rule documents is
+    dropped."""
+    from modellint.finding import RawFinding
+    from modellint.pipeline import Origin, findings_of
 
-    rule = registry.rules.get(raw["code"])
-    if rule is None:
-        return None
-    file, line = raw.get("file"), raw.get("line") or 1
-    if not file:
-        file, line = _job_location(job)
-    book = None
-    if not file:
-        display, text = job.label.rpartition(":")[0] or job.label, ""
-        line = 1
-    else:
-        display = display_path(file, displays)
-        book = _notebook(file)
-        text = source_line(file, line) if book is None else _line(book.source, line)
-    finding = line_finding(rule, raw["code"], raw["message"], display, line, text,
-                           pass_="runtime", target=job.label if job.configured else "")
-    # the one suppression step, the same as the static engine's (modellint.suppress)
-    if suppressions is not None and suppressions.hides(finding, file or None):
-        return None
-    if file and book is not None:
-        from modellint.static.notebook import place
-
-        place(book, finding)  # at its cell and line there, as the static pass reports
-        finding.message = _cell_lines(finding.message, file, book)
-    return finding
-
-
-def _cell_lines(message: str, file: str, book) -> str:
-    """`nb.ipynb:14` (a line of the joined cells) in a message as `nb.ipynb:cell 3:2`."""
-    import re
-
-    def cell_line(match: re.Match[str]) -> str:
-        cell, line = book.locate(int(match.group(2)))
-        return f"{match.group(1)}:cell {cell}:{line}"
-
-    return re.sub(rf"({re.escape(short_path(file))}):(\d+)\b", cell_line, message)
+    placed = []
+    for raw in map(RawFinding.from_json, raws):
+        if not raw.file:
+            file, line = _job_location(job)
+            raw = replace(raw, file=file, line=line)
+        placed.append(raw)
+    return findings_of(placed, Origin(
+        "runtime", registry.rules, displays, label=job.label.rpartition(":")[0] or job.label,
+        suppressions=suppressions, unknown_codes=False,
+        target=job.label if job.configured else "", notebook=_notebook))
 
 
 @functools.lru_cache(maxsize=32)
@@ -323,27 +303,9 @@ def _notebook(path: str):
         return None
 
 
-def _line(source: str, line: int) -> str:
-    lines = source.splitlines()
-    return lines[line - 1] if 0 < line <= len(lines) else ""
-
-
 def _program_text(path: str) -> str:
     """The text whose lines the runtime findings of `path` name (a notebook's joined cells)."""
     from modellint.suppress import read_text
 
     book = _notebook(path)
     return read_text(path) if book is None else book.source
-
-
-def merge(static: list[Finding], runtime: list[Finding]) -> list[Finding]:
-    """Static findings plus runtime ones, a mistake found by both passes at one line once."""
-    seen = {(f.code, os.path.realpath(f.path), f.line) for f in static}
-    out = list(static)
-    for finding in runtime:
-        key = (finding.code, os.path.realpath(finding.path), finding.line)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(finding)
-    return out

@@ -8,6 +8,8 @@ import os
 import re
 from typing import Any
 
+from modellint import codes
+
 # the phases a check can need; building the model and inspecting it always happen
 FORWARD = "forward"  # an eval-mode forward on the given, configured or inferred input
 REPEAT = "repeat"  # a second eval-mode forward on the same input
@@ -17,8 +19,8 @@ MEMORY = "memory"  # the activations a train-mode forward saves for the backward
 PHASES = (FORWARD, REPEAT, TWIN, TRAIN, MEMORY)
 
 # the codes the runner reports itself (documented by `modellint.rules.core`)
-NOT_CHECKED = "ML002"
-INTERNAL = "ML001"
+NOT_CHECKED = codes.NOT_CHECKED
+INTERNAL = codes.INTERNAL_ERROR
 
 OOM = re.compile(r"out of memory|can't allocate memory|CUDA error: out of memory", re.I)
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from modellint.finding import RawFinding
 from modellint.runtime import inputs as inputs_mod
 from modellint.runtime.build import (
     CreationRecorder,
@@ -48,17 +49,8 @@ from modellint.runtime.tracer import Mismatch, Tracer, shape_text, tensors_in
 BASE_ATTRS = frozenset(vars(nn.Module()).keys()) | {"training"}
 
 
-@dataclass
-class Raw:
-    """A finding as the run reports it: code, message and source location."""
-
-    code: str
-    message: str
-    file: str | None
-    line: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "file": self.file, "line": self.line}
+# a finding as the run reports it: code, message and source location (what every pass reports)
+Raw = RawFinding
 
 
 @dataclass

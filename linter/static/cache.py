@@ -19,6 +19,7 @@ MODELLINT_CACHE_DIR names one.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -491,14 +492,11 @@ def _classes(classes: Any) -> tuple[tuple[str, int], ...]:
 
 
 def _finding(item: dict[str, Any]) -> Finding:
-    finding = Finding.from_json(item)
-    finding.source_line = item["source_line"]
-    finding.statement_line = item["statement_line"]
-    finding.notebook_line = item.get("notebook_line", 0)
     fix = item.get("fix")
-    if fix is not None:
-        finding.fix = Fix((), fix["description"], fix["safe"])
-    return finding
+    return dataclasses.replace(
+        Finding.from_json(item), source_line=item["source_line"],
+        statement_line=item["statement_line"], notebook_line=item.get("notebook_line", 0),
+        fix=None if fix is None else Fix((), fix["description"], fix["safe"]))
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

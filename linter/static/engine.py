@@ -9,14 +9,15 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, cast
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+from modellint import codes
 from modellint.config import DEFAULT_MAX_CODE_BYTES
-from modellint.finding import Finding, Fix, Severity
+from modellint.finding import Finding, Fix, make_finding
 from modellint.rule import StaticRule
 from modellint.static import noqa
 from modellint.static.context import FileContext
@@ -32,7 +33,7 @@ from modellint.static.source import DecodeError, decode
 from modellint.static.walk import dispatch_table, every_node, walk
 from modellint.suppress import FileSuppressions
 
-INTERNAL_ERROR = ("ML001", "internal-error")
+INTERNAL_ERROR = (codes.INTERNAL_ERROR, "internal-error")
 
 
 @dataclass
@@ -155,11 +156,8 @@ def error_finding(code_name: tuple[str, str], path: str, message: str, line: int
                   source_line: str = "") -> Finding:
     """What the engine reports about a file it could not lint (ML000, ML001): an error at one
     point, in no statement (a line noqa does not hide it; see `modellint.suppress`)."""
-    return Finding(
-        code=code_name[0], name=code_name[1], message=message, severity=Severity.ERROR,
-        path=path, line=line, column=col, end_line=line, end_column=col,
-        source_line=source_line,
-    )
+    return make_finding(None, code_name[0], message, path, line, col, name=code_name[1],
+                        source_line=source_line)
 
 
 def _parse_with_cpython(path: str, text: str
@@ -193,7 +191,7 @@ def syntax_error(path: str, problem: Problem, source_line: str) -> Finding:
     found = error_finding(SYNTAX_ERROR, path, problem.message, problem.line, problem.column,
                           source_line)
     if problem.edits:
-        found.fix = Fix((), problem.fix_description, True, edits=problem.edits)
+        found = replace(found, fix=Fix((), problem.fix_description, True, edits=problem.edits))
     return found
 
 
@@ -389,14 +387,10 @@ def run_rules(
         else:
             # reported after the walk (from leave_Module): the innermost statement around it
             statement_line = positions.statement_around(node)
-        findings.append(
-            Finding(
-                code=rule.code, name=rule.name, message=message, severity=severity,
-                path=path, line=line, column=span.start.column + 1, end_line=span.end.line,
-                end_column=span.end.column + 1, fix=fix, source_line=_line(lines, line),
-                statement_line=statement_line,
-            )
-        )
+        findings.append(make_finding(
+            rule, rule.code, message, path, line, span.start.column + 1, span.end.line,
+            span.end.column + 1, severity=severity, fix=fix, source_line=_line(lines, line),
+            statement_line=statement_line))
     return findings
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from modellint.static.engine import (
@@ -57,19 +57,17 @@ class Linter:
                 break
             if cell.error is not None:
                 message, line, column = cell.error
-                findings.append(error_finding(SYNTAX_ERROR, path, message, line, column,
-                                              cell_line(cell.source, line)))
-                findings[-1].cell = cell.number
-                findings[-1].notebook_line = notebook.file_line(cell.number, line)
+                findings.append(replace(
+                    error_finding(SYNTAX_ERROR, path, message, line, column,
+                                  cell_line(cell.source, line)),
+                    cell=cell.number, notebook_line=notebook.file_line(cell.number, line)))
             for problem in cell.problems:
-                findings.append(syntax_error(path, problem,
-                                             cell_line(cell.source, problem.line)))
-                findings[-1].cell = cell.number
-                findings[-1].notebook_line = notebook.file_line(cell.number, problem.line)
+                findings.append(replace(
+                    syntax_error(path, problem, cell_line(cell.source, problem.line)),
+                    cell=cell.number, notebook_line=notebook.file_line(cell.number, problem.line)))
         if not notebook.source:
             return NotebookLint(findings, FileResult(path=path))
         result = self.lint(path, notebook.source.encode("utf-8"), disabled, notebook.tree)
-        for finding in result.findings:
-            place(notebook, finding)
+        result.findings = [place(notebook, finding) for finding in result.findings]
         findings.extend(result.findings)
         return NotebookLint(findings, result)

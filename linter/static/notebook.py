@@ -30,7 +30,7 @@ import json
 import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -613,18 +613,19 @@ def _assemble(notebook: Notebook) -> None:
 # --- lines of cells --------------------------------------------------------------------------
 
 
-def place(notebook: Notebook, finding) -> None:
-    """Turn a finding's lines in the joined source into lines in its cell, and name the cell."""
+def place(notebook: Notebook, finding):
+    """The finding with its lines in the joined source turned into lines in its cell, and the
+    cell named."""
     cell, line = notebook.locate(finding.line)
     end_cell, end_line = notebook.locate(finding.end_line)
     statement_cell, statement_line = notebook.locate(finding.statement_line or finding.line)
-    finding.cell = cell
-    finding.line = line
+    end_column = finding.end_column
     if end_cell != cell:
-        end_line, finding.end_column = line, finding.column
-    finding.end_line = end_line
-    finding.statement_line = statement_line if statement_cell == cell else line
-    finding.notebook_line = notebook.file_line(cell, line)
+        end_line, end_column = line, finding.column
+    return replace(
+        finding, cell=cell, line=line, end_line=end_line, end_column=end_column,
+        statement_line=statement_line if statement_cell == cell else line,
+        notebook_line=notebook.file_line(cell, line))
 
 
 def cell_line(source: str, line: int) -> str:

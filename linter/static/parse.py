@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 
 import libcst as cst
 
+from modellint import codes
+
 # what the engine reports of code that does not parse (and `--fix` counts, round after round)
-SYNTAX_ERROR = ("ML000", "syntax-error")
+SYNTAX_ERROR = (codes.SYNTAX_ERROR, "syntax-error")
 # LibCST walks trees recursively (metadata, code generation, fixes): a deeply nested expression
 # is retried in a thread with a larger stack and recursion limit (nested deeper than
 # `MAIN_STACK_NESTING`), and one deeper than DEEP_RECURSION_LIMIT is not linted

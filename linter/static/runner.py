@@ -10,7 +10,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -85,6 +85,13 @@ class FileOutcome:
     # the file's model classes (name, line), from the static pass's parse: what the runtime
     # pass builds
     classes: tuple[tuple[str, int], ...] = ()
+
+
+def _without_nodes(findings: list[Finding]) -> list[Finding]:
+    """`findings` with their fixes' nodes dropped (they stay in this process; reporters only
+    need to know a finding is fixable)."""
+    return [finding if finding.fix is None else replace(
+        finding, fix=Fix((), finding.fix.description, finding.fix.safe)) for finding in findings]
 
 
 def _file_finding(code_name: tuple[str, str], display: str, message: str) -> Finding:
@@ -193,15 +200,12 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
                 outcome.fixed = 0
                 result.module = None  # one tree at a time (see `fix_rounds`)
                 result = linter.lint(display, original, disabled)
-    for finding in result.findings:
-        if finding.fix is not None:
-            # the nodes stay in this process; reporters only need to know it is fixable
-            finding.fix = Fix((), finding.fix.description, finding.fix.safe)
-    outcome.findings = result.findings
+    # the nodes stay in this process; reporters only need to know it is fixable
+    outcome.findings = _without_nodes(result.findings)
     outcome.classes = result.classes
     # a file whose linting failed is linted again next time
     if key is not None and opts.cache is not None and not result.tracebacks:
-        opts.cache.put(key, result.findings, result.classes)
+        opts.cache.put(key, outcome.findings, result.classes)
     return outcome
 
 
@@ -215,9 +219,9 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
         book = notebook.read_notebook(original, opts.max_code_bytes)
     except notebook.NotebookError as exc:
         if SYNTAX_ERROR[0] not in disabled:
-            outcome.findings.append(_file_finding(SYNTAX_ERROR, display, str(exc)))
-            outcome.findings[-1].line = outcome.findings[-1].end_line = exc.line
-            outcome.findings[-1].column = outcome.findings[-1].end_column = exc.column
+            outcome.findings.append(replace(
+                _file_finding(SYNTAX_ERROR, display, str(exc)), line=exc.line,
+                end_line=exc.line, column=exc.column, end_column=exc.column))
         return outcome
     if book.language.lower() != "python":
         outcome.messages.append(
@@ -236,14 +240,11 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
             applicable(f, opts.unsafe_fixes) for f in linted.findings):
         linted = _fix_notebook(display, path, original, book, linted, disabled, opts, outcome,
                                piped)
-    for finding in linted.findings:
-        if finding.fix is not None:
-            finding.fix = Fix((), finding.fix.description, finding.fix.safe)
-    outcome.findings = linted.findings
+    outcome.findings = _without_nodes(linted.findings)
     # lines of the joined cells, as the runtime pass builds them (`read_notebook_file`)
     outcome.classes = linted.result.classes
     if key is not None and opts.cache is not None and not linted.result.tracebacks:
-        opts.cache.put(key, linted.findings, linted.result.classes)
+        opts.cache.put(key, outcome.findings, linted.result.classes)
     return outcome
 
 

@@ -49,7 +49,7 @@ class _Finish:
 
     def write(self) -> None:
         from modellint.plugins import load_registry
-        from modellint.watching.session import run_checks
+        from modellint.watching.findings import run_checks
 
         recorder = self.recorder
         result: dict = {"findings": [], "notes": []}
@@ -148,7 +148,11 @@ def watched(result_path: str, options: dict, run, followed: bool = False
         timer.start()
     recorder.install()
     processes.active.append(recorder)
-    processes.follow(result_path, options)
+    # by its module's name (run with `-m`, this module is `__main__`): what a process the
+    # script starts imports to run its target watched
+    from modellint.watching import child
+
+    processes.follow(result_path, options, child.watched)
     failure: BaseException | None = None
     try:
         run()

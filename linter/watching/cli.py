@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import cast
 
 DEFAULT_STEPS = 20
 DEFAULT_BATCHES = 5
@@ -22,7 +23,7 @@ GRACE = 30.0  # seconds the child gets past --timeout to write its result before
 
 
 def build_parser(parser_class) -> argparse.ArgumentParser:
-    from modellint.cli import _seconds, add_report_options
+    from modellint.arguments import add_report_options, seconds
 
     parser = parser_class(prog="modellint run", description=(
         "Run a training script for a few steps under instrumentation and report silent "
@@ -33,7 +34,7 @@ def build_parser(parser_class) -> argparse.ArgumentParser:
     parser.add_argument("--batches-per-epoch", type=int, default=DEFAULT_BATCHES,
                         help=f"cut each DataLoader iteration after this many batches "
                              f"(default {DEFAULT_BATCHES}; 0: no cut)")
-    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
                         help=f"seconds before the run is stopped (default {DEFAULT_TIMEOUT:g})")
     add_report_options(parser)
     parser.add_argument("--plots", metavar="DIR",
@@ -113,54 +114,58 @@ class TorchrunOptionError(Exception):  # a torchrun option `modellint run` canno
 
 
 def run_main(argv: list[str]) -> int:
-    from modellint import cli
-    from modellint.config import enabled_codes, validate_codes
+    from modellint.arguments import (
+        EXIT_CLEAN,
+        EXIT_FINDINGS,
+        Parser,
+        UsageError,
+        check_output_file,
+        output_file,
+        output_tree,
+        overrides,
+        use_color,
+    )
+    from modellint.codes import INTERNAL_ERROR, SCRIPT_FAILED
+    from modellint.plugins import Registry, config_plugins_allowed
     from modellint.report import Summary, printable
     from modellint.runtime.pass_ import torch_missing
-    from modellint.suppress import Suppressions, shown_codes
-    from modellint.watching.session import to_findings
+    from modellint.session import Session, config_for, linted_tree
 
     before = argv[:argv.index("--")] if "--" in argv else argv
     if "-h" in before or "--help" in before:
-        build_parser(cli._Parser).parse_args(["--help"])
+        build_parser(Parser).parse_args(["--help"])
     try:
-        options, command, script = split_target(argv, cli.UsageError)
+        options, command, script = split_target(argv, UsageError)
     except TorchrunOptionError as exc:
-        raise cli.UsageError(f"torchrun's {exc} is not supported under `modellint run`; give "
-                             f"the script's path") from None
-    args = build_parser(cli._Parser).parse_args(options)
+        raise UsageError(f"torchrun's {exc} is not supported under `modellint run`; give "
+                         f"the script's path") from None
+    args = build_parser(Parser).parse_args(options)
     if args.steps < 1:
-        raise cli.UsageError("--steps must be at least 1")
+        raise UsageError("--steps must be at least 1")
     if args.batches_per_epoch < 0:
-        raise cli.UsageError("--batches-per-epoch must be 0 (no cut) or more")
+        raise UsageError("--batches-per-epoch must be 0 (no cut) or more")
     if torch_missing():
-        raise cli.UsageError(torch_missing().replace("--runtime builds and runs your models",
-                                                     "`modellint run` runs your script"))
-    args.paths = [os.path.dirname(os.path.abspath(script)) if script else "."]
-    config = cli._config_for(args)
+        raise UsageError(torch_missing().replace("--runtime builds and runs your models",
+                                                 "`modellint run` runs your script"))
+    folder = os.path.dirname(os.path.abspath(script)) if script else "."
+    wanted = overrides(args)
+    config = config_for(wanted, folder)
     # refused now rather than after the script's run
-    tree = cli._output_tree(cli.linted_tree(config, args, args.paths))
+    tree = output_tree(linted_tree(config, bool(wanted.config_file), [folder]))
     if args.output_file:
-        cli.check_output_file(args.output_file, tree)
+        check_output_file(args.output_file, tree)
     if args.plots:
         check_plots_folder(args.plots, tree)
     baseline = _baseline_before_run(args, tree)
-    registry = cli._registry(config, args)
-    validate_codes(config, registry.rules, {"select": args.select or [],
-                                            "extend-select": args.extend_select,
-                                            "ignore": args.ignore})
-    if args.select is not None:
-        config.select = args.select
-    config.extend_select = [*config.extend_select, *args.extend_select]
-    config.ignore = [*config.ignore, *args.ignore]
+    session = Session.for_config(config, wanted)
+    # loaded, not a manifest's: `run` reads no manifest
+    registry, config = cast(Registry, session.settings.registry), session.settings.config
     if args.format not in registry.reporters:
-        raise cli.UsageError(f"unknown format `{args.format}` (choose from "
-                             f"{', '.join(sorted(registry.reporters))})")
-    registry.manager.hook.modellint_configure(config=config)
-    enabled = {code for code in enabled_codes(config, registry.rules)
-               if "run" in registry.rules[code].passes}
+        raise UsageError(f"unknown format `{args.format}` (choose from "
+                         f"{', '.join(sorted(registry.reporters))})")
+    enabled = session.settings.run_codes()
     plugins = list(args.plugins)
-    if config.plugins and cli.config_plugins_allowed(args.allow_config_plugins):
+    if config.plugins and config_plugins_allowed(args.allow_config_plugins):
         plugins += list(config.plugins)
     result, stopped = _run_child(command, args, sorted(enabled), plugins,
                                  report_to_stdout=not args.output_file,
@@ -171,7 +176,7 @@ def run_main(argv: list[str]) -> int:
         print("modellint: the run ended before anything could be observed: no baseline "
               "written or compared", file=sys.stderr)
     elif observation is not None:
-        failed = stopped is not None or any(r["code"] == "ML003" for r in raws)
+        failed = stopped is not None or any(r["code"] == SCRIPT_FAILED for r in raws)
         raws += _baseline_after_run(args, tree, baseline, observation, registry, enabled,
                                     config, failed)
     if len(result.get("rank_prints") or []) > 1:  # checks that compare the ranks
@@ -180,15 +185,12 @@ def run_main(argv: list[str]) -> int:
             if compare is not None:
                 raws += compare(result["rank_prints"])
     if "internal" in result:
-        raws.append({"code": "ML001", "message": f"`modellint run` failed: "
+        raws.append({"code": INTERNAL_ERROR, "message": f"`modellint run` failed: "
                      f"{result['internal']}", "file": None, "line": 1})
     if stopped:
-        raws.append({"code": "ML003", "message": stopped, "file": script and os.path.abspath(
+        raws.append({"code": SCRIPT_FAILED, "message": stopped, "file": script and os.path.abspath(
             script), "line": 1})
-    label = script or command[-1]
-    findings = to_findings(raws, registry, enabled | {"ML001"},
-                           Suppressions(config, shown_codes(config, enabled)),
-                           label=label)
+    findings = session.run_findings(raws, label=script or command[-1])
     for note in result.get("notes", []):
         print(f"modellint: {printable(note)}", file=sys.stderr)
     summary_data = result.get("summary") or {}
@@ -197,30 +199,30 @@ def run_main(argv: list[str]) -> int:
 
         message = write_plots(summary_data, args.plots, tree)
         print(f"modellint: {printable(message)}", file=sys.stderr)
-    with (cli.output_file(args.output_file, tree) if args.output_file
+    with (output_file(args.output_file, tree) if args.output_file
           else contextlib.nullcontext(sys.stdout)) as stream:
         summary = Summary(files_checked=1, rules=dict(registry.rules),
                           statistics=args.statistics, quiet=args.quiet,
-                          color=cli._use_color(args.color, stream))
+                          color=use_color(args.color, stream))
         registry.reporters[args.format](stream).report(findings, summary)
         if args.format in ("text", "concise") and not args.quiet and summary_data:
             stream.write(run_summary(summary_data) + "\n")
     if args.exit_zero:
-        return cli.EXIT_CLEAN
+        return EXIT_CLEAN
     counted = [f for f in findings if f.severity.value != "info"]
-    return cli.EXIT_FINDINGS if counted else cli.EXIT_CLEAN
+    return EXIT_FINDINGS if counted else EXIT_CLEAN
 
 
 def _baseline_before_run(args, tree) -> dict | None:
     """--record / --compare / --update: the paths refused (a link, not a regular file, a folder
     that is a link in the tree) and the baseline read, before the script runs. The baseline
     compared with (or, recording, the one the run is added to), or None."""
-    from modellint import cli
+    from modellint.arguments import UsageError
     from modellint.safe_write import UnsafePath, check_target
     from modellint.watching.baseline import BaselineError, load
 
     if args.update and not args.compare:
-        raise cli.UsageError("--update rewrites the baseline of --compare: give --compare "
+        raise UsageError("--update rewrites the baseline of --compare: give --compare "
                              "BASELINE")
     path = args.record or args.compare
     if path is None:
@@ -230,23 +232,23 @@ def _baseline_before_run(args, tree) -> dict | None:
         try:
             check_target(path, tree)
         except UnsafePath as exc:
-            raise cli.UsageError(f"{option}: {exc}") from None
+            raise UsageError(f"{option}: {exc}") from None
     if args.record and not os.path.lexists(path):
         return None
     try:
         return load(path)
     except BaselineError as exc:
         if args.record:
-            raise cli.UsageError(f"--record: {exc}; remove it to record a new baseline, or "
+            raise UsageError(f"--record: {exc}; remove it to record a new baseline, or "
                                  f"name another file") from None
-        raise cli.UsageError(f"--compare: {exc}") from None
+        raise UsageError(f"--compare: {exc}") from None
 
 
 def _baseline_after_run(args, tree, baseline, observation, registry, enabled, config,
                         failed: bool) -> list[dict]:
     """Compare with the baseline (the findings), then write what is asked; not from a run
     whose script `failed` (ML003): what it saw is no known-good run."""
-    from modellint import cli
+    from modellint.arguments import UsageError
     from modellint.report import printable
     from modellint.safe_write import UnsafePath
     from modellint.watching.baseline import compare, merge, write
@@ -267,9 +269,9 @@ def _baseline_after_run(args, tree, baseline, observation, registry, enabled, co
     try:
         write(path, tree, written)
     except UnsafePath as exc:
-        raise cli.UsageError(f"{option}: {exc}") from None
+        raise UsageError(f"{option}: {exc}") from None
     except (OSError, ValueError) as exc:
-        raise cli.UsageError(f"{option}: cannot write {path}: {exc}") from None
+        raise UsageError(f"{option}: cannot write {path}: {exc}") from None
     print(f"modellint: {printable(path)}: baseline of {written['runs']} run(s) written",
           file=sys.stderr)
     return raws
@@ -278,13 +280,13 @@ def _baseline_after_run(args, tree, baseline, observation, registry, enabled, co
 def check_plots_folder(folder: str, tree) -> None:
     """--plots: refused before the run when the folder, or a name on the way to it, is a link
     in the tree (`modellint.safe_write.enter_folder`)."""
-    from modellint import cli
+    from modellint.arguments import UsageError
     from modellint.safe_write import UnsafePath, enter_folder
 
     try:
         enter_folder(folder, tree, create=False)
     except UnsafePath as exc:
-        raise cli.UsageError(f"--plots: {exc}") from None
+        raise UsageError(f"--plots: {exc}") from None
 
 
 def run_summary(data: dict) -> str:
@@ -350,7 +352,7 @@ def _run_child(command: list[str], args, codes: list[str], plugins: list[str],
                          if name.startswith("result.json")])
         if result is None:
             if code != 0 and interpreter != sys.executable and not _has_modellint(interpreter):
-                from modellint.cli import UsageError
+                from modellint.arguments import UsageError
 
                 raise UsageError(f"modellint is not installed for {interpreter}: install it "
                                  f"there, or give `{sys.executable}` after `--`")

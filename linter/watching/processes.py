@@ -15,8 +15,10 @@ active: list[Any] = []
 _following: list[bool] = []  # process starts are followed (a forked child inherits it)
 
 
-def follow(result_path: str, options: dict) -> None:
-    """Make every process started from now on whose target is the user's code run it watched."""
+def follow(result_path: str, options: dict, watched) -> None:
+    """Make every process started from now on whose target is the user's code run it
+    watched: by `watched` (`modellint.watching.child.watched`, given by the child that
+    imports this module, which thus imports nothing back)."""
     from multiprocessing import process
 
     if _following:
@@ -28,7 +30,7 @@ def follow(result_path: str, options: dict) -> None:
         target = getattr(self, "_target", None)
         if target is not None and not isinstance(target, FollowedTarget) and _users(
                 target, getattr(self, "_args", ())):
-            self._target = FollowedTarget(target, result_path, options)
+            self._target = FollowedTarget(target, result_path, options, watched)
         return original(self)
 
     process.BaseProcess.start = start  # type: ignore[method-assign]
@@ -49,14 +51,14 @@ def _users(target, args) -> bool:
 
 class FollowedTarget:
     """A process's target, run watched in that process (picklable for the spawn start method:
-    the user's target pickles as it would have)."""
+    the user's target pickles as it would have, `watched` by its module and name)."""
 
-    def __init__(self, target, result_path: str, options: dict) -> None:
+    def __init__(self, target, result_path: str, options: dict, watched) -> None:
         self.target, self.result_path, self.options = target, result_path, options
+        self.watched = watched
 
     def __call__(self, *args, **kwargs):
-        from modellint.watching.child import watched
-
+        watched = self.watched
         while active:  # forked: the parent's instrumentation came along
             active.pop().uninstall()
         failure = watched(f"{self.result_path}.proc{os.getpid()}", self.options,

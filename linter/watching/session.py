@@ -1,64 +1,16 @@
-"""Turning a watched run into findings: the run checks on the record, then the one pipeline
-(rule, line, suppression) every pass uses; and the in-process API, `modellint.watching()`."""
+"""The in-process API of `modellint run`: `modellint.watch()`; its findings are made by
+`modellint.watching.findings`."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any
 
-from modellint.finding import Finding, Related, line_finding
+from modellint.finding import Finding
+from modellint.watching.findings import run_checks, to_findings
 
 if TYPE_CHECKING:
     from modellint.runtime.api import Report
-
-
-def run_checks(recorder, registry, codes) -> None:
-    """Every enabled run check on the record; a check that fails is an internal error."""
-    from modellint.runtime.phases import INTERNAL, first_line
-
-    for code in sorted(codes):
-        check = registry.run_checks.get(code)
-        if check is None:
-            continue
-        try:
-            check().check(recorder)
-        except Exception as exc:  # noqa: BLE001 - one failing check must not hide the others
-            recorder.report(INTERNAL, f"the run check of {code} failed: {first_line(exc)}",
-                            None)
-
-
-def to_findings(raws: list[dict[str, Any]], registry, enabled, suppressions=None,
-                displays: dict[str, str] | None = None, label: str = "<run>") -> list[Finding]:
-    """Findings of a run: each at its user line, suppressed by noqa and per-file-ignores."""
-    from modellint.runtime.sources import source_line
-    from modellint.runtime.specs import display_path
-    from modellint.suppress import Suppressions
-
-    suppressions = suppressions or Suppressions(None, None)
-    out = []
-    for raw in raws:
-        code = raw["code"]
-        rule = registry.rules.get(code)
-        if code not in enabled and code not in ("ML001",):
-            continue
-        file, line = raw.get("file"), raw.get("line") or 1
-        # the other lines of the mistake, named in the message as the report names files
-        related = tuple(Related(display_path(r["file"], displays or {}), r.get("line") or 1,
-                                r["message"])
-                        for r in raw.get("related") or () if r.get("file")
-                        and os.path.isfile(r["file"]))
-        message = raw["message"] + "".join(f"; {r.message}: {r.path}:{r.line}" for r in related)
-        if file and os.path.isfile(file):
-            finding = line_finding(rule, code, message, display_path(file, displays or {}),
-                                   line, source_line(file, line), pass_="run")
-        else:
-            file = None
-            finding = line_finding(rule, code, message, label, 1, "", pass_="run")
-        finding.related = related
-        if not suppressions.hides(finding, file):
-            out.append(finding)
-    out.sort(key=lambda f: f.sort_key())
-    return out
 
 
 class Watch:
@@ -143,17 +95,11 @@ class Watch:
 
 
 def _registry_and_codes(select, ignore):
-    from modellint.config import matches
-    from modellint.testing import registry as default
+    """The registry and the run codes of `select` / `ignore` (default: the default-on ones)."""
+    from modellint.session import Session
 
-    registry = default()
-    codes = {code for code, rule in registry.rules.items()
-             if "run" in rule.passes and (rule.default_enabled or select)}
-    if select:
-        codes = {c for c in codes if matches(c, list(select))}
-    if ignore:
-        codes = {c for c in codes if not matches(c, list(ignore))}
-    return registry, codes
+    settings = Session.default(select, ignore).settings
+    return settings.registry, set(settings.run_codes())
 
 
 def watch(*, steps: int | None = None, batches_per_epoch: int | None = None, select=None,
