@@ -530,3 +530,36 @@ def mode_calls(scope: Scope) -> tuple[dict[str, list[CallSite]], dict[str, list[
             evals.setdefault(name, []).append(site)
             trains.setdefault(name, []).append(site)
     return evals, trains
+
+
+# the losses of `torch.nn.functional`
+_LOSS_FUNCTIONS = frozenset({
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "ctc_loss",
+    "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss", "hinge_embedding_loss",
+    "margin_ranking_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+    "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss",
+})
+
+
+def is_loss_call(context, scope: Scope, value: cst.BaseExpression | None, before: int) -> bool:
+    """`value` is a call of a loss: a `torch.nn.functional` loss, `nn.XLoss()(...)` or a
+    name bound to an `nn.XLoss` before the site at `before`."""
+    if not isinstance(value, cst.Call):
+        return False
+    qualified = context.call_name(value) or ""
+    if qualified.startswith("torch.nn.functional.") and (
+        qualified.rsplit(".", 1)[1] in _LOSS_FUNCTIONS
+    ):
+        return True
+    func = value.func
+    if isinstance(func, cst.Call):
+        return (context.call_name(func) or "").endswith("Loss")
+    name = dotted_name(func)
+    if name is None:
+        return False
+    constructor = constructor_of(context, scope, name, before)
+    qualified = context.call_name(constructor) if constructor is not None else None
+    return (qualified is not None and qualified.startswith("torch.nn.")
+            and qualified.endswith("Loss"))

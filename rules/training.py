@@ -36,6 +36,7 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
+    is_loss_call,
     is_no_grad_item,
     is_optimizer,
     is_optimizer_name,
@@ -1190,35 +1191,7 @@ def _cleared_in_helpers(context, scope: Scope) -> list[str | None]:
 
 # -- ML304 ------------------------------------------------------------------------------------
 
-_LOSS_FUNCTIONS = frozenset({
-    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "ctc_loss",
-    "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss", "hinge_embedding_loss",
-    "margin_ranking_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
-    "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
-    "triplet_margin_with_distance_loss",
-})
 _DETACHED = re.compile(r"\.(item|detach|tolist|numpy)\(|^float\(|^int\(")
-
-
-def _is_loss_call(context, scope: Scope, value: cst.BaseExpression | None, before: int) -> bool:
-    if not isinstance(value, cst.Call):
-        return False
-    qualified = context.call_name(value) or ""
-    if qualified.startswith("torch.nn.functional.") and (
-        qualified.rsplit(".", 1)[1] in _LOSS_FUNCTIONS
-    ):
-        return True
-    func = value.func
-    if isinstance(func, cst.Call):
-        return (context.call_name(func) or "").endswith("Loss")
-    name = dotted_name(func)
-    if name is None:
-        return False
-    constructor = constructor_of(context, scope, name, before)
-    qualified = context.call_name(constructor) if constructor is not None else None
-    return (qualified is not None and qualified.startswith("torch.nn.")
-            and qualified.endswith("Loss"))
 
 
 class LossKeptWithGraph(ScopeRule):
@@ -1367,7 +1340,7 @@ class LossKeptWithGraph(ScopeRule):
             earlier = [a for a in assignments if a.site.order < site.order]
             if earlier and _computed_without_grad(context, scope, earlier[-1], site.order):
                 continue
-            from_loss = bool(earlier) and _is_loss_call(
+            from_loss = bool(earlier) and is_loss_call(
                 context, scope, earlier[-1].value, site.order)
             if loss.value not in backward_targets and not from_loss:
                 continue

@@ -29,6 +29,7 @@ from modellint.rules._loops import (
     constructor_of,
     function_without_grad,
     invalid_at,
+    is_loss_call,
     is_optimizer,
     last_segment,
     lightning_schedulers,
@@ -40,7 +41,7 @@ from modellint.rules._loops import (
     stepped_optimizer,
     under_no_grad,
 )
-from modellint.rules.training import HEADER, _is_loss_call
+from modellint.rules.training import HEADER
 from modellint.static.kinds import MODULE, OPTIMIZER, SCHEDULER, SCHEDULERS
 
 # a loop header or function name that says it counts epochs
@@ -1787,7 +1788,7 @@ class TdTargetNotDetached(ScopeRule):
             return
         for site in scope.calls:
             call = site.node
-            if not _is_loss_call(self.context, scope, call, site.order):
+            if not is_loss_call(self.context, scope, call, site.order):
                 continue
             for arg in call.args[:2]:
                 if arg.keyword is not None or not isinstance(arg.value, cst.Name):
