@@ -12,17 +12,22 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from modellint.rule import FileContext, Invalid, StaticRule, code_nodes, dotted_name, name_nodes
-from modellint.static.classes import first_param_name
-from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
-    _NESTED,
+from modellint.rule import (  # noqa: F401 - the scope's names are re-exported for the rule modules
     LOOPS,
     Assignment,
     CallSite,
+    FileContext,
+    Invalid,
     Scope,
     Site,
+    StaticRule,
+    code_nodes,
+    dotted_name,
+    first_param_name,
+    name_nodes,
     scope_of,
 )
+from modellint.rule import NESTED_SCOPES as _NESTED  # noqa: F401
 
 _OPTIMIZER_NAME = re.compile(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
 _SCHEDULER_NAME = re.compile(r"sched")

@@ -9,10 +9,21 @@ from typing import ClassVar, cast
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, StaticRule, child_nodes, dotted_name, visit
-from modellint.static.imports import canonical
-from modellint.static.kinds import LAYER_ATTRIBUTES, MODULE, RETURNS_SELF, TENSOR
-from modellint.static.scope import Scope, scope_of
+from modellint.rule import (
+    LAYER_ATTRIBUTES,
+    MODULE,
+    RETURNS_SELF,
+    TENSOR,
+    Fix,
+    Invalid,
+    Scope,
+    StaticRule,
+    canonical,
+    child_nodes,
+    dotted_name,
+    scope_of,
+    visit,
+)
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 

@@ -7,10 +7,21 @@ import difflib
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import FileContext, Fix, Invalid, StaticRule, code_nodes, dotted_name, visit
+from modellint.rule import (
+    REGISTERING_METHODS,
+    STATEFUL_LAYERS,
+    TENSOR_FACTORIES,
+    VARIABLES,
+    FileContext,
+    Fix,
+    Invalid,
+    StaticRule,
+    code_nodes,
+    dotted_name,
+    first_param_name,
+    visit,
+)
 from modellint.rules._loops import invalid_at
-from modellint.static.classes import REGISTERING_METHODS, first_param_name
-from modellint.static.kinds import STATEFUL_LAYERS, TENSOR_FACTORIES, VARIABLES
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 CONTAINER_CLASSES = frozenset(

@@ -13,8 +13,16 @@ from __future__ import annotations
 from collections import defaultdict
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import SCRIPT_FAILED, Invalid, RunCheck, RunRule, Severity
-from modellint.static.kinds import SCHEDULERS
+from modellint.rule import (
+    PERIOD_ARGUMENT,
+    SCHEDULERS,
+    SCRIPT_FAILED,
+    Invalid,
+    RunCheck,
+    RunRule,
+    Severity,
+    source_tree,
+)
 
 # the examples of the run rules are small training scripts, run under `modellint.watch()`
 _SETUP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
@@ -127,7 +135,6 @@ class PerEpochSchedulerPerBatch(RunCheck):
         source cannot be read, in no epoch loop of known range, is sized against the
         loader's length."""
         from modellint.rules.training import _counts_iterations, _period_counts_epochs
-        from modellint.static.kinds import PERIOD_ARGUMENT
 
         call = _constructor(rec)
         if call is not None and _counts_iterations(call):
@@ -167,8 +174,6 @@ def _constructor(rec):
     import linecache
 
     import libcst as cst
-
-    from modellint.watching.loops import source_tree
 
     if rec.created is None:
         return None

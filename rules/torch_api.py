@@ -13,6 +13,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    SCHEDULER,
     FileContext,
     Fix,
     Invalid,
@@ -20,6 +21,7 @@ from modellint.rule import (
     StaticRule,
     Valid,
     argument,
+    canonical,
     dotted_name,
     has_star_args,
     positional_args,
@@ -37,8 +39,6 @@ from modellint.rules.deprecated_apis import (
     TORCHVISION_LEGACY_WEIGHTS,
     DeprecatedApi,
 )
-from modellint.static.imports import canonical
-from modellint.static.kinds import SCHEDULER
 
 
 def version_text(version: tuple[int, ...]) -> str:

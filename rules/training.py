@@ -14,12 +14,22 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    CONTAINERS,
+    DROPOUT_ARGUMENT,
+    INSTANCE_NORMS,
+    MODE_LAYERS,
+    OPTIMIZER,
+    PERIOD_ARGUMENT,
+    SCHEDULER,
+    SCHEDULERS,
+    VALUE_METHODS,
     Fix,
     Invalid,
     ProjectFunction,
     Severity,
     StaticRule,
     dotted_name,
+    first_param_name,
     source_of,
     visit,
 )
@@ -52,18 +62,6 @@ from modellint.rules._loops import (
     scope_of,
     stepped_optimizer,
     under_no_grad,
-)
-from modellint.static.classes import first_param_name
-from modellint.static.kinds import (
-    CONTAINERS,
-    DROPOUT_ARGUMENT,
-    INSTANCE_NORMS,
-    MODE_LAYERS,
-    OPTIMIZER,
-    PERIOD_ARGUMENT,
-    SCHEDULER,
-    SCHEDULERS,
-    VALUE_METHODS,
 )
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"

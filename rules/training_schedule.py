@@ -16,7 +16,18 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Severity, argument, code_nodes, dotted_name, source_of
+from modellint.rule import (
+    MODULE,
+    OPTIMIZER,
+    SCHEDULER,
+    SCHEDULERS,
+    Fix,
+    Severity,
+    argument,
+    code_nodes,
+    dotted_name,
+    source_of,
+)
 from modellint.rules._loops import (
     _NESTED,
     CallSite,
@@ -41,7 +52,6 @@ from modellint.rules._loops import (
     under_no_grad,
 )
 from modellint.rules.training import HEADER, _is_loss_call
-from modellint.static.kinds import MODULE, OPTIMIZER, SCHEDULER, SCHEDULERS
 
 # a loop header or function name that says it counts epochs
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)

@@ -17,6 +17,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    CallSite,
     Fix,
     Severity,
     StaticRule,
@@ -45,7 +46,6 @@ from modellint.rules._loops import (
     scope_of,
     under_no_grad,
 )
-from modellint.static.scope import CallSite
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 LOADER = "from torch.utils.data import DataLoader\n"
