@@ -14,6 +14,7 @@ import libcst as cst
 
 from modellint.rule import (  # noqa: F401 - the scope's names are re-exported for the rule modules
     LOOPS,
+    RETURNS_SELF,
     Assignment,
     CallSite,
     FileContext,
@@ -484,20 +485,12 @@ class ScopeRule(StaticRule):
         self.report(node, message, statement=site.statement or node, **kwargs)
 
 
-# nn.Module methods that return the module itself, so `model.to(device).train()` sets the mode
-# of `model`
-_RETURNS_SELF = frozenset({
-    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
-    "requires_grad_", "zero_grad", "apply", "to_empty", "share_memory", "xpu", "mps",
-})
-
-
 def mode_receiver(receiver: cst.BaseExpression) -> str | None:
     """`model` for `model`, `model.to(device)`, `model.cuda().float()`."""
     while (
         isinstance(receiver, cst.Call)
         and isinstance(receiver.func, cst.Attribute)
-        and receiver.func.attr.value in _RETURNS_SELF
+        and receiver.func.attr.value in RETURNS_SELF
     ):
         receiver = receiver.func.value
     return dotted_name(receiver)

@@ -17,6 +17,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    RETURNS_SELF,
     CallSite,
     Fix,
     Severity,
@@ -1453,8 +1454,6 @@ _DATA_PARALLEL = _DDP | frozenset({
     "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
     "torch.nn.parallel.data_parallel.DataParallel",
 })
-# methods that return the module they are called on: `DataParallel(model).cuda()`
-_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "half", "double", "train", "eval"})
 # a condition that tells the wrapper from the bare model (the fix of the YOLOv4 case)
 _WRAPPER_TEST = re.compile(r"DataParallel|DDP|module|isinstance|hasattr|device_count|"
                            r"distributed|world_size|local_rank|n_?gpu|multi_?gpu")
@@ -1635,7 +1634,7 @@ class DataParallelStateDictPrefix(ScopeRule):
         """`DataParallel` when the assignment wraps the name it is assigned to."""
         value = assignment.value
         while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-               and value.func.attr.value in _SAME_MODULE):
+               and value.func.attr.value in RETURNS_SELF):
             value = value.func.value
         if not isinstance(value, cst.Call):
             return None
@@ -1644,7 +1643,7 @@ class DataParallelStateDictPrefix(ScopeRule):
             return None
         wrapped = value.args[0].value
         while (isinstance(wrapped, cst.Call) and isinstance(wrapped.func, cst.Attribute)
-               and wrapped.func.attr.value in _SAME_MODULE):
+               and wrapped.func.attr.value in RETURNS_SELF):
             wrapped = wrapped.func.value
         if dotted_name(wrapped) != assignment.target:
             return None

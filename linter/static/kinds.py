@@ -220,10 +220,11 @@ VALUE_METHODS = frozenset({
 TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
 # the deprecated wrapper that returns the tensor it is given
 VARIABLES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
-# module methods that return the module itself
+# module methods that return the module itself (`model.to(device).train()` sets the mode of
+# `model`); a test checks them against the installed torch
 RETURNS_SELF = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
-    "requires_grad_", "apply", "to_empty", "share_memory", "xpu", "mps",
+    "requires_grad_", "apply", "to_empty", "share_memory", "xpu", "ipu", "mtia",
 })
 # nn.Module's own methods that torch itself calls (through `module(x)`, `state_dict()`,
 # `load_state_dict()`, `to()`, `repr()`): a project module's override of one is called by
