@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from modellint.rule import (  # noqa: F401 - the scope's names are re-exported for the rule modules
+    INFERENCE_MODE,
     LOOPS,
+    NO_GRAD,
     RETURNS_SELF,
     Assignment,
     CallSite,
@@ -32,10 +34,7 @@ from modellint.rule import NESTED_SCOPES as _NESTED  # noqa: F401
 
 _OPTIMIZER_NAME = re.compile(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
 _SCHEDULER_NAME = re.compile(r"sched")
-_NO_GRAD = frozenset({
-    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode",
-})
+_NO_GRAD = NO_GRAD | INFERENCE_MODE
 _SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
 
 # -- what a name is ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    CONTAINERS,
     LAYER_ATTRIBUTES,
     MODULE,
     RETURNS_SELF,
@@ -28,9 +29,7 @@ from modellint.rule import (
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
 _INIT_PREFIX = "torch.nn.init."
-_CONTAINERS = frozenset(
-    {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
-)
+_CONTAINERS = frozenset(f"torch.nn.{name}" for name in CONTAINERS)
 # in-place tensor methods that initialise a weight (`m.weight.data.normal_(0, 0.02)`)
 _INPLACE_INIT = frozenset(
     {"normal_", "uniform_", "fill_", "zero_", "constant_", "copy_", "kaiming_normal_",

@@ -14,8 +14,8 @@ from collections import defaultdict
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    EPOCH_SCHEDULERS,
     PERIOD_ARGUMENT,
-    SCHEDULERS,
     SCRIPT_FAILED,
     Invalid,
     RunCheck,
@@ -41,10 +41,6 @@ def _invalid(code: str) -> Invalid:
     lines = code.split("\n")
     line = next(i for i, text in enumerate(lines, 1) if text.endswith("  # <-"))
     return Invalid(code.replace("  # <-", ""), line=line)
-
-
-# the schedulers whose arguments count epochs: the static pass's table
-PER_EPOCH = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 
 
 def _names(names: list[str], limit: int = 3) -> str:
@@ -103,7 +99,7 @@ class PerEpochSchedulerPerBatch(RunCheck):
 
     def check(self, record) -> None:
         for rec in record.schedulers.values():
-            if rec.name not in PER_EPOCH or rec.explicit:
+            if rec.name not in EPOCH_SCHEDULERS or rec.explicit:
                 continue
             per_epoch: dict = defaultdict(list)
             for site, opt_steps, epoch in rec.steps:

@@ -13,6 +13,8 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    INFERENCE_MODE,
+    NO_GRAD,
     SCHEDULER,
     FileContext,
     Fix,
@@ -886,12 +888,6 @@ class RequiresGradTypo(StaticRule):
 
 
 # -- ML316 ------------------------------------------------------------------------------------
-
-NO_GRAD = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
-INFERENCE_MODE = frozenset(
-    {"torch.inference_mode", "torch.autograd.inference_mode",
-     "torch.autograd.grad_mode.inference_mode"}
-)
 
 
 def grad_mode(context: FileContext, expr: cst.BaseExpression, bare: bool) -> str | None:

@@ -21,6 +21,7 @@ from modellint.rule import (
     OPTIMIZER,
     SCHEDULER,
     SCHEDULERS,
+    VARIABLES,
     Fix,
     Severity,
     argument,
@@ -1440,7 +1441,6 @@ class ZeroGradBeforeStep(ScopeRule):
 
 # -- ML342 ------------------------------------------------------------------------------------
 
-_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # methods and attributes that give the same values as their tensor: what is re-wrapped
 _SAME_VALUES = frozenset({
     "data", "detach", "float", "double", "half", "cpu", "cuda", "to", "clone", "contiguous",
@@ -1462,7 +1462,7 @@ def _rewrapped(context, call: cst.Call) -> cst.BaseExpression | None:
     `torch.tensor(x, requires_grad=True)`, `x.detach().requires_grad_()`,
     `x.data.requires_grad_()`; else None."""
     qualified = context.call_name(call)
-    if qualified in _VARIABLE or qualified == "torch.tensor":
+    if qualified in VARIABLES or qualified == "torch.tensor":
         if call.args and call.args[0].keyword is None and _true(
                 _argument(call, -1, "requires_grad")):
             return call.args[0].value

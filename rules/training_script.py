@@ -17,6 +17,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    DATALOADERS,
     RETURNS_SELF,
     CallSite,
     Fix,
@@ -65,14 +66,13 @@ class _FileRule(StaticRule):
 
 # -- shared helpers -----------------------------------------------------------------------------
 
-_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # positions of DataLoader's arguments when they are given positionally
 _LOADER_POSITIONS = {"shuffle": 2, "sampler": 3, "batch_sampler": 4, "num_workers": 5,
                      "pin_memory": 7}
 
 
 def _is_dataloader(context, call: cst.Call) -> bool:
-    return context.call_name(call) in _DATALOADERS
+    return context.call_name(call) in DATALOADERS
 
 
 def _loader_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
@@ -941,7 +941,7 @@ class DdpWithoutDistributedSampler(_FileRule):
             self._ddp = dotted_name(node.func) or "DistributedDataParallel"
         elif qualified.startswith(_FRAMEWORKS):
             self._framework = True
-        elif qualified in _DATALOADERS:
+        elif qualified in DATALOADERS:
             target = self._target
             if self._evaluation_loader(node):
                 return

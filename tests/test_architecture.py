@@ -217,3 +217,14 @@ def test_the_rule_api_check_finds_an_internal_import_even_a_lazy_one(tmp_path):
     imports = _imports_of_modellint("modellint.rules.mine", path)
     assert sorted(target for target in imports if _outside_rule_api(target)) == [
         "modellint.static.kinds.SCHEDULERS", "modellint.watching.loops"]
+
+
+def test_the_rule_api_exports_every_table_of_torch_knowledge():
+    from modellint import rule
+    from modellint.static import kinds
+
+    # its tables and kinds (upper case), `Kind` and its functions: what it defines itself
+    public = {name for name, value in vars(kinds).items() if not name.startswith("_") and (
+        name.isupper() or getattr(value, "__module__", None) == kinds.__name__)}
+    assert {"SCHEDULERS", "RETURNS_SELF", "Kind", "combine_modes"} <= public
+    assert sorted(public - set(rule.__all__)) == []
