@@ -390,7 +390,7 @@ class RuntimeCheck:
 
     `check(run)` reads a `modellint.runtime.run.ModelRun` (the built model, the traces of its
     forwards, gradients, the outcome of each phase) and reports through `run.report(code,
-    message, location)`. `needs` names the phases it reads (`modellint.runtime.run.PHASES`):
+    message, location)`. `needs` names the phases it reads (`PHASES`):
     the runner skips phases no enabled check needs. A `numeric` check reads tensor values and
     is skipped (and said to be) on the `meta` device. `explains(run, failure)` tells whether
     this check reports a failed phase itself, so that ML701 does not report it again.

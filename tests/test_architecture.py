@@ -154,56 +154,35 @@ def test_the_command_line_is_imported_by_its_entry_points_only():
     assert importers == ["modellint.__main__"]
 
 
-# what a rule module may import of modellint: the public rule API, the plugin hooks, and the
-# rules' own shared helpers (which obey the same rule)
-RULE_API = ("modellint.rule", "modellint.hookspecs", "modellint.rules")
-
-
-def _imports_of_modellint(name: str, path: Path) -> set[str]:
-    """Every `modellint...` module or name that the module `name` imports (lazy imports too,
-    not those under `if TYPE_CHECKING:`), as written."""
-    package = name if path.stem == "__init__" else name.rpartition(".")[0]
-    found: set[str] = set()
-
-    def walk(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                for other in child.orelse:
-                    walk(other)
-                continue
-            if isinstance(child, ast.Import):
-                found.update(alias.name for alias in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    parts = package.split(".")
-                    base = ".".join([*parts[:len(parts) - child.level + 1], *([base] if base else [])])
-                found.update(f"{base}.{alias.name}" for alias in child.names)
-            walk(child)
-
-    walk(ast.parse(path.read_text(encoding="utf-8")))
-    return {target for target in found if target.split(".")[0] == "modellint"}
+# what a rule module may import of modellint: the public rule API, the plugin hooks
+# (`from modellint import hookimpl`), and the rules' own shared helpers (which obey the same rule)
+RULE_API = ("modellint.rule", "modellint.hookspecs", "modellint")
+RULE_PACKAGES = ("modellint.rules", "modellint.rules.runtime")
 
 
 def _outside_rule_api(target: str) -> bool:
-    if target == "modellint.hookimpl":  # `from modellint import hookimpl`
-        return False
-    return not any(target == allowed or target.startswith(f"{allowed}.") for allowed in RULE_API)
+    return target not in RULE_API and not target.startswith("modellint.rules")
+
+
+def _modellint_modules() -> set[str]:
+    """Every module of modellint and of its rules: what an import is resolved against."""
+    subpackages = [f"modellint.{path.parent.name}"
+                   for path in sorted(SOURCES["modellint"].glob("*/__init__.py"))]
+    return set(modules(["modellint", *subpackages, *RULE_PACKAGES]))
 
 
 def test_rules_import_only_the_public_rule_api():
-    rule_modules = modules(["modellint.rules", "modellint.rules.runtime"])
+    rule_modules = modules(RULE_PACKAGES)
     assert len(rule_modules) > 15, "the rule modules were not found"
-    internal = {
-        name: sorted(target for target in _imports_of_modellint(name, path)
-                     if _outside_rule_api(target))
-        for name, path in rule_modules.items()
-    }
+    known = _modellint_modules()
+    assert {"modellint.static.kinds", "modellint.watching.loops"} <= known
+    internal = {name: sorted(t for t in imported(name, path, known) if _outside_rule_api(t))
+                for name, path in rule_modules.items()}
     assert {name: targets for name, targets in internal.items() if targets} == {}
 
 
 def test_the_rule_api_check_finds_an_internal_import_even_a_lazy_one(tmp_path):
-    path = tmp_path / "rules.py"
+    path = tmp_path / "mine.py"
     path.write_text(
         "from typing import TYPE_CHECKING\n"
         "from modellint import hookimpl\n"
@@ -214,9 +193,9 @@ def test_the_rule_api_check_finds_an_internal_import_even_a_lazy_one(tmp_path):
         "def check():\n    from modellint.static.kinds import SCHEDULERS\n"
         "    import modellint.watching.loops\n",
         encoding="utf-8")
-    imports = _imports_of_modellint("modellint.rules.mine", path)
-    assert sorted(target for target in imports if _outside_rule_api(target)) == [
-        "modellint.static.kinds.SCHEDULERS", "modellint.watching.loops"]
+    found = imported("modellint.rules.mine", path, _modellint_modules())
+    assert sorted(target for target in found if _outside_rule_api(target)) == [
+        "modellint.static.kinds", "modellint.watching.loops"]
 
 
 def test_the_rule_api_exports_every_table_of_torch_knowledge():
