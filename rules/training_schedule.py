@@ -21,6 +21,7 @@ from modellint.rule import (
     OPTIMIZER,
     SCHEDULER,
     SCHEDULERS,
+    VALUE_METHODS,
     VARIABLES,
     Fix,
     Severity,
@@ -1442,10 +1443,8 @@ class ZeroGradBeforeStep(ScopeRule):
 # -- ML342 ------------------------------------------------------------------------------------
 
 # methods and attributes that give the same values as their tensor: what is re-wrapped
-_SAME_VALUES = frozenset({
-    "data", "detach", "float", "double", "half", "cpu", "cuda", "to", "clone", "contiguous",
-    "view", "reshape", "squeeze", "unsqueeze", "type",
-})
+# (`.type(dtype)` casts as `.float()` does)
+_SAME_VALUES = VALUE_METHODS | {"data", "type"}
 # a callable whose name says it is a model, a part of one, or a loss (when nothing else is
 # known of it)
 _MODEL_OR_LOSS_NAME = re.compile(
