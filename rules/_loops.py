@@ -1,7 +1,7 @@
 """Shared analysis of one function (or a module's top-level code) for the training rules.
 
 The `Scope` of a function (where calls, loops and assignments are) is the engine's
-(`modellint.static.scope`); this module holds what the training rules ask of it: which names
+(`modellint.rule.scope_of`); this module holds what the training rules ask of it: which names
 are optimizers and schedulers, where they step, where gradients are off.
 """
 
@@ -12,12 +12,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from modellint.rule import (  # noqa: F401 - the scope's names are re-exported for the rule modules
+from modellint.rule import (
     INFERENCE_MODE,
-    LOOPS,
+    LOOPS,  # noqa: F401 - re-exported for the rule modules, with the scope's other names
     NO_GRAD,
     RETURNS_SELF,
-    Assignment,
     CallSite,
     FileContext,
     Invalid,
@@ -30,7 +29,7 @@ from modellint.rule import (  # noqa: F401 - the scope's names are re-exported f
     name_nodes,
     scope_of,
 )
-from modellint.rule import NESTED_SCOPES as _NESTED  # noqa: F401
+from modellint.rule import NESTED_SCOPES as _NESTED
 
 _OPTIMIZER_NAME = re.compile(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
 _SCHEDULER_NAME = re.compile(r"sched")
