@@ -1,7 +1,27 @@
-"""The public rule API: everything a rule module imports from modellint."""
+"""The public rule API: everything a rule module imports from modellint.
+
+Built-in rules and third-party plugins import only this module (and `modellint.hookspecs` for
+`hookimpl`); a test holds the built-in rules to it. Besides the rule classes it exports:
+
+- torch's knowledge, the static pass's one copy of it (defined in `modellint.static.kinds`,
+  which the semantic model reads too): the kinds of values (`MODULE`, `TENSOR`, `OPTIMIZER`,
+  `SCHEDULER`, ..., `Kind`) and the tables of torch's classes and functions
+  (`SCHEDULERS`: how often each scheduler steps, `MODE_LAYERS`, `STATEFUL_LAYERS`,
+  `TENSOR_FACTORIES`, `TENSOR_METHODS`, `RETURNS_SELF`, `MODULE_ATTRIBUTES`, ...);
+- the syntax helpers: `dotted_name`, `canonical` (a qualified name's public spelling),
+  `first_param_name`, `argument`, `positional_args`, `visit`, `code_nodes`, ...;
+- one function's `Scope` (`scope_of(context, node)`: its `Site`s, `CallSite`s, loops) and
+  the semantic model's answers (`Effect`, `ProjectFunction`, `PassedArgument`, `Stepped`);
+- for runtime rules, the phases of a model run (`FORWARD`, `TRAIN`, ...) and their helpers
+  (`describe`, `first_line`, `shape_text`, `source_line`, ...); `BASE_ATTRS` and
+  `size_text`, which need torch, are imported on first use;
+- for `modellint run` rules, `source_tree(filename)`: the parsed source of a file the run
+  executes.
+"""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -11,17 +31,89 @@ import libcst as cst
 
 from modellint.codes import INTERNAL_ERROR, NOT_CHECKED, SCRIPT_FAILED, SYNTAX_ERROR
 from modellint.finding import Fix, Severity
+from modellint.runtime.phases import (
+    FORWARD,
+    MEMORY,
+    OOM,
+    PHASES,
+    REPEAT,
+    TRAIN,
+    TWIN,
+    attribute_location,
+    describe,
+    fingerprints_differ,
+    first_line,
+    shape_text,
+    short_path,
+)
+from modellint.runtime.sources import source_line
+from modellint.static.classes import REGISTERING_METHODS, first_param_name
 from modellint.static.context import FileContext
-from modellint.static.imports import dotted_name
+from modellint.static.imports import canonical, dotted_name
+from modellint.static.kinds import (
+    ACTIVATION_FUNCTIONS,
+    ACTIVATION_METHODS,
+    ACTIVATION_MODULES,
+    CONTAINERS,
+    DATALOADER,
+    DATALOADERS,
+    DICT,
+    DROPOUT_ARGUMENT,
+    EPOCH_SCHEDULERS,
+    FUNCTION,
+    INFERENCE_MODE,
+    INSTANCE_NORMS,
+    LAYER_ATTRIBUTES,
+    LOSS_FUNCTIONS,
+    LOSS_MODULES,
+    MODE_LAYERS,
+    MODULE,
+    MODULE_ATTRIBUTES,
+    MODULE_CALLS,
+    MODULES,
+    MUTATORS,
+    NN_BASES,
+    NN_NON_MODULES,
+    NO_GRAD,
+    OPTIMIZER,
+    OPTIMIZER_NOT,
+    PARAM_GROUP,
+    PARAM_GROUPS,
+    PARAMETER,
+    PARAMETER_NAMES,
+    PARAMETERS,
+    PERIOD_ARGUMENT,
+    RETURNS_SELF,
+    SCHEDULER,
+    SCHEDULERS,
+    SOFTMAX_MODULES,
+    SOME_MODULE,
+    STATEFUL_LAYERS,
+    TENSOR,
+    TENSOR_ATTRIBUTES,
+    TENSOR_FACTORIES,
+    TENSOR_FUNCTIONS,
+    TENSOR_METHODS,
+    TUPLE,
+    VALUE_METHODS,
+    VARIABLES,
+    WRAPPER_ATTRIBUTES,
+    WRAPPERS,
+    Kind,
+    combine_modes,
+)
 from modellint.static.nodes import (
+    NESTED_SCOPES,
     argument,
     has_star_args,
     name_nodes,
     positional_args,
     source_of,
 )
+from modellint.static.scope import LOOPS, Assignment, CallSite, Scope, Site, scope_of
 from modellint.static.semantic import Effect, PassedArgument, ProjectFunction, Stepped
 from modellint.static.walk import child_nodes, code_nodes, visit
+from modellint.watching.loops import source_tree
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -44,16 +136,105 @@ __all__ = [
     "Stepped",
     "Valid",
     "argument",
+    "canonical",
     "child_nodes",
     "code_nodes",
     "dotted_name",
+    "first_param_name",
     "has_star_args",
     "name_nodes",
     "positional_args",
     "snippet",
     "source_of",
     "visit",
+    "REGISTERING_METHODS",
+    # one function's scope
+    "LOOPS",
+    "NESTED_SCOPES",
+    "Assignment",
+    "CallSite",
+    "Scope",
+    "Site",
+    "scope_of",
+    # torch's knowledge
+    "ACTIVATION_FUNCTIONS",
+    "ACTIVATION_METHODS",
+    "ACTIVATION_MODULES",
+    "CONTAINERS",
+    "DATALOADER",
+    "DATALOADERS",
+    "DICT",
+    "DROPOUT_ARGUMENT",
+    "EPOCH_SCHEDULERS",
+    "FUNCTION",
+    "INFERENCE_MODE",
+    "INSTANCE_NORMS",
+    "LAYER_ATTRIBUTES",
+    "LOSS_FUNCTIONS",
+    "LOSS_MODULES",
+    "MODE_LAYERS",
+    "MODULE",
+    "MODULE_ATTRIBUTES",
+    "MODULE_CALLS",
+    "MODULES",
+    "MUTATORS",
+    "NN_BASES",
+    "NN_NON_MODULES",
+    "NO_GRAD",
+    "OPTIMIZER",
+    "OPTIMIZER_NOT",
+    "PARAM_GROUP",
+    "PARAM_GROUPS",
+    "PARAMETER",
+    "PARAMETER_NAMES",
+    "PARAMETERS",
+    "PERIOD_ARGUMENT",
+    "RETURNS_SELF",
+    "SCHEDULER",
+    "SCHEDULERS",
+    "SOFTMAX_MODULES",
+    "SOME_MODULE",
+    "STATEFUL_LAYERS",
+    "TENSOR",
+    "TENSOR_ATTRIBUTES",
+    "TENSOR_FACTORIES",
+    "TENSOR_FUNCTIONS",
+    "TENSOR_METHODS",
+    "TUPLE",
+    "VALUE_METHODS",
+    "VARIABLES",
+    "WRAPPER_ATTRIBUTES",
+    "WRAPPERS",
+    "Kind",
+    "combine_modes",
+    # runtime rules: the phases of a model run and their helpers
+    "FORWARD",
+    "MEMORY",
+    "OOM",
+    "PHASES",
+    "REPEAT",
+    "TRAIN",
+    "TWIN",
+    "attribute_location",
+    "describe",
+    "fingerprints_differ",
+    "first_line",
+    "shape_text",
+    "short_path",
+    "source_line",
+    # `modellint run` rules
+    "source_tree",
 ]
+
+# runtime helpers whose modules import torch: a static-only run never imports them
+_NEED_TORCH = {"BASE_ATTRS": "modellint.runtime.run", "size_text": "modellint.runtime.memory"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NEED_TORCH:
+        return getattr(importlib.import_module(_NEED_TORCH[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def snippet(expr: cst.BaseExpression, limit: int = 40) -> str:
     """Short text of an expression for a message (`self.fc`, `params[0]`), `...` if long."""
@@ -209,7 +390,7 @@ class RuntimeCheck:
 
     `check(run)` reads a `modellint.runtime.run.ModelRun` (the built model, the traces of its
     forwards, gradients, the outcome of each phase) and reports through `run.report(code,
-    message, location)`. `needs` names the phases it reads (`modellint.runtime.run.PHASES`):
+    message, location)`. `needs` names the phases it reads (`PHASES`):
     the runner skips phases no enabled check needs. A `numeric` check reads tensor values and
     is skipped (and said to be) on the `meta` device. `explains(run, failure)` tells whether
     this check reports a failed phase itself, so that ML701 does not report it again.

@@ -1,7 +1,7 @@
 """Shared analysis of one function (or a module's top-level code) for the training rules.
 
 The `Scope` of a function (where calls, loops and assignments are) is the engine's
-(`modellint.static.scope`); this module holds what the training rules ask of it: which names
+(`modellint.rule.scope_of`); this module holds what the training rules ask of it: which names
 are optimizers and schedulers, where they step, where gradients are off.
 """
 
@@ -12,24 +12,28 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from modellint.rule import FileContext, Invalid, StaticRule, code_nodes, dotted_name, name_nodes
-from modellint.static.classes import first_param_name
-from modellint.static.scope import (  # noqa: F401 - re-exported for the rule modules
-    _NESTED,
-    LOOPS,
-    Assignment,
+from modellint.rule import (
+    INFERENCE_MODE,
+    LOOPS,  # noqa: F401 - re-exported for the rule modules, with the scope's other names
+    NO_GRAD,
+    RETURNS_SELF,
     CallSite,
+    FileContext,
+    Invalid,
     Scope,
     Site,
+    StaticRule,
+    code_nodes,
+    dotted_name,
+    first_param_name,
+    name_nodes,
     scope_of,
 )
+from modellint.rule import NESTED_SCOPES as _NESTED
 
 _OPTIMIZER_NAME = re.compile(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
 _SCHEDULER_NAME = re.compile(r"sched")
-_NO_GRAD = frozenset({
-    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode",
-})
+_NO_GRAD = NO_GRAD | INFERENCE_MODE
 _SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
 
 # -- what a name is ---------------------------------------------------------------------------
@@ -479,20 +483,12 @@ class ScopeRule(StaticRule):
         self.report(node, message, statement=site.statement or node, **kwargs)
 
 
-# nn.Module methods that return the module itself, so `model.to(device).train()` sets the mode
-# of `model`
-_RETURNS_SELF = frozenset({
-    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
-    "requires_grad_", "zero_grad", "apply", "to_empty", "share_memory", "xpu", "mps",
-})
-
-
 def mode_receiver(receiver: cst.BaseExpression) -> str | None:
     """`model` for `model`, `model.to(device)`, `model.cuda().float()`."""
     while (
         isinstance(receiver, cst.Call)
         and isinstance(receiver.func, cst.Attribute)
-        and receiver.func.attr.value in _RETURNS_SELF
+        and receiver.func.attr.value in RETURNS_SELF
     ):
         receiver = receiver.func.value
     return dotted_name(receiver)

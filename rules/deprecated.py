@@ -10,6 +10,9 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    DATALOADERS,
+    SOFTMAX_MODULES,
+    VARIABLES,
     Fix,
     Invalid,
     Severity,
@@ -24,7 +27,6 @@ from modellint.rule import (
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
 
-VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # where the loop variable is a parameter or buffer: `for p in model.parameters():`
 _TENSOR_ITERATORS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers"})
 
@@ -81,7 +83,7 @@ class DeprecatedVariable(StaticRule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.context.call_name(node) not in VARIABLE_NAMES:
+        if self.context.call_name(node) not in VARIABLES:
             return
         name = dotted_name(node.func) or "Variable"
         if argument(node, "volatile") is not None:
@@ -276,7 +278,6 @@ class DataAttributeMutation(StaticRule):
 SOFTMAX_FUNCTIONS = frozenset(
     f"torch.nn.functional.{name}" for name in ("softmax", "log_softmax", "softmin")
 )
-SOFTMAX_MODULES = frozenset(f"torch.nn.{name}" for name in ("Softmax", "LogSoftmax", "Softmin"))
 RENAMED = {"torch.nn.functional.sigmoid": "sigmoid", "torch.nn.functional.tanh": "tanh"}
 
 
@@ -599,7 +600,6 @@ class ZeroDimDataIndex(StaticRule):
                 and not _reduction_none(constructor))
 
 
-_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _REBINDS_NEXT = re.compile(r"\bdef\s+next\s*\(|\bnext\s*=[^=]|\bimport\b[^\n]*\bnext\b")
 
@@ -691,10 +691,10 @@ class DataLoaderIteratorNext(StaticRule):
         """True: a DataLoader built in this file; False: a name that says it is a loader;
         None: not a loader as far as we know."""
         if isinstance(expr, cst.Call):
-            return True if self.context.call_name(expr) in _DATALOADERS else None
+            return True if self.context.call_name(expr) in DATALOADERS else None
         if isinstance(expr, cst.Name):
             value = self.context.lookup(expr.value)
-            if isinstance(value, cst.Call) and self.context.call_name(value) in _DATALOADERS:
+            if isinstance(value, cst.Call) and self.context.call_name(value) in DATALOADERS:
                 return True
         name = dotted_name(expr)
         if name is not None and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):

@@ -9,17 +9,27 @@ from typing import ClassVar, cast
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, StaticRule, child_nodes, dotted_name, visit
-from modellint.static.imports import canonical
-from modellint.static.kinds import LAYER_ATTRIBUTES, MODULE, RETURNS_SELF, TENSOR
-from modellint.static.scope import Scope, scope_of
+from modellint.rule import (
+    CONTAINERS,
+    LAYER_ATTRIBUTES,
+    MODULE,
+    RETURNS_SELF,
+    TENSOR,
+    Fix,
+    Invalid,
+    Scope,
+    StaticRule,
+    canonical,
+    child_nodes,
+    dotted_name,
+    scope_of,
+    visit,
+)
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
 _INIT_PREFIX = "torch.nn.init."
-_CONTAINERS = frozenset(
-    {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
-)
+_CONTAINERS = frozenset(f"torch.nn.{name}" for name in CONTAINERS)
 # in-place tensor methods that initialise a weight (`m.weight.data.normal_(0, 0.02)`)
 _INPLACE_INIT = frozenset(
     {"normal_", "uniform_", "fill_", "zero_", "constant_", "copy_", "kaiming_normal_",

@@ -14,25 +14,24 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
-    Invalid,
-    Severity,
-    StaticRule,
-    argument,
-    child_nodes,
-    has_star_args,
-    positional_args,
-    snippet,
-    source_of,
-)
-from modellint.static.imports import canonical
-from modellint.static.kinds import (
     LAYER_ATTRIBUTES,
     MODULE,
     MODULE_ATTRIBUTES,
     WRAPPER_ATTRIBUTES,
+    Invalid,
     Kind,
+    Severity,
+    Site,
+    StaticRule,
+    argument,
+    canonical,
+    child_nodes,
+    has_star_args,
+    positional_args,
+    scope_of,
+    snippet,
+    source_of,
 )
-from modellint.static.scope import Site, scope_of
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 

@@ -11,6 +11,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    SOFTMAX_MODULES,
     Fix,
     Invalid,
     Severity,
@@ -603,7 +604,6 @@ _SOFTMAX_FUNCTIONS = frozenset({
     "torch.nn.functional.softmin", "torch.softmax", "torch.log_softmax",
 })
 _SOFTMAX_METHODS = frozenset({"softmax", "log_softmax"})
-_SOFTMAX_LAYERS = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin"})
 # layers and functions whose output has the rank of their input
 _SAME_RANK_LAYERS = frozenset({
     "torch.nn.Linear", "torch.nn.Dropout", "torch.nn.ReLU", "torch.nn.GELU", "torch.nn.Tanh",
@@ -759,7 +759,7 @@ class SoftmaxDimOutOfRange(ScopeRule):
         layer = self._layer_call(func)
         if layer is not None and len(call.args) == 1 and call.args[0].keyword is None:
             for built in layer:
-                if context.call_name(built) in _SOFTMAX_LAYERS:
+                if context.call_name(built) in SOFTMAX_MODULES:
                     dim_arg = argument(built, "dim", 0)
                     dim = _literal_int(dim_arg.value) if dim_arg is not None else None
                     if dim is not None:

@@ -7,10 +7,22 @@ import difflib
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import FileContext, Fix, Invalid, StaticRule, code_nodes, dotted_name, visit
+from modellint.rule import (
+    MODULE_ATTRIBUTES,
+    REGISTERING_METHODS,
+    STATEFUL_LAYERS,
+    TENSOR_FACTORIES,
+    VARIABLES,
+    FileContext,
+    Fix,
+    Invalid,
+    StaticRule,
+    code_nodes,
+    dotted_name,
+    first_param_name,
+    visit,
+)
 from modellint.rules._loops import invalid_at
-from modellint.static.classes import REGISTERING_METHODS, first_param_name
-from modellint.static.kinds import STATEFUL_LAYERS, TENSOR_FACTORIES, VARIABLES
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 CONTAINER_CLASSES = frozenset(
@@ -850,22 +862,8 @@ class MissingSuperInit(StaticRule):
                     )
 
 
-# attributes every nn.Module has, so reading them is never a mistake
-MODULE_ATTRIBUTES = frozenset(
-    {
-        "training", "forward", "parameters", "named_parameters", "buffers", "named_buffers",
-        "children", "named_children", "modules", "named_modules", "state_dict",
-        "load_state_dict", "to", "cuda", "cpu", "xpu", "mps", "ipu", "type", "float", "double",
-        "half", "bfloat16", "to_empty", "train", "eval", "requires_grad_", "zero_grad", "apply",
-        "register_buffer", "register_parameter", "add_module", "register_module",
-        "get_submodule", "get_parameter", "get_buffer", "get_extra_state", "set_extra_state",
-        "register_forward_hook", "register_forward_pre_hook", "register_backward_hook",
-        "register_full_backward_hook", "register_full_backward_pre_hook",
-        "register_state_dict_pre_hook", "register_load_state_dict_post_hook", "extra_repr",
-        "share_memory", "compile", "dump_patches", "call_super_init", "T_destination",
-        "__class__", "__dict__", "__module__", "__doc__",
-    }
-)
+# attributes every nn.Module has (and every object), so reading them is never a mistake
+_ALWAYS_DEFINED = MODULE_ATTRIBUTES | {"__class__", "__dict__", "__module__", "__doc__"}
 
 
 class UndefinedModuleAttribute(StaticRule):
@@ -994,7 +992,7 @@ class UndefinedModuleAttribute(StaticRule):
         info = infos[0]
         if "forward" not in info.methods:
             return
-        defined = MODULE_ATTRIBUTES | self.external
+        defined = _ALWAYS_DEFINED | self.external
         for each in infos:
             defined |= each.defined_names
         reachable, pending = set(), ["forward"]

@@ -13,8 +13,16 @@ from __future__ import annotations
 from collections import defaultdict
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import SCRIPT_FAILED, Invalid, RunCheck, RunRule, Severity
-from modellint.static.kinds import SCHEDULERS
+from modellint.rule import (
+    EPOCH_SCHEDULERS,
+    PERIOD_ARGUMENT,
+    SCRIPT_FAILED,
+    Invalid,
+    RunCheck,
+    RunRule,
+    Severity,
+    source_tree,
+)
 
 # the examples of the run rules are small training scripts, run under `modellint.watch()`
 _SETUP = ("import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, "
@@ -33,10 +41,6 @@ def _invalid(code: str) -> Invalid:
     lines = code.split("\n")
     line = next(i for i, text in enumerate(lines, 1) if text.endswith("  # <-"))
     return Invalid(code.replace("  # <-", ""), line=line)
-
-
-# the schedulers whose arguments count epochs: the static pass's table
-PER_EPOCH = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 
 
 def _names(names: list[str], limit: int = 3) -> str:
@@ -95,7 +99,7 @@ class PerEpochSchedulerPerBatch(RunCheck):
 
     def check(self, record) -> None:
         for rec in record.schedulers.values():
-            if rec.name not in PER_EPOCH or rec.explicit:
+            if rec.name not in EPOCH_SCHEDULERS or rec.explicit:
                 continue
             per_epoch: dict = defaultdict(list)
             for site, opt_steps, epoch in rec.steps:
@@ -127,7 +131,6 @@ class PerEpochSchedulerPerBatch(RunCheck):
         source cannot be read, in no epoch loop of known range, is sized against the
         loader's length."""
         from modellint.rules.training import _counts_iterations, _period_counts_epochs
-        from modellint.static.kinds import PERIOD_ARGUMENT
 
         call = _constructor(rec)
         if call is not None and _counts_iterations(call):
@@ -167,8 +170,6 @@ def _constructor(rec):
     import linecache
 
     import libcst as cst
-
-    from modellint.watching.loops import source_tree
 
     if rec.created is None:
         return None

@@ -11,6 +11,7 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    RETURNS_SELF,
     Fix,
     Invalid,
     Severity,
@@ -29,11 +30,6 @@ HEADER = "import torch\nimport torch.nn as nn\n\n"
 
 _LOADS = ("torch.load", "torch.serialization.load")
 _SAVES = ("torch.save", "torch.serialization.save")
-# methods that return the module they are called on
-_SELF_RETURNING = frozenset(
-    {"to", "cuda", "cpu", "eval", "train", "float", "half", "double", "bfloat16",
-     "requires_grad_", "to_empty", "share_memory", "type"}
-)
 
 
 def _has_double_star(call: cst.Call) -> bool:
@@ -102,7 +98,7 @@ class _TracksModules(StaticRule):
             if self.context.builds_module(expr):
                 return True
             func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
+            if isinstance(func, cst.Attribute) and func.attr.value in RETURNS_SELF:
                 return self._is_module(func.value)
             return False
         if isinstance(expr, cst.Name):

@@ -15,9 +15,17 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Severity, argument, child_nodes, dotted_name, source_of
+from modellint.rule import (
+    TENSOR_FACTORIES,
+    TENSOR_METHODS,
+    VARIABLES,
+    Severity,
+    argument,
+    child_nodes,
+    dotted_name,
+    source_of,
+)
 from modellint.rules._loops import _NESTED, LOOPS, Scope, ScopeRule, invalid_at, last_segment
-from modellint.static.kinds import TENSOR_FACTORIES, TENSOR_METHODS, VARIABLES
 
 HEADER = "import time\nimport torch\nimport torch.nn as nn\n"
 

@@ -13,6 +13,9 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    INFERENCE_MODE,
+    NO_GRAD,
+    SCHEDULER,
     FileContext,
     Fix,
     Invalid,
@@ -20,6 +23,7 @@ from modellint.rule import (
     StaticRule,
     Valid,
     argument,
+    canonical,
     dotted_name,
     has_star_args,
     positional_args,
@@ -37,8 +41,6 @@ from modellint.rules.deprecated_apis import (
     TORCHVISION_LEGACY_WEIGHTS,
     DeprecatedApi,
 )
-from modellint.static.imports import canonical
-from modellint.static.kinds import SCHEDULER
 
 
 def version_text(version: tuple[int, ...]) -> str:
@@ -886,12 +888,6 @@ class RequiresGradTypo(StaticRule):
 
 
 # -- ML316 ------------------------------------------------------------------------------------
-
-NO_GRAD = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
-INFERENCE_MODE = frozenset(
-    {"torch.inference_mode", "torch.autograd.inference_mode",
-     "torch.autograd.grad_mode.inference_mode"}
-)
 
 
 def grad_mode(context: FileContext, expr: cst.BaseExpression, bare: bool) -> str | None:

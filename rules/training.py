@@ -14,12 +14,26 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    ACTIVATION_FUNCTIONS,
+    ACTIVATION_MODULES,
+    CONTAINERS,
+    DROPOUT_ARGUMENT,
+    EPOCH_SCHEDULERS,
+    INSTANCE_NORMS,
+    LOSS_FUNCTIONS,
+    LOSS_MODULES,
+    MODE_LAYERS,
+    OPTIMIZER,
+    PERIOD_ARGUMENT,
+    SCHEDULER,
+    VALUE_METHODS,
     Fix,
     Invalid,
     ProjectFunction,
     Severity,
     StaticRule,
     dotted_name,
+    first_param_name,
     source_of,
     visit,
 )
@@ -53,18 +67,6 @@ from modellint.rules._loops import (
     scope_of,
     stepped_optimizer,
     under_no_grad,
-)
-from modellint.static.classes import first_param_name
-from modellint.static.kinds import (
-    CONTAINERS,
-    DROPOUT_ARGUMENT,
-    INSTANCE_NORMS,
-    MODE_LAYERS,
-    OPTIMIZER,
-    PERIOD_ARGUMENT,
-    SCHEDULER,
-    SCHEDULERS,
-    VALUE_METHODS,
 )
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
@@ -116,8 +118,6 @@ def _train(setup="", epoch_top="", batch_end="", epoch_end=""):
 
 # -- ML301 ------------------------------------------------------------------------------------
 
-# every scheduler of torch.optim.lr_scheduler whose arguments count epochs (the engine's table)
-EPOCH_SCHEDULERS = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 # constructor arguments that count iterations rather than epochs
 _ITERATION_WORDS = re.compile(r"iter|batch|loader|len\(|steps|Steps", re.IGNORECASE)
 _EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
@@ -2160,25 +2160,8 @@ def _evaluated_in_init(context, scope: Scope) -> dict[str, CallSite]:
 
 # -- ML308 ------------------------------------------------------------------------------------
 
-_ACTIVATIONS = {
-    "torch.softmax": "softmax", "torch.nn.functional.softmax": "softmax",
-    "torch.special.softmax": "softmax", "torch.log_softmax": "log_softmax",
-    "torch.nn.functional.log_softmax": "log_softmax", "torch.special.log_softmax": "log_softmax",
-    "torch.sigmoid": "sigmoid", "torch.nn.functional.sigmoid": "sigmoid",
-    "torch.special.expit": "sigmoid",
-}
-_ACTIVATION_MODULES = {
-    "torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax": "log_softmax",
-    "torch.nn.Sigmoid": "sigmoid",
-}
-_LOSSES = {
-    "torch.nn.functional.cross_entropy": "cross_entropy",
-    "torch.nn.functional.nll_loss": "nll_loss",
-    "torch.nn.functional.binary_cross_entropy_with_logits": "binary_cross_entropy_with_logits",
-    "torch.nn.CrossEntropyLoss": "cross_entropy",
-    "torch.nn.NLLLoss": "nll_loss",
-    "torch.nn.BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
-}
+_ACTIVATION_MODULES = {f"torch.nn.{name}": output for name, output in ACTIVATION_MODULES.items()}
+_LOSSES = {**LOSS_FUNCTIONS, **{f"torch.nn.{name}": loss for name, loss in LOSS_MODULES.items()}}
 # loss -> activations it must not be given
 _BAD_INPUTS = {
     "cross_entropy": ("softmax", "log_softmax"),
@@ -2393,8 +2376,8 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         if not isinstance(expr, cst.Call):
             return self._model_output(scope, original, order)
         qualified = self.context.call_name(expr)
-        if qualified in _ACTIVATIONS:
-            return _ACTIVATIONS[qualified]
+        if qualified in ACTIVATION_FUNCTIONS:
+            return ACTIVATION_FUNCTIONS[qualified]
         func = expr.func
         if (
             qualified is None and isinstance(func, cst.Attribute)

@@ -16,7 +16,20 @@ import re
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Severity, argument, code_nodes, dotted_name, source_of
+from modellint.rule import (
+    MODULE,
+    OPTIMIZER,
+    SCHEDULER,
+    SCHEDULERS,
+    VALUE_METHODS,
+    VARIABLES,
+    Fix,
+    Severity,
+    argument,
+    code_nodes,
+    dotted_name,
+    source_of,
+)
 from modellint.rules._loops import (
     _NESTED,
     CallSite,
@@ -42,7 +55,6 @@ from modellint.rules._loops import (
     under_no_grad,
 )
 from modellint.rules.training import HEADER
-from modellint.static.kinds import MODULE, OPTIMIZER, SCHEDULER, SCHEDULERS
 
 # a loop header or function name that says it counts epochs
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)
@@ -1431,12 +1443,9 @@ class ZeroGradBeforeStep(ScopeRule):
 
 # -- ML342 ------------------------------------------------------------------------------------
 
-_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # methods and attributes that give the same values as their tensor: what is re-wrapped
-_SAME_VALUES = frozenset({
-    "data", "detach", "float", "double", "half", "cpu", "cuda", "to", "clone", "contiguous",
-    "view", "reshape", "squeeze", "unsqueeze", "type",
-})
+# (`.type(dtype)` casts as `.float()` does)
+_SAME_VALUES = VALUE_METHODS | {"data", "type"}
 # a callable whose name says it is a model, a part of one, or a loss (when nothing else is
 # known of it)
 _MODEL_OR_LOSS_NAME = re.compile(
@@ -1453,7 +1462,7 @@ def _rewrapped(context, call: cst.Call) -> cst.BaseExpression | None:
     `torch.tensor(x, requires_grad=True)`, `x.detach().requires_grad_()`,
     `x.data.requires_grad_()`; else None."""
     qualified = context.call_name(call)
-    if qualified in _VARIABLE or qualified == "torch.tensor":
+    if qualified in VARIABLES or qualified == "torch.tensor":
         if call.args and call.args[0].keyword is None and _true(
                 _argument(call, -1, "requires_grad")):
             return call.args[0].value

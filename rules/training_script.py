@@ -17,6 +17,9 @@ import libcst as cst
 
 from modellint.hookspecs import hookimpl
 from modellint.rule import (
+    DATALOADERS,
+    RETURNS_SELF,
+    CallSite,
     Fix,
     Severity,
     StaticRule,
@@ -45,7 +48,6 @@ from modellint.rules._loops import (
     scope_of,
     under_no_grad,
 )
-from modellint.static.scope import CallSite
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 LOADER = "from torch.utils.data import DataLoader\n"
@@ -64,14 +66,13 @@ class _FileRule(StaticRule):
 
 # -- shared helpers -----------------------------------------------------------------------------
 
-_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # positions of DataLoader's arguments when they are given positionally
 _LOADER_POSITIONS = {"shuffle": 2, "sampler": 3, "batch_sampler": 4, "num_workers": 5,
                      "pin_memory": 7}
 
 
 def _is_dataloader(context, call: cst.Call) -> bool:
-    return context.call_name(call) in _DATALOADERS
+    return context.call_name(call) in DATALOADERS
 
 
 def _loader_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
@@ -940,7 +941,7 @@ class DdpWithoutDistributedSampler(_FileRule):
             self._ddp = dotted_name(node.func) or "DistributedDataParallel"
         elif qualified.startswith(_FRAMEWORKS):
             self._framework = True
-        elif qualified in _DATALOADERS:
+        elif qualified in DATALOADERS:
             target = self._target
             if self._evaluation_loader(node):
                 return
@@ -1453,8 +1454,6 @@ _DATA_PARALLEL = _DDP | frozenset({
     "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
     "torch.nn.parallel.data_parallel.DataParallel",
 })
-# methods that return the module they are called on: `DataParallel(model).cuda()`
-_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "half", "double", "train", "eval"})
 # a condition that tells the wrapper from the bare model (the fix of the YOLOv4 case)
 _WRAPPER_TEST = re.compile(r"DataParallel|DDP|module|isinstance|hasattr|device_count|"
                            r"distributed|world_size|local_rank|n_?gpu|multi_?gpu")
@@ -1635,7 +1634,7 @@ class DataParallelStateDictPrefix(ScopeRule):
         """`DataParallel` when the assignment wraps the name it is assigned to."""
         value = assignment.value
         while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-               and value.func.attr.value in _SAME_MODULE):
+               and value.func.attr.value in RETURNS_SELF):
             value = value.func.value
         if not isinstance(value, cst.Call):
             return None
@@ -1644,7 +1643,7 @@ class DataParallelStateDictPrefix(ScopeRule):
             return None
         wrapped = value.args[0].value
         while (isinstance(wrapped, cst.Call) and isinstance(wrapped.func, cst.Attribute)
-               and wrapped.func.attr.value in _SAME_MODULE):
+               and wrapped.func.attr.value in RETURNS_SELF):
             wrapped = wrapped.func.value
         if dotted_name(wrapped) != assignment.target:
             return None

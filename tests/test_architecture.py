@@ -152,3 +152,58 @@ def test_the_command_line_is_imported_by_its_entry_points_only():
     graph = import_graph(PACKAGES)
     importers = sorted(name for name, targets in graph.items() if "modellint.cli" in targets)
     assert importers == ["modellint.__main__"]
+
+
+# what a rule module may import of modellint: the public rule API, the plugin hooks
+# (`from modellint import hookimpl`), and the rules' own shared helpers (which obey the same rule)
+RULE_API = ("modellint.rule", "modellint.hookspecs", "modellint")
+RULE_PACKAGES = ("modellint.rules", "modellint.rules.runtime")
+
+
+def _outside_rule_api(target: str) -> bool:
+    return target not in RULE_API and not target.startswith("modellint.rules")
+
+
+def _modellint_modules() -> set[str]:
+    """Every module of modellint and of its rules: what an import is resolved against."""
+    subpackages = [f"modellint.{path.parent.name}"
+                   for path in sorted(SOURCES["modellint"].glob("*/__init__.py"))]
+    return set(modules(["modellint", *subpackages, *RULE_PACKAGES]))
+
+
+def test_rules_import_only_the_public_rule_api():
+    rule_modules = modules(RULE_PACKAGES)
+    assert len(rule_modules) > 15, "the rule modules were not found"
+    known = _modellint_modules()
+    assert {"modellint.static.kinds", "modellint.watching.loops"} <= known
+    internal = {name: sorted(t for t in imported(name, path, known) if _outside_rule_api(t))
+                for name, path in rule_modules.items()}
+    assert {name: targets for name, targets in internal.items() if targets} == {}
+
+
+def test_the_rule_api_check_finds_an_internal_import_even_a_lazy_one(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from modellint import hookimpl\n"
+        "from modellint.rule import StaticRule\n"
+        "from modellint.rules._loops import scope_of\n"
+        "from . import _loops\n"
+        "if TYPE_CHECKING:\n    from modellint.static.context import FileContext\n"
+        "def check():\n    from modellint.static.kinds import SCHEDULERS\n"
+        "    import modellint.watching.loops\n",
+        encoding="utf-8")
+    found = imported("modellint.rules.mine", path, _modellint_modules())
+    assert sorted(target for target in found if _outside_rule_api(target)) == [
+        "modellint.static.kinds", "modellint.watching.loops"]
+
+
+def test_the_rule_api_exports_every_table_of_torch_knowledge():
+    from modellint import rule
+    from modellint.static import kinds
+
+    # its tables and kinds (upper case), `Kind` and its functions: what it defines itself
+    public = {name for name, value in vars(kinds).items() if not name.startswith("_") and (
+        name.isupper() or getattr(value, "__module__", None) == kinds.__name__)}
+    assert {"SCHEDULERS", "RETURNS_SELF", "Kind", "combine_modes"} <= public
+    assert sorted(public - set(rule.__all__)) == []

@@ -437,6 +437,21 @@ def test_softmax_through_nn_softmax_module_and_log_softmax_nll_pairs():
     assert found(source) == [("ML308", line_of(source, "bad = "))]
 
 
+def test_softmax2d_output_is_named_softmax_output():
+    # segmentation: a channel softmax given to the loss, read from torch's activation table
+    source = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def step(x, y):
+        channels = nn.Softmax2d()
+        return F.cross_entropy(channels(x), y)
+    """
+    findings = lint_text(source, [SoftmaxBeforeCrossEntropy])
+    assert [f.code for f in findings] == ["ML308"]
+    assert "given `softmax` output" in findings[0].message
+
+
 def test_cross_entropy_of_log_softmax_is_a_warning():
     source = """\
     import torch

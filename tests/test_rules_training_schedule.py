@@ -465,3 +465,21 @@ def test_a_scheduler_chosen_by_configuration_is_iteration_sized_only_if_every_ch
     assert found(source.replace("{period}", "epochs")) == []
     sized = source.replace("{period}", "epochs * len(loader)")
     assert found(sized) == [("ML329", line_of(sized, "    scheduler.step()"))]
+
+
+def test_a_model_output_rewrapped_through_any_value_keeping_method_is_a_graph_cut():
+    # `_SAME_VALUES` is torch's value-keeping tensor methods (VALUE_METHODS): a permute or a
+    # transpose keeps the model's output as well as `.float()` does
+    from modellint.rules.training_schedule import GraphCutBeforeLoss
+
+    source = """\
+    import torch
+    import torch.nn.functional as F
+
+    def step(model, x, y, optimizer):
+        out = model(x)
+        out = torch.tensor(out.permute(0, 2, 1).bfloat16(), requires_grad=True)
+        F.mse_loss(out, y).backward()
+        optimizer.step()
+    """
+    assert found(source, [GraphCutBeforeLoss]) == [("ML342", line_of(source, "torch.tensor("))]

@@ -664,6 +664,19 @@ def test_the_subclass_table_of_torch_nn_matches_the_installed_torch():
         assert not missing, f"add {sorted(missing)} to modellint.static.kinds.NN_BASES[{name!r}]"
 
 
+def test_the_self_returning_module_methods_match_the_installed_torch():
+    nn = pytest.importorskip("torch.nn")
+    from modellint.rule import RETURNS_SELF
+
+    # torch annotates them `-> Self`, all but `to` (overloaded): checked by calling it
+    annotated = {name for name, value in vars(nn.Module).items()
+                 if inspect.isfunction(value) and not name.startswith("_")
+                 and str(inspect.signature(value).return_annotation).rsplit(".", 1)[-1] == "Self"}
+    layer = nn.Linear(2, 2)
+    assert layer.to("cpu") is layer and layer.train() is layer
+    assert RETURNS_SELF == annotated | {"to"}, sorted(RETURNS_SELF ^ (annotated | {"to"}))
+
+
 def test_facts_keep_parameter_defaults_and_arithmetic():
     from modellint.static.index import extract
 

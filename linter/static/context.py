@@ -10,22 +10,9 @@ import libcst as cst
 
 from modellint.static.classes import ClassInfo, analyze_class
 from modellint.static.imports import ImportMap, dotted_name
+from modellint.static.kinds import NN_NON_MODULES, PARAMETER_NAMES, TENSOR_FACTORIES
 
-NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
-PARAMETER_NAMES = frozenset(
-    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.UninitializedParameter"}
-)
 TORCHVISION_NON_BUILDERS = frozenset({"get_weight", "get_model_weights", "list_models"})
-# torch functions that return a new tensor
-TENSOR_FACTORIES = frozenset(
-    {
-        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
-        "randint", "randperm", "arange", "linspace", "logspace", "eye", "zeros_like",
-        "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
-        "Tensor", "FloatTensor", "LongTensor", "DoubleTensor", "IntTensor", "BoolTensor",
-        "ByteTensor", "HalfTensor", "triu", "tril", "stack", "cat", "normal", "bernoulli",
-    }
-)
 _NN_CLASS = re.compile(r"^torch\.nn\.([A-Z]\w*)$")
 
 

@@ -73,6 +73,10 @@ class Kind:
 
 
 PARAMETER = Kind(TENSOR, cls="torch.nn.Parameter", leaf=True, parameter=True)
+# the classes that build one
+PARAMETER_NAMES = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.UninitializedParameter"}
+)
 SOME_MODULE = Kind(MODULE)
 
 # -- torch.nn ---------------------------------------------------------------------------------
@@ -150,6 +154,8 @@ ACTIVATION_FUNCTIONS = {
 }
 # tensor methods that give an activation's output
 ACTIVATION_METHODS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid"}
+# the layers that normalize along a `dim` (softmax-like)
+SOFTMAX_MODULES = frozenset(f"torch.nn.{name}" for name in ("Softmax", "LogSoftmax", "Softmin"))
 
 # -- torch.optim.lr_scheduler -----------------------------------------------------------------
 
@@ -178,9 +184,20 @@ SCHEDULERS = {
     "LRScheduler": "either",
     "_LRScheduler": "either",
 }
+# every scheduler whose arguments count epochs
+EPOCH_SCHEDULERS = frozenset(name for name, step in SCHEDULERS.items() if step == "epoch")
 # epoch schedulers whose period argument is often computed in iterations: they count as
 # per-epoch only when that argument names epochs (`CosineAnnealingLR(opt, args.epochs)`)
 PERIOD_ARGUMENT = {"CosineAnnealingLR": (1, "T_max"), "PolynomialLR": (1, "total_iters")}
+
+# -- autograd ---------------------------------------------------------------------------------
+
+# the context managers (and decorators) that turn gradients off
+NO_GRAD = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+INFERENCE_MODE = frozenset(
+    {"torch.inference_mode", "torch.autograd.inference_mode",
+     "torch.autograd.grad_mode.inference_mode"}
+)
 
 # -- tensors ----------------------------------------------------------------------------------
 
@@ -220,10 +237,11 @@ VALUE_METHODS = frozenset({
 TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
 # the deprecated wrapper that returns the tensor it is given
 VARIABLES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
-# module methods that return the module itself
+# module methods that return the module itself (`model.to(device).train()` sets the mode of
+# `model`); a test checks them against the installed torch
 RETURNS_SELF = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval",
-    "requires_grad_", "apply", "to_empty", "share_memory", "xpu", "mps",
+    "requires_grad_", "apply", "to_empty", "share_memory", "xpu", "ipu", "mtia",
 })
 # nn.Module's own methods that torch itself calls (through `module(x)`, `state_dict()`,
 # `load_state_dict()`, `to()`, `repr()`): a project module's override of one is called by

@@ -3,12 +3,13 @@ mismatch, ML704 non-finite output, ML705 eval-mode nondeterminism."""
 
 from __future__ import annotations
 
-from modellint.rule import Invalid, RuntimeRule
-from modellint.runtime.phases import (
+from modellint.rule import (
     FORWARD,
     OOM,
     REPEAT,
     TRAIN,
+    Invalid,
+    RuntimeRule,
     describe,
     first_line,
     shape_text,

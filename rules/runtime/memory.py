@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from modellint.rule import Invalid, RuntimeRule, Valid
-from modellint.runtime.phases import MEMORY
+from modellint.rule import MEMORY, Invalid, RuntimeRule, Valid
 
 HEADER = "import torch.nn as nn\n\n\n"
 WIDE = (HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -49,7 +48,7 @@ class MemoryExceedsTarget(RuntimeRule):
         found, target = run.memory, run.memory_target
         if found is None or target is None or found.total <= target:
             return
-        from modellint.runtime.memory import size_text
+        from modellint.rule import size_text
 
         batch = f" at batch {found.batch}" if found.batch is not None else ""
         top = [(p, b) for p, b in found.by_module if p and b > 0][:1]

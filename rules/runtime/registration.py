@@ -6,15 +6,16 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from modellint.rule import Invalid, RuntimeCheck
-from modellint.runtime.phases import (
+from modellint.rule import (
     FORWARD,
     REPEAT,
+    Invalid,
+    RuntimeCheck,
     attribute_location,
     first_line,
     shape_text,
+    source_line,
 )
-from modellint.runtime.sources import source_line
 
 HEADER = "import torch\nimport torch.nn as nn\n\n\n"
 _NO_ATTR = re.compile(r"'(\w+)' object has no attribute '(\w+)'")

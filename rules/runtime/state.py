@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from modellint.rule import Invalid, RuntimeRule
-from modellint.runtime.phases import (
+from modellint.rule import (
     FORWARD,
     TWIN,
+    Invalid,
+    RuntimeRule,
     attribute_location,
     fingerprints_differ,
     first_line,
@@ -20,7 +21,7 @@ def differing_attribute(a, b) -> tuple[str, str] | None:
     import torch
     from torch import nn
 
-    from modellint.runtime.run import BASE_ATTRS
+    from modellint.rule import BASE_ATTRS
 
     others = dict(b.named_modules())
     for path, module in a.named_modules():

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from modellint.rule import Invalid, RuntimeRule, Severity
-from modellint.runtime.phases import FORWARD, TRAIN, describe
+from modellint.rule import FORWARD, TRAIN, Invalid, RuntimeRule, Severity, describe
 
 HEADER = "import torch\nimport torch.nn as nn\n\n\n"
 

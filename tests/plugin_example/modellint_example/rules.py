@@ -6,8 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from modellint import hookimpl
-from modellint.rule import Invalid, RuntimeRule, Severity, StaticRule
-from modellint.runtime.phases import FORWARD
+from modellint.rule import FORWARD, Invalid, RuntimeRule, Severity, StaticRule
 
 HEADER = "import torch.nn as nn\n\n"
 
