@@ -665,7 +665,7 @@ def test_the_subclass_table_of_torch_nn_matches_the_installed_torch():
 
 
 def test_facts_keep_parameter_defaults_and_arithmetic():
-    from modellint.static.index import extract
+    from modellint.static.facts import extract
 
     facts = extract(textwrap.dedent('''\
     import torch.nn as nn

@@ -20,16 +20,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from modellint.static import kinds as K
+from modellint.static.facts import UNKNOWN, extract, name_summary
 from modellint.static.imports import dotted_name
-from modellint.static.index import (
-    UNKNOWN,
-    ProjectIndex,
-    Where,
-    _locals,
-    extract,
-    name_summary,
-    text_hash,
-)
+from modellint.static.index import ProjectIndex, Where, _locals, text_hash
 from modellint.static.kinds import Kind
 from modellint.static.nodes import NESTED_SCOPES
 from modellint.static.walk import code_nodes
