@@ -22,8 +22,9 @@ import libcst as cst
 from modellint.static import kinds as K
 from modellint.static.evaluate import Where, _locals
 from modellint.static.facts import UNKNOWN, extract, name_summary
+from modellint.static.facts_cache import text_hash
 from modellint.static.imports import dotted_name
-from modellint.static.index import ProjectIndex, text_hash
+from modellint.static.index import ProjectIndex
 from modellint.static.kinds import Kind
 from modellint.static.nodes import NESTED_SCOPES
 from modellint.static.walk import code_nodes
