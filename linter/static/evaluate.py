@@ -8,13 +8,39 @@ What it cannot know is None.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from modellint.static import kinds as K
-from modellint.static.facts import BUILTINS, UNKNOWN
+from modellint.static.facts import BUILTINS
 from modellint.static.kinds import Kind
+from modellint.static.summary import (
+    NONE,
+    UNKNOWN,
+    Attr,
+    BinOp,
+    Call,
+    Comp,
+    Const,
+    DictDisplay,
+    Item,
+    Iter,
+    Join,
+    Known,
+    Local,
+    Mutated,
+    Num,
+    Param,
+    Ref,
+    SelfAttr,
+    Seq,
+    Slice,
+    Sub,
+    Summary,
+    This,
+    UnaryOp,
+)
 
 _MAX_DEPTH = 40
 # how many calls deep the effects of a project function are followed (`ProjectIndex.effects`)
@@ -31,8 +57,8 @@ class Where:
 
     file: str
     cls: str | None = None
-    local: Callable[[str], list | None] | None = None
-    # the same function, at another point of it (for ["local", summary, order])
+    local: Callable[[str], Summary | None] | None = None
+    # the same function, at another point of it (for `Local` summaries)
     at: Callable[[int], Where] | None = None
 
 
@@ -61,83 +87,86 @@ class Evaluation:
         # call sites followed up from a parameter now (`param_kind`)
         self._param_hops = 0
 
-    def kind(self, summary: list, where: Where, depth: int = 0) -> Kind | None:
+    def kind(self, summary: Summary, where: Where, depth: int = 0) -> Kind | None:
         try:
             return self._kind(summary, where, depth)
         except RecursionError:
             return None
 
-    def _kind(self, s: list, where: Where, depth: int) -> Kind | None:
-        if depth > _MAX_DEPTH or not s:
+    def _kind(self, s: Summary | None, where: Where, depth: int) -> Kind | None:
+        if depth > _MAX_DEPTH or s is None:
             return None
-        tag = s[0]
-        if tag == "ref":
-            return self._ref(s[1], where, depth)
-        if tag == "self":
-            return self._self_attr(where, s[1], depth)
-        if tag == "this":
+        if isinstance(s, Ref):
+            return self._ref(s.name, where, depth)
+        if isinstance(s, SelfAttr):
+            return self._self_attr(where, s.attr, depth)
+        if isinstance(s, This):
             return self.instance(where.file, where.cls, depth + 1) if where.cls else None
-        if tag == "attr":
-            return self._attribute(self._kind(s[1], where, depth + 1), s[2], where, depth)
-        if tag == "call":
+        if isinstance(s, Attr):
+            return self._attribute(self._kind(s.base, where, depth + 1), s.name, where, depth)
+        if isinstance(s, Call):
             return self._call(s, where, depth)
-        if tag == "local":
-            return self._kind(s[1], where.at(s[2]) if where.at is not None else where, depth + 1)
-        if tag == "param":
-            return self.param_kind(s[1], s[2], s[3], s[4], depth + 1)
-        if tag == "iter":
-            return _element(self._kind(s[1], where, depth + 1))
-        if tag == "seq":
-            items = tuple(self._kind(e, where, depth + 1) for e in s[1])
+        if isinstance(s, Local):
+            return self._kind(s.value, where.at(s.order) if where.at is not None else where,
+                              depth + 1)
+        if isinstance(s, Param):
+            return self.param_kind(s.path, s.cls, s.function, s.name, depth + 1)
+        if isinstance(s, Iter):
+            return _element(self._kind(s.iterable, where, depth + 1))
+        if isinstance(s, Seq):
+            items = tuple(self._kind(e, where, depth + 1) for e in s.items)
             return Kind(K.TUPLE, items=items, element=join_all(items))
-        if tag == "item":
-            base = self._kind(s[1], where, depth + 1)
+        if isinstance(s, Item):
+            base = self._kind(s.base, where, depth + 1)
             if base is None:
                 return None
             if base.items is None or not (base.kind == K.TUPLE or base.kind == K.MODULE and (
                     base.cls in _SEQUENCES)):
                 return _member(base)
-            return base.items[s[2]] if -len(base.items) <= s[2] < len(base.items) else None
-        if tag == "sub":
-            base = self._kind(s[1], where, depth + 1)
-            if base is not None and base.kind == K.PARAM_GROUP and s[2] == "params":
+            position = s.position
+            return base.items[position] if -len(base.items) <= position < len(
+                base.items) else None
+        if isinstance(s, Sub):
+            base = self._kind(s.base, where, depth + 1)
+            if base is not None and base.kind == K.PARAM_GROUP and s.key == "params":
                 return Kind(K.PARAMETERS)
-            if base is not None and base.kind in (K.DICT, K.MODULE) and s[2] is not None and (
+            if base is not None and base.kind in (K.DICT, K.MODULE) and s.key is not None and (
                     base.keys is not None and base.items is not None):
                 if None in base.keys:
                     return None  # a key not written as a string may be this one
-                found = [n for n, key in enumerate(base.keys) if key == s[2]]
+                found = [n for n, key in enumerate(base.keys) if key == s.key]
                 return base.items[found[-1]] if found else None
             return _member(base)
-        if tag == "slice":
-            return _sliced(self._kind(s[1], where, depth + 1))
-        if tag == "dict":
-            items = tuple(self._kind(v, where, depth + 1) for _, v in s[1])
-            return Kind(K.DICT, items=items, keys=tuple(k for k, _ in s[1]),
+        if isinstance(s, Slice):
+            return _sliced(self._kind(s.base, where, depth + 1))
+        if isinstance(s, DictDisplay):
+            items = tuple(self._kind(v, where, depth + 1) for _, v in s.entries)
+            return Kind(K.DICT, items=items, keys=tuple(k for k, _ in s.entries),
                         element=join_all(items))
-        if tag == "comp":
-            element = self._kind(s[1], _binding(where, s[2]), depth + 1)
-            return Kind(K.DICT if s[3] else K.TUPLE, element=element)
-        if tag == "bin":
-            return _arithmetic(s[1], self._kind(s[2], where, depth + 1),
-                               self._kind(s[3], where, depth + 1))
-        if tag == "unary":
-            operand = self._kind(s[2], where, depth + 1)
+        if isinstance(s, Comp):
+            element = self._kind(s.element, _binding(where, s.bound), depth + 1)
+            return Kind(K.DICT if s.is_dict else K.TUPLE, element=element)
+        if isinstance(s, BinOp):
+            return _arithmetic(s.op, self._kind(s.left, where, depth + 1),
+                               self._kind(s.right, where, depth + 1))
+        if isinstance(s, UnaryOp):
+            operand = self._kind(s.operand, where, depth + 1)
             return Kind(K.TENSOR) if operand is not None and operand.kind == K.TENSOR else None
-        if tag == "join":
-            return self._join(s[1], s[2] if len(s) > 2 else None, where, depth)
-        if tag == "mutated":
-            return _mutated(self._kind(s[1], where, depth + 1))
-        if tag == "kind":
-            return s[1]  # a kind already found (`_join`), never in facts
+        if isinstance(s, Join):
+            return self._join(s.values, s.name, where, depth)
+        if isinstance(s, Mutated):
+            return _mutated(self._kind(s.value, where, depth + 1))
+        if isinstance(s, Known):
+            return s.kind  # a kind already found (`_join`), never in facts
         return None
 
-    def _join(self, values: list, name: str | None, where: Where, depth: int) -> Kind | None:
+    def _join(self, values: Sequence[Summary], name: str | None, where: Where, depth: int
+              ) -> Kind | None:
         """What a value that is one of `values` is (`join`; a `None` among them is left out:
         the code would fail on it). For a name assigned several times, a value that reads
         the name itself (`model = model.to(device)`, `x = x * 2`) reads it as the others
         make it."""
-        plain = [v for v in values if v != ["const", "None"] and v != ["ref", "None"]]
+        plain = [v for v in values if v != NONE and v != Ref("None")]
         direct = [v for v in plain if name is None or not _mentions(v, name)]
         if not direct:
             return None
@@ -150,9 +179,9 @@ class Evaluation:
             return first
         outer = where.local
 
-        def local(local_name: str) -> list | None:
+        def local(local_name: str) -> Summary | None:
             if local_name == name:
-                return ["kind", first]
+                return Known(first)
             return outer(local_name) if outer is not None else None
 
         inner = Where(where.file, where.cls, local, where.at)
@@ -185,9 +214,9 @@ class Evaluation:
             facts = self.files[path]
             value = facts["globals"].get(head, UNKNOWN)
             if value == UNKNOWN and head in facts.get("global_joins", ()):
-                value = ["join", facts["global_joins"][head], head]
+                value = Join(tuple(facts["global_joins"][head]), head)
             if head in facts.get("mutated_globals", ()):
-                value = ["mutated", value]
+                value = Mutated(value)
             kind = self._kind(value, Where(path), depth + 1)
             for attr in rest.split(".") if rest else ():
                 kind = self._attribute(kind, attr, where, depth)
@@ -214,9 +243,10 @@ class Evaluation:
             return None
         losses = set()
         for value in func["returns"]:
-            if value[0] != "call" or not value[2] or value[2][0] != ["ref", params[first]]:
+            if not isinstance(value, Call) or not value.args or value.args[0] != Ref(
+                    params[first]):
                 return None
-            callee = self._kind(value[1], where, depth + 1)
+            callee = self._kind(value.func, where, depth + 1)
             if callee is None or callee.loss is None:
                 return None
             losses.add(callee.loss)
@@ -255,7 +285,7 @@ class Evaluation:
         values = facts["attrs"].get(attr)
         if not values:
             for base in facts["bases"]:
-                found = self._class_of(base, path) if base[0] == "ref" else None
+                found = self._class_of(base, path) if isinstance(base, Ref) else None
                 if found is not None:
                     kind = self._class_attr(found[0], found[1], attr, depth, seen)
                     if kind is not None:
@@ -264,7 +294,7 @@ class Evaluation:
         kinds = []
         changed = any(f"self.{attr}" in m.get("mutates", ()) for m in facts["methods"].values())
         for method, value in values:
-            if value == ["const", "None"]:
+            if value == NONE:
                 continue
             func = facts["methods"].get(method)
             local = _locals(func, path, cls, method) if func is not None else None
@@ -280,8 +310,8 @@ class Evaluation:
             return Kind(first.kind, mode=K.combine_modes(k.mode for k in known))
         return None
 
-    def _class_of(self, base: list, path: str) -> tuple[str, str] | None:
-        found = self.resolve(path, base[1])
+    def _class_of(self, base: Ref, path: str) -> tuple[str, str] | None:
+        found = self.resolve(path, base.name)
         if found is None or found[0] != "class" or "." in found[2]:
             return None
         return found[1], found[2]
@@ -298,10 +328,10 @@ class Evaluation:
             return self._class_attr(path, cls, attr, depth + 1)
         return None
 
-    def _call(self, s: list, where: Where, depth: int) -> Kind | None:
-        func, args, keywords = s[1], s[2], s[3]
-        if func[0] == "ref":
-            dotted = func[1]
+    def _call(self, s: Call, where: Where, depth: int) -> Kind | None:
+        func, args, keywords = s.func, s.args, s.keywords
+        if isinstance(func, Ref):
+            dotted = func.name
             head, _, rest = dotted.partition(".")
             local = where.local(head) if where.local is not None else None
             if local is None:
@@ -330,19 +360,20 @@ class Evaluation:
                 base, _, method = dotted.rpartition(".")
                 return _method(self._ref(base, where, depth + 1), method, args)
             return _called(self._kind(local, where, depth + 1))
-        if func[0] == "self":
+        if isinstance(func, SelfAttr):
             # self.method(...) or self.layer(...)
             if where.cls is not None:
                 facts = self.files[where.file]["classes"].get(where.cls)
-                if facts is not None and func[1] in facts["methods"] and func[1] not in facts[
+                if facts is not None and func.attr in facts["methods"] and func.attr not in facts[
                         "attrs"]:
-                    return self._method_returns(where.file, where.cls, func[1], depth + 1)
-            return _called(self._self_attr(where, func[1], depth + 1))
-        if func[0] == "attr":
-            return _method(self._kind(func[1], where, depth + 1), func[2], args)
+                    return self._method_returns(where.file, where.cls, func.attr, depth + 1)
+            return _called(self._self_attr(where, func.attr, depth + 1))
+        if isinstance(func, Attr):
+            return _method(self._kind(func.base, where, depth + 1), func.name, args)
         return _called(self._kind(func, where, depth + 1))
 
-    def _builtin(self, name: str, args: list, where: Where, depth: int) -> Kind | None:
+    def _builtin(self, name: str, args: Sequence[Summary], where: Where, depth: int
+                 ) -> Kind | None:
         """What a builtin that iterates its arguments gives: `list(xs)`, `sorted(xs)` a list
         of their elements; `enumerate(xs)` and `zip(xs, ys)` tuples of them."""
         if not args or UNKNOWN in args:
@@ -397,7 +428,8 @@ class Evaluation:
             self._param_hops -= 1
         return join(kinds)
 
-    def passed(self, path: str, cls: str | None, name: str, param: str) -> list[list] | None:
+    def passed(self, path: str, cls: str | None, name: str, param: str
+               ) -> list[Summary] | None:
         """The summaries of what every call site of the project function `name` of `path`
         (a method of `cls`) passes for `param` (its default where a site passes nothing);
         None when the call sites are not all known."""
@@ -415,7 +447,7 @@ class Evaluation:
             found.append(value)
         return found
 
-    def call_sites(self, path: str, cls: str | None, name: str) -> list[tuple[Where, list, int]]:
+    def call_sites(self, path: str, cls: str | None, name: str) -> list[tuple[Where, Call, int]]:
         """Every call of the project function `name` of `path` (a method of the project class
         `cls`; `__init__`: its instantiations) in the project: (where the call is, its
         summary, 1 when the call passes the object itself first (a method), else 0). Empty
@@ -427,14 +459,14 @@ class Evaluation:
             return self._memo[key]
         try:
             found = self._call_sites(path, cls, name)
-        except (KeyError, IndexError, TypeError):
+        except (KeyError, IndexError, TypeError, AttributeError):
             found = None
         result = found or []
         self._memo[key] = result
         return result
 
     def _call_sites(self, path: str, cls: str | None, name: str
-                    ) -> list[tuple[Where, list, int]] | None:
+                    ) -> list[tuple[Where, Call, int]] | None:
         facts = self.files.get(path)
         if facts is None:
             return None
@@ -454,7 +486,7 @@ class Evaluation:
             return None
         files = [path, *self.importers(path)]
         method = cls is not None and name != "__init__"
-        sites: list[tuple[Where, list, int]] = []
+        sites: list[tuple[Where, Call, int]] = []
         for other in files:
             other_facts = self.files[other]
             imports = other_facts["imports"]
@@ -466,7 +498,7 @@ class Evaluation:
                 for method_name, body in owner["methods"].items():
                     where = Where(path, cls, _locals(body, path, cls, method_name))
                     for call in body.get("invokes", ()):
-                        if call[1] == ["self", name]:
+                        if call.func == SelfAttr(name):
                             sites.append((where, call, 1))
                 continue
             if other != path and any(key.startswith("*") and self._import_target(
@@ -480,11 +512,11 @@ class Evaluation:
                 return None  # re-exported by a package: its importers' calls are not followed
             for where, body in self._bodies(other):
                 for call in body.get("invokes", ()):
-                    callee = call[1]
-                    if callee[0] != "ref" or where.local is not None and where.local(
-                            callee[1].split(".")[0]) is not None:
+                    callee = call.func
+                    if not isinstance(callee, Ref) or where.local is not None and where.local(
+                            callee.name.split(".")[0]) is not None:
                         continue  # a local name of the caller
-                    if self._names(other, callee[1], target):
+                    if self._names(other, callee.name, target):
                         sites.append((where, call, 1 if cls is not None else 0))
         return sites
 
@@ -503,13 +535,13 @@ class Evaluation:
             if facts is None:
                 return False
             for base in facts["bases"]:
-                if base == ["ref", "object"]:
+                if base == Ref("object"):
                     continue
-                found = self._class_of(base, path) if base[0] == "ref" else None
+                found = self._class_of(base, path) if isinstance(base, Ref) else None
                 if found is not None:
                     lineage.append(found)
                     continue
-                resolved = self.resolve(path, base[1]) if base[0] == "ref" else None
+                resolved = self.resolve(path, base.name) if isinstance(base, Ref) else None
                 if resolved is None or resolved[:2] != ("torch", "torch.nn.Module") or (
                         name in K.MODULE_CALLS):
                     return False
@@ -543,7 +575,7 @@ class Evaluation:
                 if (other, name) == (path, cls):
                     continue
                 for base in other_cls["bases"]:
-                    if base[0] == "ref" and self._class_of(base, other) == (path, cls):
+                    if isinstance(base, Ref) and self._class_of(base, other) == (path, cls):
                         return True
         return False
 
@@ -573,7 +605,7 @@ class Evaluation:
             if method is not None:
                 return path, cls, method
             for base in facts["bases"]:
-                found = self._class_of(base, path) if base[0] == "ref" else None
+                found = self._class_of(base, path) if isinstance(base, Ref) else None
                 if found is not None:
                     stack.append(found)
         return None
@@ -632,11 +664,11 @@ class Evaluation:
         if func.get("no_grad"):
             found.add(("no_grad", "?", ""))
         for invoke in func.get("invokes", ()):
-            callee = invoke[1]
-            if callee[0] == "self" and cls is not None:
-                other, called, offset = self.function_facts(path, cls, callee[1]), callee[1], 1
-            elif callee[0] == "ref" and "." not in callee[1]:
-                resolved = self.resolve(path, callee[1])
+            callee = invoke.func
+            if isinstance(callee, SelfAttr) and cls is not None:
+                other, called, offset = self.function_facts(path, cls, callee.attr), callee.attr, 1
+            elif isinstance(callee, Ref) and "." not in callee.name:
+                resolved = self.resolve(path, callee.name)
                 if resolved is None or resolved[0] != "function" or "." in resolved[2]:
                     continue
                 other = self.function_facts(resolved[1], None, resolved[2])
@@ -654,13 +686,13 @@ class Evaluation:
                     value = argument(other_func["params"], offset, invoke, name)
                     if value is None:
                         continue  # a default: nothing of the caller's
-                    if value[0] == "ref":
-                        found.add((effect, *target(value[1])))
-                    elif value[0] == "self" and self_name is not None:
-                        found.add((effect, "self", value[1]))
+                    if isinstance(value, Ref):
+                        found.add((effect, *target(value.name)))
+                    elif isinstance(value, SelfAttr) and self_name is not None:
+                        found.add((effect, "self", value.attr))
                     else:
                         found.add((effect, "?", ""))
-                elif on == "self" and callee[0] == "self":
+                elif on == "self" and isinstance(callee, SelfAttr):
                     found.add((effect, "self", name))
                 elif on == "name" and other_path == path:
                     found.add((effect, *target(name)))
@@ -678,7 +710,7 @@ class Evaluation:
         return self._once(("method", path, cls, name), lambda: self._same(
             func["returns"], Where(path, cls, _locals(func, path, cls, name)), depth))
 
-    def _same(self, values: list, where: Where, depth: int) -> Kind | None:
+    def _same(self, values: Sequence[Summary], where: Where, depth: int) -> Kind | None:
         """The kind of every one of `values` when they agree; else None."""
         kinds = [self._kind(v, where, depth + 1) for v in values]
         if not kinds or any(k is None for k in kinds) or any(k != kinds[0] for k in kinds):
@@ -693,9 +725,9 @@ class Evaluation:
         if facts is None or depth > 20:
             return False
         for base in facts["bases"]:
-            if base[0] != "ref":
+            if not isinstance(base, Ref):
                 continue
-            found = self.resolve(path, base[1])
+            found = self.resolve(path, base.name)
             if found is None:
                 continue
             if found[0] == "torch" and (found[1] == "torch.nn.Module"
@@ -733,7 +765,7 @@ class Evaluation:
         returns: Kind | None = None
         unknown_base = False
         for base in facts["bases"]:
-            kind = self._kind(base, where, depth + 1) if base[0] == "ref" else None
+            kind = self._kind(base, where, depth + 1) if isinstance(base, Ref) else None
             if kind is not None and kind.kind == "class" and kind.cls:
                 base_path, base_cls = kind.cls.split(":", 1)
                 parent = self.instance(base_path, base_cls, depth + 1)
@@ -742,7 +774,7 @@ class Evaluation:
                     base_modes.append(parent.mode)
                     outputs, loss, returns = parent.outputs, parent.loss, parent.result
                     continue
-            found = self.resolve(path, base[1]) if base[0] == "ref" else None
+            found = self.resolve(path, base.name) if isinstance(base, Ref) else None
             if found is not None and found[0] == "torch":
                 qualified = found[1]
                 if qualified == "torch.nn.Module":
@@ -752,11 +784,11 @@ class Evaluation:
                 if layer is not None:
                     is_module = True
                     base_modes.append(None if layer in K.CONTAINERS else _nn_kind(
-                        layer, [], {}, self, where, depth).mode)
+                        layer, (), {}, self, where, depth).mode)
                     continue
                 if qualified == "object":
                     continue
-            if base != ["ref", "object"]:
+            if base != Ref("object"):
                 unknown_base = True
                 base_modes.append(None)
         built_modes = []
@@ -766,7 +798,8 @@ class Evaluation:
             if kind is not None and kind.kind == K.MODULE:
                 builds_modules = True
                 built_modes.append(kind.mode)
-            elif kind is None and call[1][1].rsplit(".", 1)[-1][:1].isupper():
+            elif kind is None and isinstance(call.func, Ref) and call.func.name.rsplit(
+                    ".", 1)[-1][:1].isupper():
                 built_modes.append(None)
         if not is_module:
             # a base from another package that the class uses as a module
@@ -789,13 +822,12 @@ class Evaluation:
                     result=returns)
 
 
-
-def argument(params: list[str], offset: int, call: list, name: str) -> list | None:
+def argument(params: list[str], offset: int, call: Call, name: str) -> Summary | None:
     """The summary of what the call summary `call` passes for the parameter `name` of a
     function whose parameters are `params` (`offset` 1 for a method called on its object):
     by position or keyword; UNKNOWN when a starred argument hides it; None when it is left to
     its default."""
-    args, keywords = call[2], call[3]
+    args, keywords = call.args, call.keywords
     if name in keywords:
         return keywords[name]
     position = params.index(name) - offset if name in params else -1
@@ -808,24 +840,24 @@ def argument(params: list[str], offset: int, call: list, name: str) -> list | No
     return UNKNOWN if "**" in keywords else None
 
 
-def _summary_name(summary: list, self_name: str | None) -> str | None:
-    """The dotted name a summary of a name stands for (`["self", "opt"]` -> `self.opt`),
+def _summary_name(summary: Summary, self_name: str | None) -> str | None:
+    """The dotted name a summary of a name stands for (`SelfAttr("opt")` -> `self.opt`),
     None for another value."""
-    if summary and summary[0] == "ref" and isinstance(summary[1], str):
-        return summary[1]
-    if summary and summary[0] == "self" and self_name is not None:
-        return f"{self_name}.{summary[1]}"
-    if summary and summary[0] == "attr":
-        inner = _summary_name(summary[1], self_name)
-        return f"{inner}.{summary[2]}" if inner is not None else None
+    if isinstance(summary, Ref):
+        return summary.name
+    if isinstance(summary, SelfAttr) and self_name is not None:
+        return f"{self_name}.{summary.attr}"
+    if isinstance(summary, Attr):
+        inner = _summary_name(summary.base, self_name)
+        return f"{inner}.{summary.name}" if inner is not None else None
     return None
 
 
 def _locals(func: dict, path: str | None = None, cls: str | None = None,
-            name: str | None = None) -> Callable[[str], list | None]:
+            name: str | None = None) -> Callable[[str], Summary | None]:
     """The names local to a function: the summary of what each holds. A parameter of the
     project function `name` of `path` (a method of `cls`) holds what its call sites pass
-    (`["param", ...]`); of another function (nested, or not named), UNKNOWN."""
+    (`Param`); of another function (nested, or not named), UNKNOWN."""
     params = func["params"]
     own = set(params[1:] if cls is not None else params)
     assigns = func["assigns"]
@@ -833,14 +865,14 @@ def _locals(func: dict, path: str | None = None, cls: str | None = None,
     joins = func.get("joins", {})
     mutates = func.get("mutates", ())
 
-    def local(local_name: str) -> list | None:
+    def local(local_name: str) -> Summary | None:
         if local_name in assigns:
             value = assigns[local_name]
             if value == UNKNOWN and local_name in joins:
-                value = ["join", joins[local_name], local_name]
-            return ["mutated", value] if local_name in mutates else value
+                value = Join(tuple(joins[local_name]), local_name)
+            return Mutated(value) if local_name in mutates else value
         if local_name in own and path is not None and name is not None:
-            return ["param", path, cls, name, local_name]
+            return Param(path, cls, name, local_name)
         if local_name in params:
             return UNKNOWN
         return None
@@ -941,22 +973,24 @@ def _arithmetic(operator: str, left: Kind | None, right: Kind | None) -> Kind | 
 
 
 def _mentions(summary: Any, name: str) -> bool:
-    """The summary reads the local name `name` (`["ref", "name..."]`)."""
+    """The summary reads the local name `name` (`Ref("name...")`)."""
+    if isinstance(summary, Ref):
+        return summary.name.partition(".")[0] == name
     if isinstance(summary, dict):
         return any(_mentions(value, name) for value in summary.values())
-    if not isinstance(summary, list) or not summary:
-        return False
-    if summary[0] == "ref" and len(summary) == 2 and isinstance(summary[1], str):
-        return summary[1].partition(".")[0] == name
-    return any(_mentions(part, name) for part in summary[1:])
+    if isinstance(summary, tuple):
+        return any(_mentions(part, name) for part in summary)
+    if is_dataclass(summary) and not isinstance(summary, Known):
+        return any(_mentions(getattr(summary, f.name), name) for f in fields(summary))
+    return False
 
 
-def _binding(where: Where, bound: list) -> Where:
-    """`where` with the names a comprehension's `for`s bind (`[name, summary]` pairs)."""
+def _binding(where: Where, bound: Sequence[tuple[str, Summary]]) -> Where:
+    """`where` with the names a comprehension's `for`s bind ((name, summary) pairs)."""
     names = {name: summary for name, summary in bound}
     outer = where.local
 
-    def local(name: str) -> list | None:
+    def local(name: str) -> Summary | None:
         if name in names:
             return names[name]
         return outer(name) if outer is not None else None
@@ -1007,7 +1041,7 @@ def _called(kind: Kind | None) -> Kind | None:
     return None
 
 
-def _method(kind: Kind | None, method: str, args: list) -> Kind | None:
+def _method(kind: Kind | None, method: str, args: Sequence[Summary]) -> Kind | None:
     """What `value.method(...)` gives, for a value of `kind`."""
     if method in K.ACTIVATION_METHODS and (kind is None or kind.kind == K.TENSOR):
         return Kind(K.TENSOR, outputs=K.ACTIVATION_METHODS[method])
@@ -1051,11 +1085,12 @@ def _torch_reference(qualified: str) -> Kind | None:
     return None
 
 
-def _number(s: list) -> float | None:
-    return s[1] if s and s[0] == "num" else None
+def _number(s: Summary) -> float | None:
+    return s.value if isinstance(s, Num) else None
 
 
-def _nn_kind(layer: str, args: list, keywords: dict, index: Evaluation, where: Where,
+def _nn_kind(layer: str, args: Sequence[Summary], keywords: dict[str, Summary],
+             index: Evaluation, where: Where,
              depth: int) -> Kind:
     cls = f"torch.nn.{layer}"
     if layer in K.ACTIVATION_MODULES:
@@ -1074,13 +1109,14 @@ def _nn_kind(layer: str, args: list, keywords: dict, index: Evaluation, where: W
         return Kind(K.MODULE, cls=cls, mode=None if value is None else value != 0)
     if layer in K.INSTANCE_NORMS:
         tracked = keywords.get("track_running_stats")
-        return Kind(K.MODULE, cls=cls, mode=tracked is not None and tracked != ["const", "False"])
+        return Kind(K.MODULE, cls=cls, mode=tracked is not None and tracked != Const("False"))
     if layer in K.CONTAINERS:
         children: list[Kind | None] = [index._kind(a, where, depth + 1) for a in args]
         keys: tuple[str | None, ...] | None = None
-        if layer == "Sequential" and len(args) == 1 and args[0][0] == "call":
+        first = args[0] if args else None
+        if layer == "Sequential" and len(args) == 1 and isinstance(first, Call):
             # Sequential(OrderedDict(...)): its values, in order
-            pairs = _ordered_dict(args[0], index, where)
+            pairs = _ordered_dict(first, index, where)
             if pairs is None:
                 return Kind(K.MODULE, cls=cls, mode=None)
             children = [index._kind(value, where, depth + 1) for value in pairs]
@@ -1091,11 +1127,11 @@ def _nn_kind(layer: str, args: list, keywords: dict, index: Evaluation, where: W
             pairs = _pairs(args[0]) if layer == "ModuleDict" else None
             if pairs is not None:
                 children = [index._kind(value, where, depth + 1) for value in pairs]
-                if args[0][0] == "dict":
+                if isinstance(first, DictDisplay):
                     # `self.heads["cls"]` is the one of that key
-                    keys = tuple(key for key, _ in args[0][1])
-            elif args[0][0] == "seq":
-                children = [index._kind(a, where, depth + 1) for a in args[0][1]]
+                    keys = tuple(key for key, _ in first.entries)
+            elif isinstance(first, Seq):
+                children = [index._kind(a, where, depth + 1) for a in first.items]
             else:
                 given = children[0]
                 if given is None or given.kind not in (K.TUPLE, K.DICT):
@@ -1120,30 +1156,32 @@ def _nn_kind(layer: str, args: list, keywords: dict, index: Evaluation, where: W
     return Kind(K.MODULE, cls=cls, mode=False)
 
 
-def _pairs(summary: list) -> list[list] | None:
+def _pairs(summary: Summary) -> list[Summary] | None:
     """The values of a dict display, or of a list of (key, value) pairs; None for another
     value."""
-    if summary[0] == "dict":
-        return [value for _, value in summary[1]]
-    if summary[0] == "seq" and all(e[0] == "seq" and len(e[1]) == 2 for e in summary[1]):
-        return [e[1][1] for e in summary[1]]
+    if isinstance(summary, DictDisplay):
+        return [value for _, value in summary.entries]
+    if isinstance(summary, Seq) and all(isinstance(e, Seq) and len(e.items) == 2
+                                        for e in summary.items):
+        return [e.items[1] for e in summary.items if isinstance(e, Seq)]
     return None
 
 
-def _ordered_dict(call: list, index: Evaluation, where: Where) -> list[list] | None:
+def _ordered_dict(call: Call, index: Evaluation, where: Where) -> list[Summary] | None:
     """The values of `OrderedDict([(key, value), ...])` (or of a dict display), in order."""
-    func = call[1]
-    if func[0] != "ref" or len(call[2]) != 1 or call[3] or (
-            where.local is not None and where.local(func[1].split(".")[0]) is not None):
+    func = call.func
+    if not isinstance(func, Ref) or len(call.args) != 1 or call.keywords or (
+            where.local is not None and where.local(func.name.split(".")[0]) is not None):
         return None
-    found = index.resolve(where.file, func[1])
+    found = index.resolve(where.file, func.name)
     if found is None or found[0] != "torch" or found[1] not in (
             "collections.OrderedDict", "typing.OrderedDict", "dict"):
         return None
-    return _pairs(call[2][0])
+    return _pairs(call.args[0])
 
 
-def _torch_call(qualified: str, args: list, keywords: dict, index: Evaluation, where: Where,
+def _torch_call(qualified: str, args: Sequence[Summary], keywords: dict[str, Summary],
+                index: Evaluation, where: Where,
                 depth: int) -> Kind | None:
     """What a call of an outside (torch) name gives."""
     layer = _nn_layer(qualified)
@@ -1161,7 +1199,7 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: Evaluation, w
         inner = index._kind(args[0], where, depth + 1) if len(args) == 1 else None
         if inner is None or inner.kind != K.TENSOR:
             return None
-        return inner.but(leaf=True) if keywords.get("requires_grad") == ["const", "True"] else (
+        return inner.but(leaf=True) if keywords.get("requires_grad") == Const("True") else (
             inner)
     if qualified.startswith("torch.optim.lr_scheduler."):
         name = qualified.rsplit(".", 1)[1]
@@ -1177,7 +1215,7 @@ def _torch_call(qualified: str, args: list, keywords: dict, index: Evaluation, w
         name = qualified[len("torch."):]
         if name in K.TENSOR_FACTORIES:
             grad = keywords.get("requires_grad")
-            return Kind(K.TENSOR, leaf=grad == ["const", "True"])
+            return Kind(K.TENSOR, leaf=grad == Const("True"))
         if name in K.TENSOR_FUNCTIONS:
             return Kind(K.TENSOR)
     if qualified.startswith("torchvision.models.") and qualified.count(".") == 2:

@@ -1,26 +1,9 @@
 """The facts of one file of the project, read with CPython's `ast` (never imported): its
 imports, and for each top-level class and function a summary of what it assigns and returns,
 what it puts in eval or training mode, whose gradients it clears, what it steps and calls
-(`extract`). Facts are JSON-serialisable (they are cached per file, `FACTS_VERSION`). A
-*summary* is a small JSON tree of an expression:
-
-    ["ref", "a.b"]              a dotted name as written
-    ["self", "x"]               self.x inside a method
-    ["this"]                    self itself
-    ["call", f, [args], {kw}]   a call
-    ["attr", base, "name"]      an attribute of something that is not a dotted name
-    ["sub", base, "key"|None]   a subscript (a string key is kept)
-    ["iter", s]                 an element of the iterable s (a `for` target)
-    ["num", 1.0] ["const", "True"] ["seq", [...]] ["?"]
-    ["dict", [[key|None, value], ...]]          a dict display (string keys kept)
-    ["comp", element, [[name, binding], ...], is_dict]  a comprehension: its element, with
-                                the names its `for`s bind (["iter", s] or ["?"])
-    ["bin", op, left, right] ["unary", op, s]   arithmetic (`a + b`, `x @ w`, `-x`)
-    ["slice", base]             `base[i:j]`
-    ["join", [s, ...], name?]   one of several values (`a if c else b`; the values of a
-                                name assigned several times, which they may read)
-    ["mutated", s]              a container that the code changes after building it
-    ["op"]                      a comparison, an f-string, `not x`
+(`extract`). A *summary* is a tree of `modellint.static.summary`'s dataclasses; facts are
+cached per file as JSON, where a summary is a tagged list (`summary.convert_facts`,
+`FACTS_VERSION`).
 
 LibCST's summaries of the same expressions are made by `modellint.static.semantic.summarize`;
 `modellint.static.evaluate` tells what they are (`Kind`).
@@ -38,14 +21,38 @@ from typing import Any
 from modellint.static import kinds as K
 from modellint.static.outline import ast_code_children, ast_walk, parse
 from modellint.static.recover import recover
+from modellint.static.summary import (
+    JSON_DEFAULT,
+    NONE,
+    OP,
+    STR,
+    THIS,
+    UNKNOWN,
+    Attr,
+    BinOp,
+    Call,
+    Comp,
+    Const,
+    DictDisplay,
+    Item,
+    Iter,
+    Join,
+    Num,
+    Ref,
+    SelfAttr,
+    Seq,
+    Slice,
+    Sub,
+    Summary,
+    UnaryOp,
+)
 
-UNKNOWN: list = ["?"]
-FACTS_VERSION = 8  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
+FACTS_VERSION = 9  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
 # 5: a file that does not parse has the facts of what does; 6: zeroes and invokes (the effects of
 # project functions at their call sites); 7, 8: no_grad (a function that runs under no_grad),
 # dicts, comprehensions, arithmetic, slices, joins of names assigned several times, containers
 # changed after they are built (`mutates`), classes defined in functions, a returned name is its
-# last plain assignment
+# last plain assignment; 9: summaries are dataclasses in memory (the same JSON, now decoded)
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -59,20 +66,20 @@ BUILTINS = frozenset({"super", "len", "range", "int", "float", "str", "list", "d
                        "min", "max", "sum", "abs", "round", "sorted", "type", "bool"})
 
 
-def name_summary(parts: list[str], self_name: str | None) -> list:
+def name_summary(parts: list[str], self_name: str | None) -> Summary:
     """The summary of a dotted name (`a.b.c` as its parts): the method's own object (`this`),
     an attribute of it (`self`, then `attr`s), or a reference to a name."""
     if self_name is not None and parts[0] == self_name:
         if len(parts) == 1:
-            return ["this"]
-        summary: list = ["self", parts[1]]
+            return THIS
+        summary: Summary = SelfAttr(parts[1])
         for attr in parts[2:]:
-            summary = ["attr", summary, attr]
+            summary = Attr(summary, attr)
         return summary
-    return ["ref", ".".join(parts)]
+    return Ref(".".join(parts))
 
 
-def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0) -> list:
+def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0) -> Summary:
     """The summary of an ast expression."""
     if node is None or depth > 12:
         return UNKNOWN
@@ -87,67 +94,67 @@ def summarize(node: ast.AST | None, self_name: str | None = None, depth: int = 0
             parts.reverse()
             return name_summary(parts, self_name)
         if isinstance(node, ast.Attribute):  # always: a plain Name returned above
-            return ["attr", summarize(node.value, self_name, depth + 1), node.attr]
+            return Attr(summarize(node.value, self_name, depth + 1), node.attr)
     if isinstance(node, ast.Call):
-        args = [UNKNOWN if isinstance(a, ast.Starred) else summarize(a, self_name, depth + 1)
-                for a in node.args]
-        keywords = {k.arg: summarize(k.value, self_name, depth + 1)
+        args = tuple(UNKNOWN if isinstance(a, ast.Starred) else summarize(a, self_name, depth + 1)
+                     for a in node.args)
+        keywords: dict[str, Summary] = {k.arg: summarize(k.value, self_name, depth + 1)
                     for k in node.keywords if k.arg is not None}
         if any(k.arg is None for k in node.keywords):
             keywords["**"] = UNKNOWN
-        return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
+        return Call(summarize(node.func, self_name, depth + 1), args, keywords)
     if isinstance(node, ast.Subscript):
         key = node.slice
         if key.__class__ is ast.Slice:
-            return ["slice", summarize(node.value, self_name, depth + 1)]
+            return Slice(summarize(node.value, self_name, depth + 1))
         position = _position(key)
         if position is not None:
-            return ["item", summarize(node.value, self_name, depth + 1), position]
+            return Item(summarize(node.value, self_name, depth + 1), position)
         literal = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
-        return ["sub", summarize(node.value, self_name, depth + 1), literal]
+        return Sub(summarize(node.value, self_name, depth + 1), literal)
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or node.value is None:
-            return ["const", str(node.value)]
+            return Const(str(node.value))
         if isinstance(node.value, (int, float)):
-            return ["num", float(node.value)]
-        return ["str"]
+            return Num(float(node.value))
+        return STR
     if isinstance(node, (ast.List, ast.Tuple)):
         if any(isinstance(e, ast.Starred) for e in node.elts):
             return UNKNOWN  # `[*a, b]`: its elements are not those written
-        return ["seq", [summarize(e, self_name, depth + 1) for e in node.elts]]
+        return Seq(tuple(summarize(e, self_name, depth + 1) for e in node.elts))
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             return UNKNOWN  # `{**a, ...}`
-        return ["dict", [[k.value if isinstance(k, ast.Constant) and isinstance(k.value, str)
-                          else None, summarize(v, self_name, depth + 1)]
-                         for k, v in zip(node.keys, node.values, strict=True)]]
+        return DictDisplay(tuple((k.value if isinstance(k, ast.Constant) and isinstance(
+            k.value, str) else None, summarize(v, self_name, depth + 1))
+            for k, v in zip(node.keys, node.values, strict=True)))
     if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        bound: list = []
+        bound: list[tuple[str, Summary]] = []
         for generator in node.generators:
             iterated = summarize(generator.iter, self_name, depth + 1)
             if isinstance(generator.target, ast.Name):
-                bound.append([generator.target.id, ["iter", iterated]])
+                bound.append((generator.target.id, Iter(iterated)))
             else:
                 flat = _flat_names(generator.target)
-                bound.extend([n.id, ["item", ["iter", iterated], flat[n.id]] if n.id in flat
-                              else UNKNOWN] for n in ast.walk(generator.target)
+                bound.extend((n.id, Item(Iter(iterated), flat[n.id]) if n.id in flat
+                              else UNKNOWN) for n in ast.walk(generator.target)
                              if isinstance(n, ast.Name))
         element = node.value if isinstance(node, ast.DictComp) else node.elt
-        return ["comp", summarize(element, self_name, depth + 1), bound,
-                isinstance(node, ast.DictComp)]
+        return Comp(summarize(element, self_name, depth + 1), tuple(bound),
+                    isinstance(node, ast.DictComp))
     if isinstance(node, ast.BinOp) and node.op.__class__ in _OPERATORS:
-        return ["bin", _OPERATORS[node.op.__class__], summarize(node.left, self_name, depth + 1),
-                summarize(node.right, self_name, depth + 1)]
+        return BinOp(_OPERATORS[node.op.__class__], summarize(node.left, self_name, depth + 1),
+                     summarize(node.right, self_name, depth + 1))
     if isinstance(node, ast.UnaryOp) and node.op.__class__ in _OPERATORS:
-        return ["unary", _OPERATORS[node.op.__class__],
-                summarize(node.operand, self_name, depth + 1)]
+        return UnaryOp(_OPERATORS[node.op.__class__],
+                       summarize(node.operand, self_name, depth + 1))
     if isinstance(node, ast.IfExp):
-        return ["join", [summarize(node.body, self_name, depth + 1),
-                         summarize(node.orelse, self_name, depth + 1)]]
+        return Join((summarize(node.body, self_name, depth + 1),
+                     summarize(node.orelse, self_name, depth + 1)))
     if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr)):
         # arithmetic, a comparison, an f-string: a number, a bool, a string, a tensor, or
         # (`seq_a + seq_b`) a container: never a layer such as a Conv2d
-        return ["op"]
+        return OP
     return UNKNOWN
 
 
@@ -165,7 +172,7 @@ def _flat_names(target: ast.AST) -> dict[str, int]:
     return {name: position for name, position in found.items() if position >= 0}
 
 
-# the operators of `["bin", op, left, right]` and `["unary", op, operand]` summaries
+# the operators of `BinOp` and `UnaryOp` summaries
 _OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
               ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
               ast.BitXor: "^", ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}
@@ -182,7 +189,7 @@ def _position(key: ast.AST) -> int | None:
     return None
 
 
-def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list]:
+def _defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Summary]:
     """Parameter -> the summary of its default value."""
     args = func.args
     positional = [*args.posonlyargs, *args.args]
@@ -291,23 +298,23 @@ def _function_facts(func, self_name: str | None, attrs: dict | None = None,
                 # its value before: not this function's (or not known); never itself
                 assigns[name] = UNKNOWN
                 joins.setdefault(name, [])
-            _bind(assigns, joins, name, UNKNOWN if operator is None else [
-                "bin", operator, ["ref", name], summarize(node.value, self_name)])
+            _bind(assigns, joins, name, UNKNOWN if operator is None else BinOp(
+                operator, Ref(name), summarize(node.value, self_name)))
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             if isinstance(node.target, ast.Name):
                 name = node.target.id
                 iters[name] = summarize(node.iter, self_name) if name not in iters else UNKNOWN
-                _bind(assigns, joins, name, ["iter", summarize(node.iter, self_name)])
+                _bind(assigns, joins, name, Iter(summarize(node.iter, self_name)))
             else:
                 flat = _flat_names(node.target)
                 for bound in ast.walk(node.target):
                     if isinstance(bound, ast.Name):
                         # `for i, m in enumerate(models)`: m is the element 1 of each
-                        _bind(assigns, joins, bound.id, UNKNOWN if bound.id not in flat else [
-                            "item", ["iter", summarize(node.iter, self_name)], flat[bound.id]])
+                        _bind(assigns, joins, bound.id, UNKNOWN if bound.id not in flat else Item(
+                            Iter(summarize(node.iter, self_name)), flat[bound.id]))
         elif isinstance(node, ast.Return):
             returns.append(returned[id(node)] if id(node) in returned else summarize(
-                node.value, self_name) if node.value is not None else ["const", "None"])
+                node.value, self_name) if node.value is not None else NONE)
         elif isinstance(node, ast.Attribute) and node.attr == "training":
             reads_training = True
         elif isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(
@@ -383,7 +390,7 @@ def _mutation(node: ast.AST, self_name: str | None, mutates: set[str]) -> None:
         mutates.add(f"self.{rest}" if rest and head == self_name else dotted)
 
 
-def _bind(assigns: dict, joins: dict | None, name: str, summary: list) -> None:
+def _bind(assigns: dict, joins: dict | None, name: str, summary: Summary) -> None:
     """`name` takes the value `summary`: its one value, or UNKNOWN in `assigns` when it has
     several, all kept in `joins`."""
     if name not in assigns:
@@ -420,7 +427,7 @@ class _Modes:
         self.trains: set[str] = set()
         self.zeroes: set[str] = set()
         self.calls: set[tuple] = set()
-        self.invokes: dict[str, list] = {}
+        self.invokes: dict[str, Summary] = {}
 
     def add(self, node: ast.Call) -> None:
         func = node.func
@@ -454,7 +461,7 @@ class _Modes:
         if not rest or "." not in rest and (head == self.self_name or head in (
                 self.usage.modules)):
             summary = summarize(node, self.self_name)
-            self.invokes.setdefault(json.dumps(summary), summary)
+            self.invokes.setdefault(json.dumps(summary, default=JSON_DEFAULT), summary)
             if head == self.self_name:
                 self.usage.self_callees[rest] += 1
             else:
@@ -504,12 +511,12 @@ def _mode_facts(body: list[ast.stmt], usage: _Usage, defined: set[int]) -> dict:
     return {**modes.facts(), **({"mutates": sorted(mutates)} if mutates else {})}
 
 
-def _returned_assignments(body: list[ast.stmt], self_name: str | None) -> dict[int, list]:
+def _returned_assignments(body: list[ast.stmt], self_name: str | None) -> dict[int, Summary]:
     """For each `return x` of the body itself: the summary of the value last assigned to `x`
     before it, when that is a plain `x = value` statement of the body (`x = self.fc(x)`,
     `x = F.softmax(x, dim=1)`, `return x`), so no branch or loop between them assigns `x`.
     Keyed by the return's id; a name assigned more than once is otherwise not known."""
-    found: dict[int, list] = {}
+    found: dict[int, Summary] = {}
     for index, statement in enumerate(body):
         if not (isinstance(statement, ast.Return) and isinstance(statement.value, ast.Name)):
             continue
@@ -538,14 +545,14 @@ def _assign(target, value, self_name, assigns: dict, attrs: dict | None, method:
                 _assign(element, None, self_name, assigns, attrs, method, joins)
                 continue
             # `a, b = f(x)`: b is the element 1 of what f returns
-            _assign_summary(element, ["item", whole, index], self_name, assigns, attrs, method,
+            _assign_summary(element, Item(whole, index), self_name, assigns, attrs, method,
                             joins)
         return
     _assign_summary(target, summarize(value, self_name), self_name, assigns, attrs, method,
                     joins)
 
 
-def _assign_summary(target, summary: list, self_name, assigns: dict, attrs: dict | None,
+def _assign_summary(target, summary: Summary, self_name, assigns: dict, attrs: dict | None,
                     method: str, joins: dict | None = None) -> None:
     if isinstance(target, ast.Name):
         _bind(assigns, joins, target.id, summary)
@@ -557,7 +564,7 @@ def _assign_summary(target, summary: list, self_name, assigns: dict, attrs: dict
 def _class_facts(node: ast.ClassDef, lines: list[str], usage: _Usage | None = None) -> dict:
     attrs: dict[str, list] = {}
     methods: dict[str, dict] = {}
-    calls: dict[str, list] = {}
+    calls: dict[str, Summary] = {}
     super_init = False
     file_usage = usage if usage is not None else _Usage(frozenset())
     # the `self.x` of this class's methods, counted apart from other classes'
@@ -589,8 +596,8 @@ def _class_facts(node: ast.ClassDef, lines: list[str], usage: _Usage | None = No
                         super_init = True
                     if isinstance(func, (ast.Name, ast.Attribute)):
                         summary = summarize(sub, self_name)
-                        if summary[1][0] == "ref":
-                            calls.setdefault(json.dumps(summary), summary)
+                        if isinstance(summary, Call) and isinstance(summary.func, Ref):
+                            calls.setdefault(json.dumps(summary, default=JSON_DEFAULT), summary)
         else:
             own.count([statement])
     start, end = node.lineno - 1, getattr(node, "end_lineno", node.lineno) or node.lineno

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from modellint.static.facts import FACTS_VERSION, extract
 from modellint.static.outline import Outline, parse
 from modellint.static.source import DecodeError, decode
+from modellint.static.summary import JSON_DEFAULT, convert_facts, from_json, to_json
 
 if TYPE_CHECKING:
     from modellint.static.index import ProjectIndex
@@ -40,7 +41,8 @@ def summary_of(facts: dict, text_digest: str) -> dict:
 
 
 def facts_digest(facts: dict) -> str:
-    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=JSON_DEFAULT).encode()
+                          ).hexdigest()
 
 
 def _facts_key(content: str) -> str:
@@ -101,7 +103,10 @@ def _load_facts(task: Task, key: str) -> dict:
     if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
             facts.get("text"), str):
         facts.pop("text")
-        return facts
+        try:
+            return convert_facts(facts, from_json)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            pass  # not facts this version wrote: extracted again
     found = _read_facts(task)
     return found[1] if found is not None else extract("")
 
@@ -131,7 +136,8 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     summary = None
     if cache is not None:
         summary = summary_of(facts, digest)
-        cache.put_facts(_facts_key(content.hexdigest()), {**facts, "text": digest})
+        cache.put_facts(_facts_key(content.hexdigest()), {**convert_facts(facts, to_json),
+                                                          "text": digest})
         cache.put_facts(_summary_key(content.hexdigest()), summary)
     return display, facts, digest, summary["digest"] if summary is not None else None, outline
 
