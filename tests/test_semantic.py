@@ -13,6 +13,7 @@ from modellint.static.context import FileContext
 from modellint.static.index import build
 from modellint.static.kinds import SCHEDULERS
 from modellint.static.scope import scope_of
+from modellint.static.summary import BinOp, Const, Num, Ref, SelfAttr, UnaryOp
 from modellint.testing import lint_project, registry
 
 
@@ -678,7 +679,7 @@ def test_the_self_returning_module_methods_match_the_installed_torch():
 
 
 def test_facts_keep_parameter_defaults_and_arithmetic():
-    from modellint.static.index import extract
+    from modellint.static.facts import extract
 
     facts = extract(textwrap.dedent('''\
     import torch.nn as nn
@@ -695,12 +696,47 @@ def test_facts_keep_parameter_defaults_and_arithmetic():
     '''))
     net = facts["classes"]["Net"]
     assert net["methods"]["__init__"]["steps"] == []
-    assert sorted(net["methods"]["fit"]["steps"]) == [["self", "opt"], ["self", "opt_d"]]
+    assert set(net["methods"]["fit"]["steps"]) == {SelfAttr("opt"), SelfAttr("opt_d")}
     assert net["methods"]["__init__"]["defaults"] == {
-        "heads": ["num", 8.0], "bias": ["const", "True"], "norm": ["const", "None"]}
+        "heads": Num(8.0), "bias": Const("True"), "norm": Const("None")}
     assert net["attrs"]["scale"] == [
-        ["__init__", ["bin", "**", ["ref", "dim"], ["unary", "-", ["num", 0.5]]]]]
+        ["__init__", BinOp("**", Ref("dim"), UnaryOp("-", Num(0.5)))]]
     assert net["registers"] is True
+
+
+def test_facts_round_trip_through_the_json_of_the_cache():
+    import json
+
+    from modellint.static.facts import extract
+    from modellint.static.summary import convert_facts, from_json, to_json
+
+    facts = extract(textwrap.dedent('''\
+    import torch.nn as nn
+    from collections import OrderedDict
+
+    TABLE = {"a": nn.ReLU(), "b": None}
+    HEADS = [nn.Linear(2, 2) for _ in range(3)]
+
+    class Net(nn.Module):
+        def __init__(self, dim, heads=8, **kw):
+            super().__init__()
+            self.body = nn.Sequential(OrderedDict([("fc", nn.Linear(dim, dim))]))
+            self.items = {k: v for k, v in kw.items()}
+            self.scale = -dim ** 0.5 if heads else x[1:2]
+
+        def forward(self, x):
+            y, z = self.body(x), x[0]
+            y = y @ self.w
+            for i, m in enumerate(self.body):
+                x = m(x, *y, key=x["k"], **kw)
+            return self.items["a"](x) > 1, f"{x}", not y, 'text', True
+    '''))
+    plain = json.loads(json.dumps(convert_facts(facts, to_json)))
+    assert convert_facts(plain, from_json) == facts
+    assert json.dumps(plain, sort_keys=True) == json.dumps(
+        convert_facts(convert_facts(plain, from_json), to_json), sort_keys=True)
+    with pytest.raises(ValueError):
+        from_json(["no such tag", 1])
 
 
 ENGINE = '''\

@@ -236,7 +236,7 @@ class Cache:
     def get_facts(self, key: str, required: tuple[str, ...] = ("imports", "classes",
                                                                "functions", "globals")
                   ) -> dict | None:
-        """The project facts of a file (`modellint.static.index.extract`) stored under `key`
+        """The project facts of a file (`modellint.static.facts.extract`) stored under `key`
         (or another JSON object with the `required` keys)."""
         facts = self._read_signed(self.facts_directory, key)
         if facts is None or not set(required) <= facts.keys():

@@ -20,18 +20,38 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from modellint.static import kinds as K
+from modellint.static.evaluate import Where, _locals
+from modellint.static.facts import extract, name_summary
+from modellint.static.facts_cache import text_hash
 from modellint.static.imports import dotted_name
-from modellint.static.index import (
-    UNKNOWN,
-    ProjectIndex,
-    Where,
-    _locals,
-    extract,
-    name_summary,
-    text_hash,
-)
+from modellint.static.index import ProjectIndex
 from modellint.static.kinds import Kind
 from modellint.static.nodes import NESTED_SCOPES
+from modellint.static.summary import (
+    UNKNOWN,
+    Attr,
+    BinOp,
+    Call,
+    Comp,
+    Const,
+    DictDisplay,
+    Item,
+    Iter,
+    Join,
+    Local,
+    Mutated,
+    Num,
+    Op,
+    Param,
+    Ref,
+    SelfAttr,
+    Seq,
+    Slice,
+    Str,
+    Sub,
+    Summary,
+    UnaryOp,
+)
 from modellint.static.walk import code_nodes
 
 if TYPE_CHECKING:
@@ -39,18 +59,21 @@ if TYPE_CHECKING:
     from modellint.static.scope import Scope
 
 
-def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int = 0) -> list:
-    """The index summary of a LibCST expression (see `linter/static/index.py`)."""
+def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int = 0
+              ) -> Summary:
+    """The summary of a LibCST expression (`modellint.static.summary`), as
+    `modellint.static.facts.summarize` makes it of CPython's tree."""
     if node is None or depth > 12:
         return UNKNOWN
     if isinstance(node, (cst.Name, cst.Attribute)):
         name = dotted_name(node)
         if name is None:
             assert isinstance(node, cst.Attribute)
-            return ["attr", summarize(node.value, self_name, depth + 1), node.attr.value]
+            return Attr(summarize(node.value, self_name, depth + 1), node.attr.value)
         return name_summary(name.split("."), self_name)
     if isinstance(node, cst.Call):
-        args, keywords = [], {}
+        args: list[Summary] = []
+        keywords: dict[str, Summary] = {}
         for arg in node.args:
             if arg.star == "**":
                 keywords["**"] = UNKNOWN
@@ -60,68 +83,68 @@ def summarize(node: cst.CSTNode | None, self_name: str | None = None, depth: int
                 keywords[arg.keyword.value] = summarize(arg.value, self_name, depth + 1)
             else:
                 args.append(summarize(arg.value, self_name, depth + 1))
-        return ["call", summarize(node.func, self_name, depth + 1), args, keywords]
+        return Call(summarize(node.func, self_name, depth + 1), tuple(args), keywords)
     if isinstance(node, cst.Subscript):
         key = None
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
-            return ["slice", summarize(node.value, self_name, depth + 1)]
+            return Slice(summarize(node.value, self_name, depth + 1))
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             value = node.slice[0].slice.value
             position = _position(value)
             if position is not None:
-                return ["item", summarize(node.value, self_name, depth + 1), position]
+                return Item(summarize(node.value, self_name, depth + 1), position)
             if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
                 key = value.evaluated_value
-        return ["sub", summarize(node.value, self_name, depth + 1), key]
+        return Sub(summarize(node.value, self_name, depth + 1), key)
     if isinstance(node, (cst.Integer, cst.Float)):
         try:
-            return ["num", float(node.evaluated_value)]
+            return Num(float(node.evaluated_value))
         except (ValueError, OverflowError):
             return UNKNOWN
     if isinstance(node, cst.Name):
-        return ["ref", node.value]
+        return Ref(node.value)
     if isinstance(node, (cst.List, cst.Tuple)):
         if any(isinstance(e, cst.StarredElement) for e in node.elements):
             return UNKNOWN  # `[*a, b]`: its elements are not those written
-        return ["seq", [summarize(e.value, self_name, depth + 1) for e in node.elements]]
+        return Seq(tuple(summarize(e.value, self_name, depth + 1) for e in node.elements))
     if isinstance(node, cst.Dict):
-        pairs: list = []
+        pairs: list[tuple[str | None, Summary]] = []
         for entry in node.elements:
             if not isinstance(entry, cst.DictElement):
                 return UNKNOWN  # `{**a, ...}`
             written = entry.key
-            pairs.append([written.evaluated_value if isinstance(written, cst.SimpleString) and (
+            pairs.append((written.evaluated_value if isinstance(written, cst.SimpleString) and (
                 isinstance(written.evaluated_value, str)) else None,
-                summarize(entry.value, self_name, depth + 1)])
-        return ["dict", pairs]
+                summarize(entry.value, self_name, depth + 1)))
+        return DictDisplay(tuple(pairs))
     if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
-        bound: list = []
+        bound: list[tuple[str, Summary]] = []
         comp_for: cst.CompFor | None = node.for_in
         while comp_for is not None:
             iterated = summarize(comp_for.iter, self_name, depth + 1)
             if isinstance(comp_for.target, cst.Name):
-                bound.append([comp_for.target.value, ["iter", iterated]])
+                bound.append((comp_for.target.value, Iter(iterated)))
             else:
                 flat = _flat_names(comp_for.target)
-                bound.extend([name, ["item", ["iter", iterated], flat[name]] if name in flat
-                              else UNKNOWN] for name in _bound_names(comp_for.target))
+                bound.extend((name, Item(Iter(iterated), flat[name]) if name in flat
+                              else UNKNOWN) for name in _bound_names(comp_for.target))
             comp_for = comp_for.inner_for_in
         produced = node.value if isinstance(node, cst.DictComp) else node.elt
-        return ["comp", summarize(produced, self_name, depth + 1), bound,
-                isinstance(node, cst.DictComp)]
+        return Comp(summarize(produced, self_name, depth + 1), tuple(bound),
+                    isinstance(node, cst.DictComp))
     if isinstance(node, cst.BinaryOperation) and type(node.operator) in _OPERATORS:
-        return ["bin", _OPERATORS[type(node.operator)], summarize(node.left, self_name, depth + 1),
-                summarize(node.right, self_name, depth + 1)]
+        return BinOp(_OPERATORS[type(node.operator)], summarize(node.left, self_name, depth + 1),
+                     summarize(node.right, self_name, depth + 1))
     if isinstance(node, cst.UnaryOperation) and type(node.operator) in _OPERATORS:
-        return ["unary", _OPERATORS[type(node.operator)],
-                summarize(node.expression, self_name, depth + 1)]
+        return UnaryOp(_OPERATORS[type(node.operator)],
+                       summarize(node.expression, self_name, depth + 1))
     if isinstance(node, cst.IfExp):
-        return ["join", [summarize(node.body, self_name, depth + 1),
-                         summarize(node.orelse, self_name, depth + 1)]]
+        return Join((summarize(node.body, self_name, depth + 1),
+                     summarize(node.orelse, self_name, depth + 1)))
     return UNKNOWN
 
 
-# the operators of `["bin", ...]` and `["unary", ...]` summaries (as `index.summarize` writes)
+# the operators of `BinOp` and `UnaryOp` summaries (as `facts.summarize` writes them)
 _OPERATORS: dict[type, str] = {
     cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
     cst.Modulo: "%", cst.Power: "**", cst.MatrixMultiply: "@", cst.BitAnd: "&", cst.BitOr: "|",
@@ -263,11 +286,11 @@ class SemanticModel:
         self_name, cls = self._method_of(scope)
         parts = name.split(".")
         if self_name is not None and parts[0] == self_name and len(parts) > 1:
-            summary: list = ["self", parts[1]]
+            summary: Summary = SelfAttr(parts[1])
             for attr in parts[2:]:
-                summary = ["attr", summary, attr]
+                summary = Attr(summary, attr)
         else:
-            summary = ["ref", name]
+            summary = Ref(name)
         return self.index.kind(summary, self._where(scope, before, cls, self_name))
 
     def children(self, expr: cst.BaseExpression, scope: Scope | None = None,
@@ -385,8 +408,8 @@ class SemanticModel:
         where = Where(function.path, function.cls, _locals(facts))
         found = []
         for stepped in facts.get("steps", ()):
-            tag = stepped[0] if stepped else ""
-            name = stepped[1] if tag in ("ref", "self") else stepped[2] if tag == "attr" else ""
+            name = stepped.name if isinstance(stepped, (Ref, Attr)) else (
+                stepped.attr if isinstance(stepped, SelfAttr) else "")
             found.append(Stepped(self.index.kind(stepped, where), name))
         return found
 
@@ -402,7 +425,7 @@ class SemanticModel:
                 found.append(PassedArgument(caller_path, None, None, False, False, None))
                 continue
             local = _locals(body) if "params" in body else None
-            kind = index.kind(["ref", arg], Where(caller_path, None, local))
+            kind = index.kind(Ref(arg), Where(caller_path, None, local))
             found.append(PassedArgument(caller_path, arg, kind, arg in body["evals"],
                                         arg in body["trains"], self._put_in_eval(
                                             caller_path, body, arg)))
@@ -438,9 +461,9 @@ class SemanticModel:
         return facts["classes"].get(function.cls, {}).get("methods", {}).get(function.name)
 
     def _comprehension_binding(self, scope: Scope, name: str, order: int,
-                               self_name: str | None) -> list | None:
+                               self_name: str | None) -> Summary | None:
         """What the name holds at the site of `order` when a comprehension around the site
-        binds it (`[m(x) for m in models]`): `["iter", iterable]` (its position in it for a
+        binds it (`[m(x) for m in models]`): `Iter(iterable)` (its position in it for a
         flat tuple target, `for i, m in enumerate(models)`), UNKNOWN for a name of another
         target; None when no comprehension binds it there."""
         facts = self.index.files.get(self.path)
@@ -455,14 +478,15 @@ class SemanticModel:
         site = orders.get(order)
         if site is None:
             return None
-        innermost: tuple[int, list] | None = None
+        innermost: tuple[int, Summary] | None = None
         for bindings, inside in comprehensions:
             if name in bindings and id(site.node) in inside and (
                     innermost is None or len(inside) < innermost[0]):
                 binding = bindings[name]
-                found = UNKNOWN if binding is None else ["iter", summarize(binding[0], self_name)]
+                found: Summary = UNKNOWN if binding is None else Iter(
+                    summarize(binding[0], self_name))
                 if binding is not None and binding[1] is not None:
-                    found = ["item", found, binding[1]]
+                    found = Item(found, binding[1])
                 innermost = (len(inside), found)
         return innermost[1] if innermost is not None else None
 
@@ -563,14 +587,14 @@ class SemanticModel:
             return Where(self.path, cls)
         params = self._params(scope.root)
         module_scope = not isinstance(scope.root, cst.FunctionDef)
-        cache: dict[str, list | None] = {}
+        cache: dict[str, Summary | None] = {}
         identity = self._identity(scope.root, cls, self_name)
 
-        def local(name: str) -> list | None:
+        def local(name: str) -> Summary | None:
             if name in cache:
                 return cache[name]
             found = [a for a in scope.assigned(name, before)]
-            result: list | None
+            result: Summary | None
             if found:
                 last = found[-1]
                 if last.value is not None:
@@ -578,24 +602,23 @@ class SemanticModel:
                 elif last.element is not None:
                     result = summarize(last.element, self_name)
                 elif last.iterates is not None:
-                    result = ["iter", summarize(last.iterates, self_name)]
+                    result = Iter(summarize(last.iterates, self_name))
                 elif last.unpacks is not None and last.position is not None:
-                    result = ["item", summarize(last.unpacks, self_name), last.position]
+                    result = Item(summarize(last.unpacks, self_name), last.position)
                 elif isinstance(last.site.node, cst.For) and name in (
                         flat := _flat_names(last.site.node.target)):
                     # `for i, m in enumerate(models)`: m is the element 1 of each
-                    result = ["item", ["iter", summarize(last.site.node.iter, self_name)],
-                              flat[name]]
+                    result = Item(Iter(summarize(last.site.node.iter, self_name)), flat[name])
                 else:
                     result = UNKNOWN
                 if result is not UNKNOWN:
                     # its names take the values they had there
-                    result = ["local", result, last.site.order]
+                    result = Local(result, last.site.order)
                 if name in self._mutated(scope, identity, cls):
-                    result = ["mutated", result]
+                    result = Mutated(result)
             elif name in params:
                 # what the project's call sites pass, for a function the index knows
-                result = ["param", self.path, identity[0], identity[1], name] if (
+                result = Param(self.path, identity[0], identity[1], name) if (
                     identity is not None and name != self_name) else UNKNOWN
             elif before is not None and (bound := self._comprehension_binding(
                     scope, name, before, self_name)) is not None:
@@ -730,12 +753,13 @@ class Submodule:
 
     attr: str
     cls: str | None
-    summary: list
+    summary: Summary
     where: Where
 
 
 _NOT_KNOWN = object()
-_PLAIN = ("num", "str", "const", "seq", "dict", "comp")
+_PLAIN = (Num, Str, Const, Seq, DictDisplay, Comp)
+_BOOLS = (Const("True"), Const("False"))
 
 
 def subclassed(index: ProjectIndex, path: str, cls: str) -> bool:
@@ -743,9 +767,9 @@ def subclassed(index: ProjectIndex, path: str, cls: str) -> bool:
     for other_path, facts in index.files.items():
         for name, other in facts["classes"].items():
             for base in other["bases"]:
-                if base[0] != "ref" or base[1].rsplit(".", 1)[-1] != cls:
+                if not isinstance(base, Ref) or base.name.rsplit(".", 1)[-1] != cls:
                     continue
-                found = index.resolve(other_path, base[1])
+                found = index.resolve(other_path, base.name)
                 if found is not None and found[:2] == ("class", path) and found[2] == cls and (
                         (other_path, name) != (path, cls)):
                     return True
@@ -774,9 +798,9 @@ def _lineage(index: ProjectIndex, path: str, cls: str) -> tuple[list[tuple[str, 
             continue
         found.append((path, cls, facts))
         for base in facts["bases"]:
-            if base == ["ref", "object"]:
+            if base == Ref("object"):
                 continue
-            resolved = index.resolve(path, base[1]) if base[0] == "ref" else None
+            resolved = index.resolve(path, base.name) if isinstance(base, Ref) else None
             if resolved is not None and resolved[0] == "torch" and resolved[1] == "torch.nn.Module":
                 continue
             if resolved is not None and resolved[0] == "class" and "." not in resolved[2]:
@@ -787,26 +811,24 @@ def _lineage(index: ProjectIndex, path: str, cls: str) -> tuple[list[tuple[str, 
 
 
 def _held(index: ProjectIndex, path: str, cls: str, facts: dict, attr: str, method: str,
-          value: list):
+          value: Summary):
     """What one value assigned to `self.attr` is: a Submodule, None (no module), or
     _NOT_KNOWN."""
-    tag = value[0] if value else "?"
-    if tag in _PLAIN:
+    if isinstance(value, _PLAIN):
         return None
-    if tag in ("op", "bin", "unary"):
+    if isinstance(value, (Op, BinOp, UnaryOp)):
         return Submodule(attr, None, value, Where(path, cls))
     func = facts["methods"].get(method)
-    if tag == "ref" and func is not None and "." not in value[1]:
-        name = value[1]
+    if isinstance(value, Ref) and func is not None and "." not in value.name:
+        name = value.name
         defaults = func.get("defaults", {})
         if (name in func["params"] or name in defaults) and name not in func["assigns"]:
             default = defaults.get(name)
-            if default is not None and (default[0] in ("num", "str") or default in (
-                    ["const", "True"], ["const", "False"])):
+            if default is not None and (isinstance(default, (Num, Str)) or default in _BOOLS):
                 return None  # a parameter whose default is a number, a string or a bool
             passed = index.passed(path, cls, method, name)
-            if passed and all(value and value[0] in ("num", "str") or value in (
-                    ["const", "True"], ["const", "False"]) for value in passed):
+            if passed and all(isinstance(value, (Num, Str)) or value in _BOOLS
+                              for value in passed):
                 return None  # every call site passes a number, a string or a bool
             return _NOT_KNOWN
     where = Where(path, cls, _locals(func) if func is not None else None)
@@ -878,7 +900,7 @@ def _holds_state(index: ProjectIndex, cls: str | None, depth: int) -> bool | Non
             if inner:
                 return True
             unknown = unknown or inner is None
-        elif held is None and value and value[0] not in _PLAIN:
+        elif held is None and not isinstance(value, _PLAIN):
             kind = index.kind(value, where)
             if kind is not None and kind.kind == K.TENSOR:
                 return None  # a tensor attribute may be a buffer's twin; not known
@@ -902,7 +924,7 @@ def _is_instance(index: ProjectIndex, cls: str | None, layer: str, depth: int = 
         return None
     answers: list[bool | None] = []
     for base in facts["bases"]:
-        resolved = index.resolve(path, base[1]) if base[0] == "ref" else None
+        resolved = index.resolve(path, base.name) if isinstance(base, Ref) else None
         if resolved is None:
             answers.append(None)
         elif resolved[0] == "torch":
@@ -919,20 +941,21 @@ def _is_instance(index: ProjectIndex, cls: str | None, layer: str, depth: int = 
     return False
 
 
-def _construction(index: ProjectIndex, summary: list, where: Where, depth: int = 0) -> list | None:
+def _construction(index: ProjectIndex, summary: Summary, where: Where, depth: int = 0
+                  ) -> Call | None:
     """The call that builds a value: through local names and methods that return the module
     itself (`.to(device)`)."""
-    if depth > 10 or not summary:
+    if depth > 10:
         return None
-    if summary[0] == "ref" and "." not in summary[1] and where.local is not None:
-        local = where.local(summary[1])
+    if isinstance(summary, Ref) and "." not in summary.name and where.local is not None:
+        local = where.local(summary.name)
         if local is None or local == UNKNOWN:
             return None
         return _construction(index, local, where, depth + 1)
-    if summary[0] == "call":
-        func = summary[1]
-        if func[0] == "attr" and func[2] in K.RETURNS_SELF:
-            return _construction(index, func[1], where, depth + 1)
+    if isinstance(summary, Call):
+        func = summary.func
+        if isinstance(func, Attr) and func.name in K.RETURNS_SELF:
+            return _construction(index, func.base, where, depth + 1)
         return summary
     return None
 
@@ -944,9 +967,11 @@ def _inside(index: ProjectIndex, sub: Submodule) -> list[Submodule]:
         call = _construction(index, sub.summary, sub.where)
         if call is None:
             return []
-        args = call[2]
+        args = call.args
+        elements: tuple[Summary, ...]
         if cls == "torch.nn.ModuleList":
-            elements = args[0][1] if len(args) == 1 and args[0][0] == "seq" else []
+            first = args[0] if len(args) == 1 else None
+            elements = first.items if isinstance(first, Seq) else ()
         else:
             elements = args
         found = []

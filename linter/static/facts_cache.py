@@ -1,0 +1,268 @@
+"""The facts of the files of a run for the project index (`modellint.static.index`): each
+file's from the facts cache (`modellint.static.cache`, keyed by the sha256 of its bytes), else
+extracted from its bytes (`modellint.static.facts`; by several processes when many files
+missed) and put there. A file's *summary* (its imports and the digests of its facts and text)
+is cached apart from its facts, the summaries of all the run's files in one entry, and the
+digests of the linted files under the key of the whole run's bytes (`snapshot_key`): a rerun
+on unchanged files reads one entry.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from modellint.static.facts import FACTS_VERSION, extract
+from modellint.static.outline import Outline, parse
+from modellint.static.source import DecodeError, decode
+from modellint.static.summary import JSON_DEFAULT, convert_facts, from_json, to_json
+
+if TYPE_CHECKING:
+    from modellint.static.index import ProjectIndex
+
+
+_MISSING = object()
+_SUMMARY_KEYS = ("v", "imports", "notebook", "digest", "text")
+
+
+def summary_of(facts: dict, text_digest: str) -> dict:
+    """What the index needs of a file before a rule looks into it: its imports (the project's
+    import graph), whether it is a notebook, the digest of its facts (the cache keys of the
+    files that depend on it) and of its text. Much smaller than the facts, and cached apart
+    from them: a run parses only the facts that its lints look up."""
+    return {"v": FACTS_VERSION, "imports": facts["imports"],
+            "notebook": bool(facts.get("notebook")), "digest": facts_digest(facts),
+            "text": text_digest}
+
+
+def facts_digest(facts: dict) -> str:
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=JSON_DEFAULT).encode()
+                          ).hexdigest()
+
+
+def _facts_key(content: str) -> str:
+    """The cache key of the facts of a file whose bytes have the sha256 `content`."""
+    return hashlib.sha256(b"project-facts\0" + bytes.fromhex(content)).hexdigest()
+
+
+def _summary_key(content: str) -> str:
+    return hashlib.sha256(b"project-summary\0" + bytes.fromhex(content)).hexdigest()
+
+
+def _summaries_key(files: list[tuple[str, Any]]) -> str:
+    """The cache key of the summaries of a project's files (by their display paths)."""
+    digest = hashlib.sha256(f"project-summaries={FACTS_VERSION}".encode())
+    for display, _ in files:
+        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
+    return digest.hexdigest()
+
+
+# (display path, path on disk, the cache or None, whether the file is linted (its outline is
+# kept, see `ProjectIndex.outline`), the sha256 of its bytes when the run has read them, the
+# run's max-code-bytes)
+Task = tuple[str, Any, Any, bool, "str | None", int]
+
+
+def _cached_facts(task: Task, known: dict) -> Any:
+    """(display, summary, loader of the facts) of one file from the cache, None when it
+    cannot be read, `_MISSING` when it is not in the cache (`_read_facts` extracts it).
+    `known`: display -> [sha256 of the bytes, summary] of the project's files at its last
+    run (`_summaries_key`), read as one entry."""
+    from modellint.static.discover import read_file_bytes
+
+    display, path, cache, _, content, _ = task
+    if cache is None:
+        return _MISSING
+    if content is None:
+        try:
+            content = hashlib.sha256(read_file_bytes(path, _limit(path))).hexdigest()
+        except OSError:
+            return None
+    last = known.get(display)
+    if (isinstance(last, list) and len(last) == 2 and last[0] == content
+            and isinstance(last[1], dict) and set(_SUMMARY_KEYS) <= last[1].keys()):
+        summary = last[1]
+    else:
+        summary = cache.get_facts(_summary_key(content), required=_SUMMARY_KEYS)
+    if summary is None or summary["v"] != FACTS_VERSION or not all(
+            isinstance(summary[k], str) for k in ("digest", "text")) or not isinstance(
+            summary["imports"], dict):
+        return _MISSING
+    return display, summary, functools.partial(_load_facts, task, _facts_key(content))
+
+
+def _load_facts(task: Task, key: str) -> dict:
+    """The facts of a file whose summary came from the cache: from the cache too (the hash
+    of the text is kept beside them: a hit decodes nothing), else extracted again."""
+    facts = task[2].get_facts(key)
+    if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
+            facts.get("text"), str):
+        facts.pop("text")
+        try:
+            return convert_facts(facts, from_json)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            pass  # not facts this version wrote: extracted again
+    found = _read_facts(task)
+    return found[1] if found is not None else extract("")
+
+
+def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Outline] | None
+                                    ] | None:
+    """(display, facts, text hash, facts digest, outline) of one file, or None when it cannot
+    be read or decoded (its own lint reports why), extracted with `ast` and put in the cache
+    with its summary (the digest of the facts only then). The outline (with the hash of the
+    bytes it was made of) only for a linted file that parses."""
+    from modellint.static.discover import read_file_bytes
+
+    display, path, cache, linted, _, max_code_bytes = task
+    try:
+        data = read_file_bytes(path, _limit(path))
+    except OSError:
+        return None
+    read = facts_of_bytes(path, data, max_code_bytes)
+    if read is None:
+        return None
+    facts, text, tree = read
+    content = hashlib.sha256(data)
+    outline = None
+    if linted and tree is not None and not facts.get("notebook"):
+        outline = (content.digest(), Outline.of(tree, text))
+    digest = text_hash(text)
+    summary = None
+    if cache is not None:
+        summary = summary_of(facts, digest)
+        cache.put_facts(_facts_key(content.hexdigest()), {**convert_facts(facts, to_json),
+                                                          "text": digest})
+        cache.put_facts(_summary_key(content.hexdigest()), summary)
+    return display, facts, digest, summary["digest"] if summary is not None else None, outline
+
+
+def facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
+                    ) -> tuple[dict, str, ast.Module | None] | None:
+    """(facts, text, CPython's tree of it or None) of a file's bytes; None when they cannot
+    be decoded, or hold more than `max_code_bytes` of code (the file's own lint reports why;
+    a parse of it could take gigabytes). A notebook's text is that of its code
+    cells joined (what its lint reads), and its facts are marked `notebook`: it imports the
+    project's files, and nothing imports it."""
+    from modellint.static import notebook
+
+    if notebook.is_notebook(path, data):
+        try:
+            book = notebook.read_notebook(data, max_code_bytes)
+        except notebook.NotebookError:
+            return None
+        if book.too_much_code:
+            return None
+        return notebook_facts(book), book.source, book.tree
+    if len(data) > max_code_bytes:
+        return None
+    try:
+        text, _ = decode(data)
+    except DecodeError:
+        return None
+    tree = parse(text)
+    # (a file that does not parse: the facts of what does, and no tree kept for the outline:
+    # the file's lint recovers it again and reports its syntax errors)
+    return extract(text, tree), text, tree
+
+
+def notebook_facts(book: Any) -> dict:
+    # no tree: the cells do not parse, or hold more code than `max-code-bytes` (not parsed)
+    facts = extract(book.source if book.tree is not None else "", book.tree)
+    facts["notebook"] = True
+    return facts
+
+
+def _limit(path: Any) -> int:
+    from modellint.static import notebook
+    from modellint.static.discover import MAX_FILE_BYTES
+
+    return notebook.MAX_BYTES if str(path).endswith(notebook.SUFFIX) else MAX_FILE_BYTES
+
+
+# below this many files the index is read in this process
+_PARALLEL_FROM = 64
+
+
+def snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
+    """(the key of the index of exactly these files' bytes, the sha256 of each file that
+    could be read: the results cache's keys take it instead of reading the file again)."""
+    from modellint.static.discover import read_file_bytes
+
+    digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
+    contents: dict[str, str] = {}
+    for display, path in files:
+        try:
+            content = contents[display] = hashlib.sha256(
+                read_file_bytes(path, _limit(path))).hexdigest()
+        except OSError:
+            content = hashlib.sha256(b"").hexdigest()
+        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(bytes.fromhex(content))
+    return digest.hexdigest(), contents
+
+
+def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int,
+               linted: Collection[str], max_code_bytes: int) -> None:
+    """Add the facts of `files` ((display path, path on disk) pairs) to `index`, with the
+    outlines of the `linted` ones that it parses."""
+    linted = frozenset(linted)
+    tasks: list[Task] = [(display, path, cache, display in linted, index.contents.get(display),
+                          max_code_bytes) for display, path in files]
+    # the cache first, in this process; only the files it misses are parsed (by `jobs`
+    # processes when there are many)
+    known: dict = {}
+    if cache is not None:
+        stored = cache.get_facts(_summaries_key(files), required=("files",))
+        if stored is not None and isinstance(stored["files"], dict):
+            known = stored["files"]
+    found = [_cached_facts(task, known) for task in tasks]
+    missing = [number for number, item in enumerate(found) if item is _MISSING]
+    extracted: list = []
+    if jobs > 1 and len(missing) >= _PARALLEL_FROM and os.name == "posix":
+        import multiprocessing
+
+        try:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                extracted = pool.map(_read_facts, [tasks[n] for n in missing], chunksize=8)
+        except (OSError, RuntimeError):
+            extracted = []
+    if not extracted:
+        extracted = [_read_facts(tasks[n]) for n in missing]
+    for number, item in zip(missing, extracted, strict=True):
+        found[number] = item
+    summaries = {}
+    for item in found:
+        if item is None:
+            continue
+        if callable(item[2]):
+            index.add_summary(*item)
+            summaries[item[0]] = item[1]
+        else:
+            display, facts, digest, known_digest, outline = item
+            index.add(display, facts, digest)
+            if known_digest is not None:
+                index._fact_digests[display] = known_digest
+                summaries[display] = {"v": FACTS_VERSION, "imports": facts["imports"],
+                                      "notebook": bool(facts.get("notebook")),
+                                      "digest": known_digest, "text": digest}
+            if outline is not None:
+                index.outlines[display] = outline
+    if cache is not None and (missing or not known):
+        # the next run (one file edited, as pre-commit makes) reads this one entry instead of
+        # one per file
+        cache.put_facts(_summaries_key(files), {"files": {
+            display: [index.contents[display], summary] for display, summary in summaries.items()
+            if display in index.contents}})
+    for path in sorted(linted):
+        if path in index.files:
+            index.digest(path)  # once here, not in each worker
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
