@@ -330,6 +330,7 @@ class ModuleInPlainContainer(_PlainContainer):
     code = "ML101"
     passes = ("static", "runtime")
     name = "module-in-plain-container"
+    needs = frozenset({"project"})
     fix = "unsafe"
     fix_availability = "sometimes"
     list_class = "ModuleList"
@@ -437,6 +438,7 @@ class ParameterInPlainContainer(_PlainContainer):
     code = "ML102"
     passes = ("static", "runtime")
     name = "parameter-in-plain-container"
+    needs = frozenset({"project"})
     fix = "unsafe"
     list_class = "ParameterList"
     dict_class = "ParameterDict"
@@ -488,6 +490,7 @@ class MethodMissingSelf(StaticRule):
 
     code = "ML105"
     name = "method-missing-self"
+    needs = frozenset({"project"})
     fix = "safe"
     triggers = ("def ",)
     valid = [
@@ -636,6 +639,7 @@ class UnregisteredTensor(StaticRule):
     code = "ML103"
     passes = ("static", "runtime")
     name = "unregistered-tensor"
+    needs = frozenset({"project", "semantic"})
     triggers = ("torch",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -784,6 +788,7 @@ class MissingSuperInit(StaticRule):
     code = "ML104"
     passes = ("static", "runtime")
     name = "missing-super-init"
+    needs = frozenset({"project"})
     triggers = ("__init__",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -903,6 +908,7 @@ class UndefinedModuleAttribute(StaticRule):
     code = "ML106"
     passes = ("static", "runtime")
     name = "undefined-module-attribute"
+    needs = frozenset({"project"})
     triggers = ("forward",)
     valid = [
         HEADER + "class Net(nn.Module):\n    scale = 2\n    def __init__(self):\n"
@@ -1052,6 +1058,7 @@ class ModuleCreatedInForward(StaticRule):
     code = "ML107"
     passes = ("static", "runtime")
     name = "module-created-in-forward"
+    needs = frozenset({"project", "semantic"})
     triggers = ("forward",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -1168,6 +1175,7 @@ class RepeatedModuleInstance(StaticRule):
     code = "ML108"
     passes = ("static", "runtime")
     name = "repeated-module-instance"
+    needs = frozenset({"project", "semantic"})
     triggers = ("*", "for ")
     valid = [
         HEADER + "blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])\n",
@@ -1280,6 +1288,7 @@ class ParameterOverwritten(StaticRule):
 
     code = "ML109"
     name = "parameter-overwritten"
+    needs = frozenset({"project"})
     triggers = ("Parameter",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"

@@ -225,6 +225,7 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
 
     code = "ML328"
     name = "optimizer-rebuilt-per-epoch"
+    needs = frozenset({"project", "scope", "semantic"})
     severity = Severity.WARNING
     triggers = ("optim",)
     _LOOP = (HEADER + "def train(model, loader, criterion, epochs):\n"
@@ -715,6 +716,7 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
 
     code = "ML329"
     name = "iteration-scheduler-stepped-per-epoch"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     triggers = ("lr_scheduler", "schedule")
     _TRAIN = (HEADER + "def train(model, loader, criterion, epochs):\n"
@@ -1110,6 +1112,7 @@ class SchedulerGetLr(ScopeRule):
 
     code = "ML340"
     name = "scheduler-get-lr-read"
+    needs = frozenset({"scope", "semantic"})
     severity = Severity.WARNING
     fix = "unsafe"
     triggers = ("get_lr",)
@@ -1290,6 +1293,7 @@ class ZeroGradBeforeStep(ScopeRule):
 
     code = "ML341"
     name = "zero-grad-before-step"
+    needs = frozenset({"scope"})
     severity = Severity.ERROR
     triggers = ("zero_grad",)
     valid = [
@@ -1555,6 +1559,7 @@ class GraphCutBeforeLoss(ScopeRule):
 
     code = "ML342"
     name = "graph-cut-before-loss"
+    needs = frozenset({"scope", "semantic"})
     severity = Severity.ERROR
     triggers = ("requires_grad",)
     valid = [
@@ -1732,6 +1737,7 @@ class TdTargetNotDetached(ScopeRule):
 
     code = "ML350"
     name = "td-target-not-detached"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     default_enabled = False
     fix = "unsafe"

@@ -127,6 +127,7 @@ class DataLoaderStarvesDevice(_FileRule):
 
     code = "ML309"
     name = "dataloader-starves-device"
+    needs = frozenset()
     severity = Severity.INFO
     default_enabled = False
     triggers = ("DataLoader",)
@@ -295,6 +296,7 @@ class UnseededTraining(_FileRule):
 
     code = "ML310"
     name = "unseeded-training"
+    needs = frozenset()
     severity = Severity.WARNING
     default_enabled = False
     triggers = ("backward",)
@@ -475,6 +477,7 @@ class SyncInInnerLoop(ScopeRule):
 
     code = "ML311"
     name = "sync-in-inner-loop"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     default_enabled = False
     triggers = ("item(", "cpu(", "tolist(", "print(")
@@ -669,6 +672,7 @@ class EvalNeverReset(ScopeRule):
     code = "ML312"
     passes = ("static", "run")
     name = "eval-never-reset"
+    needs = frozenset({"scope"})
     triggers = ("eval(", "train(False", "train(mode=False")
     _FIT = (
         HEADER + "\n\ndef fit(model, train_loader, val_loader, optimizer, epochs):\n"
@@ -851,6 +855,7 @@ class DdpWithoutDistributedSampler(_FileRule):
 
     code = "ML313"
     name = "ddp-without-distributed-sampler"
+    needs = frozenset()
     fix = "safe"
     fix_availability = "sometimes"
     triggers = ("DistributedDataParallel",)
@@ -1125,6 +1130,7 @@ class TrainingLoaderNotShuffled(ScopeRule):
 
     code = "ML348"
     name = "training-loader-not-shuffled"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     fix = "unsafe"
     triggers = ("DataLoader",)
@@ -1506,6 +1512,7 @@ class DataParallelStateDictPrefix(ScopeRule):
 
     code = "ML349"
     name = "data-parallel-state-dict-prefix"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     triggers = ("DataParallel",)
     _SCRIPT = (
@@ -1732,6 +1739,7 @@ class TransferRepeatedEveryStep(ScopeRule):
 
     code = "ML314"
     name = "transfer-repeated-every-step"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     triggers = (".to(", ".cuda(")
     _LOOP = (
@@ -1974,6 +1982,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
 
     code = "ML315"
     name = "accumulation-without-loss-scaling"
+    needs = frozenset({"scope"})
     fix = "unsafe"
     triggers = ("%",)
     _ACCUM = (
@@ -2253,6 +2262,7 @@ class AccumulationStepCondition(ScopeRule):
 
     code = "ML345"
     name = "accumulation-step-condition-wrong"
+    needs = frozenset({"scope"})
     triggers = ("%",)
     _ACCUM = (
         HEADER + "\n\ndef train(model, loader, optimizer, criterion, accum_steps):\n"
