@@ -269,8 +269,8 @@ class RuleInfo:
     module: str
     qualname: str
     # what its static check reads (`modellint.static.needs`): whether a run of it needs the
-    # project index
-    needs: frozenset[str] = frozenset()
+    # project index (None: unknown, everything)
+    needs: frozenset[str] | None = None
 
 
 def is_static(rule) -> bool:

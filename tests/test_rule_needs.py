@@ -171,3 +171,22 @@ def test_every_built_in_static_rule_declares_its_needs():
         declared = next((klass for klass in rule.__mro__ if "needs" in vars(klass)), None)
         assert declared is not None and declared is not StaticRule, (
             f"{code} declares no `needs`: it would get (and build) everything")
+
+
+def test_the_plugins_manifest_keeps_what_each_rule_needs(tmp_path):
+    """A warm run reads the manifest, not the rules: it decides from it whether to build the
+    index."""
+    from modellint.plugins import light_registry, save_manifest
+    from modellint.static.cache import manifest_store
+    from modellint.static.needs import project_codes
+
+    rules = registry().rules
+    store = manifest_store({"XDG_CACHE_HOME": str(tmp_path)})
+    save_manifest(store, registry())
+    light = light_registry(store)
+    assert light is not None
+    assert light.rules["ML105"].needs == needs_of(rules["ML105"]) == {"project"}
+    assert light.rules["ML901"].needs == frozenset()
+    static = [rule for rule in rules.values()
+              if isinstance(rule, type) and issubclass(rule, StaticRule)]
+    assert project_codes(light.rules[rule.code] for rule in static) == project_codes(static)
