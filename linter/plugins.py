@@ -166,6 +166,13 @@ def _is_run_check(rule) -> bool:
     return isinstance(rule, type) and issubclass(rule, RunCheck)
 
 
+def _is_runtime_check(rule) -> bool:
+    """A RuntimeRule: `needs` (phases) and `check(run)`. A static rule has `needs` too (what it
+    reads) and may have a `check(scope)`, beside its `report`."""
+    return (hasattr(rule, "needs") and callable(getattr(rule, "check", None))
+            and not hasattr(rule, "report"))
+
+
 def _collect(registry: Registry) -> None:
     halves = []  # runtime halves of rules documented by a static rule: checked once all are in
     for impl in registry.manager.hook.modellint_add_rules.get_hookimpls():
@@ -193,7 +200,7 @@ def _collect(registry: Registry) -> None:
                 )
             registry.rules[code] = rule
             registry.origins[code] = impl.plugin_name
-            if hasattr(rule, "needs") and callable(getattr(rule, "check", None)):  # a RuntimeRule
+            if _is_runtime_check(rule):  # a RuntimeRule
                 registry.runtime_checks[code] = rule
             elif _is_run_check(rule):  # a RunRule
                 registry.run_checks[code] = rule
@@ -243,7 +250,7 @@ def _collect(registry: Registry) -> None:
 # packages with its size and mtime: installing, upgrading or editing a plugin (or modellint)
 # makes it stale, and that run imports the plugins and writes a new one.
 
-MANIFEST_FORMAT = 2
+MANIFEST_FORMAT = 3
 # the built-in formats that read nothing of the rules but their codes (SARIF describes them)
 LIGHT_FORMATS = ("text", "concise", "json", "github")
 
@@ -261,6 +268,9 @@ class RuleInfo:
     static: bool
     module: str
     qualname: str
+    # what its static check reads (`modellint.static.needs`): whether a run of it needs the
+    # project index (None: unknown, everything)
+    needs: frozenset[str] | None = None
 
 
 def is_static(rule) -> bool:
@@ -358,8 +368,8 @@ def light_registry(store) -> LightRegistry | None:
             if _stamp(file) != stamp:
                 return None
         rules = {code: RuleInfo(code, name, bool(default), tuple(passes), bool(static), module,
-                                qualname)
-                 for code, (name, default, passes, static, module, qualname)
+                                qualname, frozenset(needs))
+                 for code, (name, default, passes, static, module, qualname, needs)
                  in manifest["rules"].items()}
         reporters = {fmt: (module, qualname)
                      for fmt, (module, qualname) in manifest["reporters"].items()}
@@ -396,6 +406,7 @@ def save_manifest(store, registry: Registry) -> None:
     the config's). Nothing is written when a plugin configures the run (its hook must run)
     or a rule or reporter cannot be found again by its module and name."""
     from modellint.static.cache import source_digest
+    from modellint.static.needs import needs_of
 
     if registry.manager.hook.modellint_configure.get_hookimpls():
         return
@@ -406,7 +417,7 @@ def save_manifest(store, registry: Registry) -> None:
         if "<" in qualname:
             return
         rules[code] = [rule.name, bool(rule.default_enabled), list(rule.passes), is_static(rule),
-                       module, qualname]
+                       module, qualname, sorted(needs_of(rule)) if is_static(rule) else []]
         loaded = sys.modules.get(module)
         file = getattr(loaded, "__file__", None)
         if file and module not in sources:

@@ -102,6 +102,7 @@ from modellint.static.kinds import (
     Kind,
     combine_modes,
 )
+from modellint.static.needs import NEEDS
 from modellint.static.nodes import (
     NESTED_SCOPES,
     argument,
@@ -323,11 +324,17 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
     """A rule run by the static pass: a LibCST visitor batched with every other enabled rule.
 
     Declare `METADATA_DEPENDENCIES` for the LibCST metadata the rule reads (the engine resolves
-    only what enabled rules declare) and `triggers`, words of which at least one must occur in a
-    file's text for the rule to run on it.
+    only what enabled rules declare), `triggers`, words of which at least one must occur in a
+    file's text for the rule to run on it, and `needs`, what it reads beyond its file's tree
+    and imports (`modellint.static.needs`): "scope" (`scope_of`), "project" (which
+    classes are module classes, through the project's other files) and "semantic"
+    (`context.semantic`, which reads both). The engine builds the project index only for a run
+    whose enabled rules need "project"; a rule that reads what it did not declare fails
+    (ML001). A rule that declares nothing gets all of it.
     """
 
     triggers: ClassVar[tuple[str, ...]] = ()
+    needs: ClassVar[frozenset[str]] = NEEDS
     # its own visit_/leave_ method names (set for each subclass by __init_subclass__)
     _visitor_names: ClassVar[tuple[str, ...]] = ()
 
@@ -356,19 +363,27 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
         super().__init_subclass__(**kwargs)
         # computed once per class at import, before worker processes fork
         cls._visitor_names = _visitor_names(cls)
+        if not isinstance(cls.needs, frozenset) or not cls.needs <= NEEDS:
+            raise TypeError(f"{cls.__qualname__}.needs must be a frozenset of {sorted(NEEDS)}, "
+                            f"not {cls.needs!r}")
 
     def get_visitors(self) -> Mapping[str, Callable[[cst.CSTNode], None]]:
         return {name: self._modellint_guarded(getattr(self, name)) for name in self._visitor_names}
 
     def _modellint_guarded(self, method: Callable[[cst.CSTNode], Any]) -> Callable[[cst.CSTNode], None]:
         # one failing rule must not stop the others sharing the pass
+        context = self.context
+
         def call(node: cst.CSTNode) -> None:
             if self.error is not None:
                 return
+            # what it reads of the context is checked against its `needs`
+            context.running_rule = self
             try:
                 method(node)
             except Exception as exc:  # noqa: BLE001 - becomes an ML001 finding
                 self.error = exc
+            context.running_rule = None
 
         return call
 

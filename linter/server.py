@@ -48,6 +48,7 @@ from modellint.plugins import PluginError
 from modellint.static import noqa
 from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult, error_finding
 from modellint.static.linter import Linter
+from modellint.static.needs import project_codes, reads_project
 
 NAME = "modellint"
 # seconds of quiet after a change before the file is linted again
@@ -270,8 +271,11 @@ class ModellintServer(LanguageServer):
         display = str(path)
         data = _encode(text)
         try:
-            index = self.project_index(project, path)
-            index.add_source(display, data, project.config.max_code_bytes)
+            index = None
+            if reads_project(project_codes(project.rules), [disabled]):
+                # only a rule that reads the project's other files needs their index
+                index = self.project_index(project, path)
+                index.add_source(display, data, project.config.max_code_bytes)
             result = Linter(project.rules, project.config.rule_options(), index).lint(
                 display, data, disabled)
         except Exception as exc:  # noqa: BLE001 - one document must not stop the server
@@ -432,8 +436,10 @@ class ModellintServer(LanguageServer):
             display = str(path)
             book = notebooks.from_cells(list(sources.items()), project.config.max_code_bytes)
             try:
-                index = self.project_index(project, path)
-                index.add_notebook(display, book)
+                index = None
+                if reads_project(project_codes(project.rules), [disabled]):
+                    index = self.project_index(project, path)
+                    index.add_notebook(display, book)
                 found = Linter(project.rules, project.config.rule_options(),
                                index).lint_notebook(display, book, disabled)
                 result, findings = found.result, found.findings

@@ -408,6 +408,7 @@ class Session:
 
     def static_options(self, settings: Settings, options: CheckOptions, project: list,
                        paths: list[str]):
+        from modellint.static.needs import project_codes
         from modellint.static.runner import StaticOptions
 
         light = settings.sources is not None
@@ -424,6 +425,7 @@ class Session:
             jobs=options.jobs,
             cache=None if not options.cache or options.fix or options.diff else cache_for(
                 settings.config, settings.static_rules, settings.sources, self.tell),
+            project_codes=project_codes(settings.static_rules),
             # what links lead to beyond them is not the linted tree's to change
             tree=self.tree(paths),
         )
@@ -468,7 +470,7 @@ class Session:
         tasks, groups, files = plan.tasks, plan.groups, plan.files
         config, paths = self.settings.config, plan.paths
         project: list = []
-        if any(group.static_rules for group in files.groups()):
+        if _reads_project(files, groups, tasks):
             # a run on a few files (pre-commit), or on an editor's buffer, still sees the whole
             # project's definitions
             from modellint.static.discover import project_files, project_root
@@ -500,12 +502,13 @@ class Session:
             if plan.stdin_name is not None:
                 assert read_stdin is not None
                 stdin_source = read_stdin()
-                if group.static_rules:
+                if group.static_rules and opts.needs_index(tasks[:1]):
                     opts.index = index_with_source(tasks[0][0], stdin_source, opts)
                 outcomes = [lint_file(*tasks[0], opts, stdin=stdin_source)]
                 numbers = [0]
             else:
-                if len(groups) > 1 and group.static_rules:
+                if (len(groups) > 1 and group.static_rules
+                        and opts.needs_index([tasks[n] for n in numbers])):
                     # one index for the whole run, whichever settings each file has
                     from modellint.static.index import index_files
 
@@ -564,6 +567,17 @@ class Session:
         config = self.settings.config
         return to_findings(raws, self.settings.registry, enabled | {INTERNAL_ERROR},
                            Suppressions(config, shown_codes(config, enabled)), label=label)
+
+
+def _reads_project(files: FileSettings, groups: dict[int, list[int]],
+                   tasks: list[tuple[str, Path, frozenset[str]]]) -> bool:
+    """Some file of the run runs a rule that reads the project's other files (after selection
+    and per-file-ignores): only then is the project walked for its index."""
+    from modellint.static.needs import project_codes, reads_project
+
+    return any(reads_project(project_codes(group.static_rules),
+                             (tasks[n][2] for n in groups.get(id(group), [])))
+               for group in files.groups() if group.static_rules)
 
 
 def manifest_store_for(options: CheckOptions, overrides: Overrides, stdin: bool):

@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from modellint.codes import INTERNAL_ERROR
 from modellint.config import DEFAULT_TORCH_VERSION
 from modellint.finding import Finding
 from modellint.fix import PythonText, fix_rounds
@@ -55,12 +56,15 @@ def lint_project(
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, list[Finding]]:
     """Findings of `rules` on a project of several files ({path: source}, dedented), linted
-    as one run: each file sees the project index of all of them. Path -> findings."""
+    as one run: each file sees the project index of all of them, built (as `check` builds it)
+    only when one of `rules` reads the project (`StaticRule.needs`). Path -> findings."""
     from modellint.static.index import build
+    from modellint.static.needs import needs_project
 
     texts = {path: textwrap.dedent(source) for path, source in files.items()}
-    index = build(texts.items())
-    linter = Linter(_visitors(rules), _options(options), index)
+    visitors = _visitors(rules)
+    index = build(texts.items()) if needs_project(visitors) else None
+    linter = Linter(visitors, _options(options), index)
     found = {}
     for path, text in texts.items():
         result = linter.lint(path, text.encode())
@@ -98,10 +102,19 @@ def check_documented(rule: type[Rule]) -> None:
         f"{rule.code}'s name {rule.name!r} is not lowercase-with-dashes")
 
 
+def _findings_of(rule: type[Rule], code: str, options: Mapping[str, Any]) -> list[Finding]:
+    """The rule's findings on an example; AssertionError when the rule fails on it (an ML001:
+    a crash, or reading what its `needs` do not declare)."""
+    found = lint_text(code, [rule], options)
+    failures = [f.message for f in found if f.code == INTERNAL_ERROR]
+    assert not failures, f"{rule.code} failed on\n{code}\n" + "\n".join(failures)
+    return [f for f in found if f.code == rule.code]
+
+
 def check_valid(rule: type[Rule], example: Valid | str) -> None:
     """The rule reports nothing on a valid example."""
     example = example if isinstance(example, Valid) else Valid(example)
-    findings = [f for f in lint_text(example.code, [rule], example.options) if f.code == rule.code]
+    findings = _findings_of(rule, example.code, example.options)
     assert findings == [], f"{rule.code} flagged valid code:\n{example.code}"
 
 
@@ -109,7 +122,7 @@ def check_invalid(rule: type[Rule], example: Invalid) -> list[Finding]:
     """The rule reports an invalid example at its line; when its findings there carry a fix,
     the example gives the `fixed` source and applying the fixes (safe and unsafe) gives exactly
     that; an example with `fixed` must get a fix. Returns the rule's findings."""
-    findings = [f for f in lint_text(example.code, [rule], example.options) if f.code == rule.code]
+    findings = _findings_of(rule, example.code, example.options)
     lines = [f.line for f in findings]
     assert example.line in lines, (
         f"{rule.code} should report line {example.line}, reported {lines}:\n{example.code}")

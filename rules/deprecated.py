@@ -56,6 +56,7 @@ class DeprecatedVariable(StaticRule):
 
     code = "ML901"
     name = "deprecated-variable"
+    needs = frozenset()
     severity = Severity.WARNING
     triggers = ("Variable",)
     valid = [
@@ -155,6 +156,7 @@ class DataAttributeMutation(StaticRule):
 
     code = "ML902"
     name = "data-attribute-mutation"
+    needs = frozenset({"semantic"})
     severity = Severity.WARNING
     triggers = (".data",)
     valid = [
@@ -311,6 +313,7 @@ class DeprecatedFunctional(StaticRule):
 
     code = "ML903"
     name = "deprecated-functional"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "safe"
     fix_availability = "sometimes"
@@ -492,6 +495,7 @@ class ZeroDimDataIndex(StaticRule):
 
     code = "ML910"
     name = "zero-dim-data-index"
+    needs = frozenset()
     severity = Severity.ERROR
     fix = "unsafe"
     triggers = (".data[0]",)
@@ -635,6 +639,7 @@ class DataLoaderIteratorNext(StaticRule):
 
     code = "ML911"
     name = "dataloader-iterator-next"
+    needs = frozenset()
     severity = Severity.ERROR
     fix = "safe/unsafe"
     triggers = (".next()",)

@@ -129,6 +129,7 @@ class DropoutIgnoresEval(StaticRule):
 
     code = "ML201"
     name = "dropout-ignores-eval"
+    needs = frozenset({"project"})
     fix = "safe/unsafe"
     triggers = ("dropout",)
     valid = [
@@ -326,6 +327,7 @@ class ForwardCalledDirectly(StaticRule):
 
     code = "ML202"
     name = "forward-called-directly"
+    needs = frozenset({"project", "semantic"})
     fix = "safe/unsafe"
     triggers = (".forward(",)
     valid = [
@@ -621,6 +623,7 @@ class TensorWithoutDevice(StaticRule):
 
     code = "ML203"
     name = "tensor-without-device"
+    needs = frozenset({"project"})
     severity = Severity.WARNING
     default_enabled = False
     triggers = ("torch",)
@@ -822,6 +825,7 @@ class HardcodedDevice(StaticRule):
 
     code = "ML204"
     name = "hardcoded-device"
+    needs = frozenset({"project"})
     severity = Severity.WARNING
     triggers = ("cuda",)
     valid = [

@@ -74,6 +74,7 @@ class DeprecatedBackwardHook(StaticRule):
 
     code = "ML401"
     name = "deprecated-backward-hook"
+    needs = frozenset()
     fix = "unsafe"
     triggers = ("register_backward_hook",)
     valid = [
@@ -366,6 +367,7 @@ class HookKeepsGraph(StaticRule):
 
     code = "ML402"
     name = "hook-keeps-graph"
+    needs = frozenset()
     triggers = ("register_",)
     valid = [
         HEADER + "feats = []\n\ndef hook(module, inputs, output):\n"
@@ -697,6 +699,7 @@ class HookHandleDiscarded(StaticRule):
 
     code = "ML403"
     name = "hook-handle-discarded"
+    needs = frozenset()
     severity = Severity.WARNING
     default_enabled = False
     triggers = ("register_",)
@@ -768,6 +771,7 @@ class HookRegisteredInForward(StaticRule):
 
     code = "ML404"
     name = "hook-registered-in-forward"
+    needs = frozenset({"project"})
     triggers = ("register_",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"

@@ -179,6 +179,7 @@ class InitViaChildren(StaticRule):
 
     code = "ML601"
     name = "init-via-children"
+    needs = frozenset({"project", "scope", "semantic"})
     fix = "unsafe"
     triggers = ("children",)
     valid = [
@@ -642,6 +643,7 @@ class InitUnguardedBias(StaticRule):
 
     code = "ML602"
     name = "init-unguarded-bias"
+    needs = frozenset()
     default_enabled = False
     triggers = ("bias",)
     valid = [
@@ -836,6 +838,7 @@ class DeprecatedInit(StaticRule):
 
     code = "ML603"
     name = "deprecated-init"
+    needs = frozenset()
     fix = "safe"
     fix_availability = "sometimes"
     triggers = ("init",)
@@ -905,6 +908,7 @@ class ApplyInModulesLoop(StaticRule):
 
     code = "ML604"
     name = "apply-in-modules-loop"
+    needs = frozenset()
     triggers = ("apply",)
     valid = [
         HEADER + "model = nn.Sequential(nn.Linear(2, 2))\nmodel.apply(print)\n",
@@ -1031,6 +1035,7 @@ class ParameterTruthValue(StaticRule):
 
     code = "ML605"
     name = "parameter-truth-value"
+    needs = frozenset({"semantic"})
     fix = "unsafe"
     fix_availability = "sometimes"
     triggers = ("weight", "bias", "running_")

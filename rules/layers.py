@@ -80,6 +80,7 @@ class RecurrentDropoutOneLayer(StaticRule):
 
     code = "ML110"
     name = "recurrent-dropout-one-layer"
+    needs = frozenset()
     severity = Severity.WARNING
     triggers = ("RNN", "LSTM", "GRU")
     valid: ClassVar = [
@@ -195,6 +196,7 @@ class LayerAttributeTypo(_SiteTracker):
 
     code = "ML111"
     name = "layer-attribute-typo"
+    needs = frozenset({"semantic"})
     triggers = ("nn",)
     valid: ClassVar = [
         HEADER + "fc = nn.Linear(2, 3)\nnn.init.zeros_(fc.weight)\nprint(fc.in_features)\n",
@@ -321,6 +323,7 @@ class WrappedModelAttribute(_SiteTracker):
 
     code = "ML112"
     name = "wrapped-model-attribute"
+    needs = frozenset({"scope", "semantic"})
     triggers = ("DataParallel",)
     valid: ClassVar = [
         HEADER + "def train(model):\n    model = nn.DataParallel(model)\n"
@@ -461,6 +464,7 @@ class ModuleClassCalledWithTensors(StaticRule):
 
     code = "ML113"
     name = "module-class-called-with-tensors"
+    needs = frozenset()
     severity = Severity.ERROR
     triggers = ("Loss", "Sigmoid", "Tanh", "Softsign", "Mish", "SiLU")
     valid: ClassVar = [

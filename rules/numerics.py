@@ -92,6 +92,7 @@ class LogOnePlus(_NumericsRule):
 
     code = "ML205"
     name = "log-one-plus"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "safe"
     triggers = ("log",)
@@ -152,6 +153,7 @@ class ExpMinusOne(_NumericsRule):
 
     code = "ML206"
     name = "exp-minus-one"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "safe"
     triggers = ("exp",)
@@ -206,6 +208,7 @@ class LogSumExp(_NumericsRule):
 
     code = "ML207"
     name = "log-sum-exp"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "safe"
     fix_availability = "sometimes"
@@ -366,6 +369,7 @@ class IntegerTensorTrueDivision(ScopeRule):
 
     code = "ML208"
     name = "integer-tensor-true-division"
+    needs = frozenset({"scope"})
     fix = "unsafe"
     triggers = ("/",)
     _BEAM = (HEADER + "def step(scores, seqs, k, vocab_size):\n"
@@ -666,6 +670,7 @@ class SoftmaxDimOutOfRange(ScopeRule):
 
     code = "ML209"
     name = "softmax-dim-out-of-range"
+    needs = frozenset({"scope"})
     triggers = ("oftm",)  # softmax, log_softmax, Softmax, Softmin
     _HEAD = (HEADER + "import torch.nn as nn\n\n\n"
              "class Head(nn.Module):\n"

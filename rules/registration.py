@@ -342,6 +342,7 @@ class ModuleInPlainContainer(_PlainContainer):
     code = "ML101"
     passes = ("static", "runtime")
     name = "module-in-plain-container"
+    needs = frozenset({"project"})
     fix = "unsafe"
     fix_availability = "sometimes"
     list_class = "ModuleList"
@@ -449,6 +450,7 @@ class ParameterInPlainContainer(_PlainContainer):
     code = "ML102"
     passes = ("static", "runtime")
     name = "parameter-in-plain-container"
+    needs = frozenset({"project"})
     fix = "unsafe"
     list_class = "ParameterList"
     dict_class = "ParameterDict"
@@ -500,6 +502,7 @@ class MethodMissingSelf(StaticRule):
 
     code = "ML105"
     name = "method-missing-self"
+    needs = frozenset({"project"})
     fix = "safe"
     triggers = ("def ",)
     valid = [
@@ -648,6 +651,7 @@ class UnregisteredTensor(StaticRule):
     code = "ML103"
     passes = ("static", "runtime")
     name = "unregistered-tensor"
+    needs = frozenset({"project", "semantic"})
     triggers = ("torch",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -796,6 +800,7 @@ class MissingSuperInit(StaticRule):
     code = "ML104"
     passes = ("static", "runtime")
     name = "missing-super-init"
+    needs = frozenset({"project"})
     triggers = ("__init__",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -901,6 +906,7 @@ class UndefinedModuleAttribute(StaticRule):
     code = "ML106"
     passes = ("static", "runtime")
     name = "undefined-module-attribute"
+    needs = frozenset({"project"})
     triggers = ("forward",)
     valid = [
         HEADER + "class Net(nn.Module):\n    scale = 2\n    def __init__(self):\n"
@@ -1050,6 +1056,7 @@ class ModuleCreatedInForward(StaticRule):
     code = "ML107"
     passes = ("static", "runtime")
     name = "module-created-in-forward"
+    needs = frozenset({"project", "semantic"})
     triggers = ("forward",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -1166,6 +1173,7 @@ class RepeatedModuleInstance(StaticRule):
     code = "ML108"
     passes = ("static", "runtime")
     name = "repeated-module-instance"
+    needs = frozenset({"project", "semantic"})
     triggers = ("*", "for ")
     valid = [
         HEADER + "blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])\n",
@@ -1278,6 +1286,7 @@ class ParameterOverwritten(StaticRule):
 
     code = "ML109"
     name = "parameter-overwritten"
+    needs = frozenset({"project"})
     triggers = ("Parameter",)
     valid = [
         HEADER + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"

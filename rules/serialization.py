@@ -171,6 +171,7 @@ class WholeModelSave(_TracksModules):
 
     code = "ML502"
     name = "whole-model-save"
+    needs = frozenset({"project", "semantic"})
     triggers = ("save",)
     valid = [
         HEADER + "model = nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'model.pt')\n",
@@ -299,6 +300,7 @@ class UnsafeTorchLoad(_SavesModules):
 
     code = "ML501"
     name = "unsafe-torch-load"
+    needs = frozenset({"project", "semantic"})
     fix = "unsafe"
     fix_availability = "sometimes"
     triggers = ("load",)
@@ -433,6 +435,7 @@ class PickledModuleLoad(_SavesModules):
 
     code = "ML506"
     name = "load-of-pickled-module"
+    needs = frozenset({"project", "semantic"})
     triggers = ("save",)
     valid = [
         HEADER + "model = nn.Linear(2, 2)\ntorch.save(model.state_dict(), 'model.pt')\n"
@@ -605,6 +608,7 @@ class UncheckedNonStrictLoad(StaticRule):
 
     code = "ML503"
     name = "unchecked-non-strict-load"
+    needs = frozenset()
     default_enabled = False
     triggers = ("load_state_dict",)
     valid = [
@@ -671,6 +675,7 @@ class LoadResultAssigned(StaticRule):
 
     code = "ML504"
     name = "load-result-assigned"
+    needs = frozenset({"project"})
     triggers = ("load_state_dict",)
     valid = [
         HEADER + "model = nn.Linear(2, 2)\nmodel.load_state_dict({})\n",
@@ -773,6 +778,7 @@ class LoadWithoutMapLocation(StaticRule):
 
     code = "ML913"
     name = "torch-load-without-map-location"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     fix = "unsafe"
     fix_availability = "sometimes"

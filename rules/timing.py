@@ -169,6 +169,7 @@ class CudaTimingWithoutSynchronize(ScopeRule):
 
     code = "ML343"
     name = "cuda-timing-without-synchronize"
+    needs = frozenset({"project", "scope"})
     severity = Severity.WARNING
     triggers = ("time", "timer", "elapsed_time")
     _FORWARD = (HEADER + "\n\ndef bench(x):\n"

@@ -385,6 +385,7 @@ class DeprecatedTorchApi(_ApiTableRule):
 
     code = "ML905"
     name = "deprecated-torch-api"
+    needs = frozenset({"semantic"})
     severity = Severity.WARNING
     fix: ClassVar[str | None] = "safe/unsafe"  # ML909, a subclass, has none
     fix_availability = "sometimes"
@@ -557,6 +558,7 @@ class DeprecatedTorchScript(DeprecatedTorchApi):
 
     code = "ML909"
     name = "deprecated-torchscript"
+    needs = frozenset({"semantic"})
     severity = Severity.INFO
     default_enabled = False
     fix = None
@@ -616,6 +618,7 @@ class NonPublicTorchApi(_ApiTableRule):
 
     code = "ML318"
     name = "non-public-torch-api"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "safe/unsafe"
     triggers = tuple(sorted(
@@ -678,6 +681,7 @@ class TorchvisionPretrainedArgument(StaticRule):
 
     code = "ML906"
     name = "torchvision-pretrained-argument"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "safe"
     fix_availability = "sometimes"
@@ -782,6 +786,7 @@ class CheckpointUseReentrant(StaticRule):
 
     code = "ML907"
     name = "checkpoint-use-reentrant"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "unsafe"
     triggers = ("checkpoint",)
@@ -850,6 +855,7 @@ class RequiresGradTypo(StaticRule):
 
     code = "ML908"
     name = "requires-grad-typo"
+    needs = frozenset()
     severity = Severity.ERROR
     fix = "safe"
     triggers = ("require_grad",)
@@ -942,6 +948,7 @@ class RedundantNoGrad(StaticRule):
 
     code = "ML316"
     name = "redundant-no-grad"
+    needs = frozenset()
     severity = Severity.WARNING
     fix = "safe"
     triggers = ("no_grad", "inference_mode")
@@ -1035,6 +1042,7 @@ class ZeroGradKeepsMemory(StaticRule):
 
     code = "ML317"
     name = "zero-grad-keeps-memory"
+    needs = frozenset()
     severity = Severity.INFO
     default_enabled = False
     fix = "unsafe"
@@ -1128,6 +1136,7 @@ class LegacyAutogradFunction(StaticRule):
 
     code = "ML912"
     name = "legacy-autograd-function"
+    needs = frozenset()
     fix = "unsafe"
     fix_availability = "sometimes"
     triggers = ("Function",)

@@ -194,6 +194,7 @@ class SchedulerStepInBatchLoop(ScopeRule):
     code = "ML301"
     passes = ("static", "run")
     name = "scheduler-step-in-batch-loop"
+    needs = frozenset({"scope"})
     triggers = ("lr_scheduler",)
     valid = [
         _train("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)",
@@ -577,6 +578,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
     code = "ML302"
     passes = ("static", "run")
     name = "scheduler-before-optimizer"
+    needs = frozenset({"scope", "semantic"})
     severity = Severity.WARNING
     triggers = ("sched",)
     valid = [
@@ -962,6 +964,7 @@ class MissingZeroGrad(ScopeRule):
     code = "ML303"
     passes = ("static", "run")
     name = "missing-zero-grad"
+    needs = frozenset({"scope", "semantic"})
     triggers = ("backward",)
     valid = [
         _train(),
@@ -1229,6 +1232,7 @@ class LossKeptWithGraph(ScopeRule):
     code = "ML304"
     passes = ("static", "run")
     name = "loss-kept-with-graph"
+    needs = frozenset({"scope", "semantic"})
     fix = "unsafe"
     triggers = ("loss", "Loss", "backward")
     valid = [
@@ -1438,6 +1442,7 @@ class ParamGroupOverlap(StaticRule):
     code = "ML305"
     passes = ("static", "run")
     name = "param-group-overlap"
+    needs = frozenset()
     triggers = ('"params"', "'params'")
     valid = [
         HEADER + "opt = torch.optim.SGD([{'params': net.fc1.parameters(), 'lr': 1e-3},\n"
@@ -1726,6 +1731,7 @@ class EvalWithoutEvalMode(ScopeRule):
     code = "ML306"
     passes = ("static", "run")
     name = "eval-without-eval-mode"
+    needs = frozenset({"project", "scope", "semantic"})
     # "val", "test", "dev": a loop over held-out data evaluates without no_grad too
     triggers = ("no_grad", "inference_mode", "set_grad_enabled", "val", "test", "dev")
     valid = [
@@ -2015,6 +2021,7 @@ class EvalWithoutNoGrad(ScopeRule):
     code = "ML307"
     passes = ("static", "run")
     name = "eval-without-no-grad"
+    needs = frozenset({"project", "scope", "semantic"})
     severity = Severity.WARNING
     triggers = ("eval(", "train(False", "train(mode=False")
     valid = [
@@ -2223,6 +2230,7 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
 
     code = "ML308"
     name = "softmax-before-cross-entropy"
+    needs = frozenset({"scope", "semantic"})
     # the probabilities may come from a model of another file: a file that computes a loss
     triggers = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit", "loss", "Loss",
                 "criterion", "cross_entropy")

@@ -238,6 +238,7 @@ class OptimizerRebuiltPerEpoch(ScopeRule):
 
     code = "ML328"
     name = "optimizer-rebuilt-per-epoch"
+    needs = frozenset({"project", "scope", "semantic"})
     severity = Severity.WARNING
     triggers = ("optim",)
     _LOOP = (HEADER + "def train(model, loader, criterion, epochs):\n"
@@ -728,6 +729,7 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
 
     code = "ML329"
     name = "iteration-scheduler-stepped-per-epoch"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     triggers = ("lr_scheduler", "schedule")
     _TRAIN = (HEADER + "def train(model, loader, criterion, epochs):\n"
@@ -1123,6 +1125,7 @@ class SchedulerGetLr(ScopeRule):
 
     code = "ML340"
     name = "scheduler-get-lr-read"
+    needs = frozenset({"scope", "semantic"})
     severity = Severity.WARNING
     fix = "unsafe"
     triggers = ("get_lr",)
@@ -1303,6 +1306,7 @@ class ZeroGradBeforeStep(ScopeRule):
 
     code = "ML341"
     name = "zero-grad-before-step"
+    needs = frozenset({"scope"})
     severity = Severity.ERROR
     triggers = ("zero_grad",)
     valid = [
@@ -1565,6 +1569,7 @@ class GraphCutBeforeLoss(ScopeRule):
 
     code = "ML342"
     name = "graph-cut-before-loss"
+    needs = frozenset({"scope", "semantic"})
     severity = Severity.ERROR
     triggers = ("requires_grad",)
     valid = [
@@ -1742,6 +1747,7 @@ class TdTargetNotDetached(ScopeRule):
 
     code = "ML350"
     name = "td-target-not-detached"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     default_enabled = False
     fix = "unsafe"

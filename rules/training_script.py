@@ -128,6 +128,7 @@ class DataLoaderStarvesDevice(_FileRule):
 
     code = "ML309"
     name = "dataloader-starves-device"
+    needs = frozenset()
     severity = Severity.INFO
     default_enabled = False
     triggers = ("DataLoader",)
@@ -296,6 +297,7 @@ class UnseededTraining(_FileRule):
 
     code = "ML310"
     name = "unseeded-training"
+    needs = frozenset()
     severity = Severity.WARNING
     default_enabled = False
     triggers = ("backward",)
@@ -476,6 +478,7 @@ class SyncInInnerLoop(ScopeRule):
 
     code = "ML311"
     name = "sync-in-inner-loop"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     default_enabled = False
     triggers = ("item(", "cpu(", "tolist(", "print(")
@@ -670,6 +673,7 @@ class EvalNeverReset(ScopeRule):
     code = "ML312"
     passes = ("static", "run")
     name = "eval-never-reset"
+    needs = frozenset({"scope"})
     triggers = ("eval(", "train(False", "train(mode=False")
     _FIT = (
         HEADER + "\n\ndef fit(model, train_loader, val_loader, optimizer, epochs):\n"
@@ -852,6 +856,7 @@ class DdpWithoutDistributedSampler(_FileRule):
 
     code = "ML313"
     name = "ddp-without-distributed-sampler"
+    needs = frozenset()
     fix = "safe"
     fix_availability = "sometimes"
     triggers = ("DistributedDataParallel",)
@@ -1126,6 +1131,7 @@ class TrainingLoaderNotShuffled(ScopeRule):
 
     code = "ML348"
     name = "training-loader-not-shuffled"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     fix = "unsafe"
     triggers = ("DataLoader",)
@@ -1505,6 +1511,7 @@ class DataParallelStateDictPrefix(ScopeRule):
 
     code = "ML349"
     name = "data-parallel-state-dict-prefix"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     triggers = ("DataParallel",)
     _SCRIPT = (
@@ -1731,6 +1738,7 @@ class TransferRepeatedEveryStep(ScopeRule):
 
     code = "ML314"
     name = "transfer-repeated-every-step"
+    needs = frozenset({"scope"})
     severity = Severity.WARNING
     triggers = (".to(", ".cuda(")
     _LOOP = (
@@ -1973,6 +1981,7 @@ class AccumulationWithoutLossScaling(ScopeRule):
 
     code = "ML315"
     name = "accumulation-without-loss-scaling"
+    needs = frozenset({"scope"})
     fix = "unsafe"
     triggers = ("%",)
     _ACCUM = (
@@ -2252,6 +2261,7 @@ class AccumulationStepCondition(ScopeRule):
 
     code = "ML345"
     name = "accumulation-step-condition-wrong"
+    needs = frozenset({"scope"})
     triggers = ("%",)
     _ACCUM = (
         HEADER + "\n\ndef train(model, loader, optimizer, criterion, accum_steps):\n"

@@ -11,6 +11,7 @@ import libcst as cst
 from modellint.static.classes import ClassInfo, analyze_class
 from modellint.static.imports import ImportMap, dotted_name
 from modellint.static.kinds import NN_NON_MODULES, PARAMETER_NAMES, TENSOR_FACTORIES
+from modellint.static.needs import UndeclaredNeed, needs_of
 
 TORCHVISION_NON_BUILDERS = frozenset({"get_weight", "get_model_weights", "list_models"})
 _NN_CLASS = re.compile(r"^torch\.nn\.([A-Z]\w*)$")
@@ -22,13 +23,17 @@ class FileContext:
         self.path = path
         self.source = source
         self.options = options
-        # the run's ProjectIndex (None: this file alone); see `semantic`
-        self.index = index
+        # the run's ProjectIndex (None: this file alone, or no enabled rule needs "project");
+        # see `semantic`
+        self._index = index
         self._semantic: Any = None
+        # the rule whose visitor runs (None: the engine's own walk): what it may read is what
+        # its `needs` declare
+        self.running_rule: Any = None
         # the module being walked
         self.module_node: cst.Module | None = None
         self.imports = ImportMap()
-        self.module_classes: dict[str, cst.ClassDef] = {}
+        self._module_classes: dict[str, cst.ClassDef] = {}
         self.class_stack: list[cst.ClassDef] = []
         self.function_stack: list[cst.FunctionDef] = []
         self.statement_stack: list[cst.CSTNode] = []
@@ -43,15 +48,40 @@ class FileContext:
         self._class_infos: dict[int, ClassInfo] = {}
         self._module_class_ids: set[int] = set()
 
+    def check_need(self, need: str, what: str) -> None:
+        """UndeclaredNeed when the running rule reads `what` without declaring `need`."""
+        rule = self.running_rule
+        if rule is None or need in rule.needs:
+            return
+        if need not in needs_of(rule):
+            raise UndeclaredNeed(
+                f"{rule.code} reads {what} but does not declare it: add {need!r} to its "
+                f"`needs` (it declares {sorted(rule.needs)})")
+
     @property
     def semantic(self):
         """The semantic model of this file (`modellint.static.semantic.SemanticModel`): what
         an expression holds, across the project's files. Made on first use."""
+        self.check_need("semantic", "`context.semantic`")
         if self._semantic is None:
             from modellint.static.semantic import SemanticModel
 
-            self._semantic = SemanticModel(self, self.index)
+            self._semantic = SemanticModel(self, self._index)
         return self._semantic
+
+    @property
+    def index(self) -> Any:
+        """The run's project index (`modellint.static.index.ProjectIndex`), None for a file
+        alone."""
+        self.check_need("project", "`context.index`")
+        return self._index
+
+    @property
+    def module_classes(self) -> dict[str, cst.ClassDef]:
+        """Name -> the module classes of this file seen so far (their bases may be other
+        files' module classes)."""
+        self.check_need("project", "`context.module_classes`")
+        return self._module_classes
 
     # -- names ---------------------------------------------------------------------------
     def qualified_name(self, node: cst.BaseExpression) -> str | None:
@@ -81,7 +111,8 @@ class FileContext:
         file, or a `torchvision.models` builder."""
         if not isinstance(node, cst.Call):
             return False
-        if isinstance(node.func, cst.Name) and node.func.value in self.module_classes:
+        self.check_need("project", "`context.builds_module`")
+        if isinstance(node.func, cst.Name) and node.func.value in self._module_classes:
             return True
         qualified = self.imports.resolve(node.func)
         if qualified is None:
@@ -106,6 +137,7 @@ class FileContext:
     # -- classes --------------------------------------------------------------------------
     def is_module_class(self, node: cst.ClassDef) -> bool:
         """A base is `nn.Module`, a `torch.nn` class, or a module class of this file."""
+        self.check_need("project", "`context.is_module_class`")
         return id(node) in self._module_class_ids
 
     def register_class(self, node: cst.ClassDef) -> None:
@@ -113,7 +145,7 @@ class FileContext:
             if base.keyword is not None:
                 continue
             expr = base.value
-            if isinstance(expr, cst.Name) and expr.value in self.module_classes:
+            if isinstance(expr, cst.Name) and expr.value in self._module_classes:
                 break
             qualified = self.imports.resolve(expr)
             if qualified == "torch.nn.Module" or self.is_module_class_name(qualified):
@@ -122,19 +154,19 @@ class FileContext:
                 break
         else:
             return
-        self.module_classes[node.name.value] = node
+        self._module_classes[node.name.value] = node
         self._module_class_ids.add(id(node))
 
     def _project_module_class(self, qualified: str) -> bool:
         """`qualified` (an imported name) is a module class of another file of the project:
         the project index knows it subclasses `nn.Module` (directly or through its own
         bases). A class of a package outside the project stays unknown."""
-        if self.index is None:
+        if self._index is None:
             return False
-        found = self.index.resolve_qualified(qualified)
+        found = self._index.resolve_qualified(qualified)
         if found is None or found[0] != "class" or "." in found[2]:
             return False
-        return self.index.subclasses_module(found[1], found[2])
+        return self._index.subclasses_module(found[1], found[2])
 
     def class_info(self, node: cst.ClassDef) -> ClassInfo:
         info = self._class_infos.get(id(node))
@@ -145,13 +177,14 @@ class FileContext:
     def base_class_infos(self, node: cst.ClassDef) -> list[ClassInfo] | None:
         """Infos of the class and its in-file bases; None when a base comes from outside the
         file and is not a known torch class (so its attributes are unknown)."""
+        self.check_need("project", "`context.base_class_infos`")
         infos = [self.class_info(node)]
         for base in node.bases:
             if base.keyword is not None:
                 continue
             expr = base.value
-            if isinstance(expr, cst.Name) and expr.value in self.module_classes:
-                parents = self.base_class_infos(self.module_classes[expr.value])
+            if isinstance(expr, cst.Name) and expr.value in self._module_classes:
+                parents = self.base_class_infos(self._module_classes[expr.value])
                 if parents is None:
                     return None
                 infos.extend(parents)
@@ -202,10 +235,12 @@ class FileContext:
     @property
     def in_module_class(self) -> bool:
         """Inside the body of a module class (its methods included)."""
+        self.check_need("project", "`context.in_module_class`")
         return any(id(c) in self._module_class_ids for c in self.class_stack)
 
     def current_method(self) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
         """The module class and method whose body we are in, if any."""
+        self.check_need("project", "`context.current_method`")
         for func in reversed(self.function_stack):
             cls = self.method_owners.get(id(func))
             if cls is not None and id(cls) in self._module_class_ids:

@@ -48,6 +48,9 @@ class StaticOptions:
     # when set, gives `rules` on first need: a file that misses the cache (a warm run then
     # never imports the rules, nor LibCST)
     load_rules: Callable[[], Sequence[type[StaticRule]]] | None = None
+    # the codes of `rules` that read the project's other files (`needs.project_codes`); None:
+    # found from `rules`
+    project_codes: frozenset[str] | None = None
 
     def static_rules(self) -> Sequence[type[StaticRule]]:
         if self.load_rules is not None:
@@ -57,6 +60,16 @@ class StaticOptions:
 
     def has_rules(self) -> bool:
         return self.load_rules is not None or bool(self.rules)
+
+    def needs_index(self, tasks: Sequence[tuple[str, Path, frozenset[str]]]) -> bool:
+        """Some file of `tasks` runs a rule that reads the project's other files: the run
+        needs the project index (otherwise it is neither built nor read from the cache)."""
+        from modellint.static.needs import project_codes, reads_project
+
+        codes = self.project_codes
+        if codes is None:
+            codes = self.project_codes = project_codes(self.static_rules())
+        return reads_project(codes, (disabled for _, _, disabled in tasks))
 
     def linter(self) -> Linter:
         """The linter of the run's rules (loaded now), options and index."""
@@ -385,7 +398,7 @@ def run(
 def _run_all(
     tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
 ) -> list[FileOutcome]:
-    if opts.index is None and opts.has_rules():
+    if opts.index is None and opts.has_rules() and opts.needs_index(tasks):
         from modellint.static.index import index_files
 
         linted = [(display, path) for display, path, _ in tasks]

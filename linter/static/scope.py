@@ -130,6 +130,7 @@ _CACHE: weakref.WeakKeyDictionary[FileContext, dict[int, Scope]] = weakref.WeakK
 
 def scope_of(context: FileContext, root: cst.CSTNode) -> Scope:
     """The (cached) analysis of a FunctionDef or Module."""
+    context.check_need("scope", "`scope_of`")
     per_file = _CACHE.setdefault(context, {})
     scope = per_file.get(id(root))
     if scope is None or scope.root is not root:
