@@ -1724,10 +1724,9 @@ class TdTargetNotDetached(ScopeRule):
 
     ## What it does not see
     A target computed in another method than the loss (a `compute_q_targets` helper), and a
-    loss written out by hand (`((q_a - target) ** 2).mean()`). It finds 1 of 2 bench/bugs
-    cases; the other, c-deep-rl-algorithms-dqn-targets-with-grad, already calls `.detach()` on
-    the network's output in its buggy version (its fix only adds `torch.no_grad()`, which saves
-    memory), so there is no gradient to report.
+    loss written out by hand (`((q_a - target) ** 2).mean()`). It finds the 1 bench/bugs case
+    of its class (c-deep-rl-algorithms-dqn-targets-with-grad, once counted here, already
+    detaches the network's output: its fix only adds `torch.no_grad()`, which saves memory).
     """
 
     code = "ML350"
