@@ -2030,13 +2030,20 @@ class EvalWithoutNoGrad(ScopeRule):
                 correct += (model(x).argmax(1) == y).sum().item()
 
     ## What it does not see
-    On bench/bugs it finds 5 of 10 cases. It misses a single call after `model.eval()` that
-    is not in a loop (`logits = model(x)`: r-pysi-17183-eval-without-no-grad;
-    `output = model(img)` in yolov4's `do_detect`: c-pytorch-yolov4-do-detect-without-no-grad),
-    a loop that calls `model.forward(...)` rather than `model(...)`
-    (r-pysi-105009-validation-without-no-grad), and files that do not parse (the excerpts of
-    c-yolov7-detect-without-no-grad and c-parallel-wavegan-eval-step-without-no-grad are cut
-    mid-block).
+    On bench/bugs it finds 6 of 10 cases. It misses:
+
+    - a single call after `model.eval()` that is not in a loop (`logits = model(x)`:
+      r-pysi-17183-eval-without-no-grad; `output = model(img)` in yolov4's `do_detect`:
+      c-pytorch-yolov4-do-detect-without-no-grad): one graph, freed with its output, is not
+      reported, as `model.eval(); traced = torch.jit.trace(model, x)` and one-off calls are
+      common and cost little;
+    - models kept in a dict, put in eval mode by a loop over its keys
+      (`self.model[key].eval()`) and run by a helper method (`self._eval_step(batch)`:
+      c-parallel-wavegan-eval-step-without-no-grad);
+    - a model whose eval mode comes from a loader (`attempt_load(...)`) rather than an
+      `eval()` call, in a function its only caller already runs under `torch.no_grad()`
+      (yolov7's `detect()`: c-yolov7-detect-without-no-grad; the fix adds a second
+      `no_grad` for other callers).
     """
 
     code = "ML307"
@@ -2096,6 +2103,13 @@ class EvalWithoutNoGrad(ScopeRule):
             "            val_loss = F.cross_entropy(model(x), y).item()\n",
             "val_loss =",
         ),
+        # the forward called by name (a forum post's validation loop)
+        invalid_at(
+            HEADER + "def validate(model, loader, loss):\n    model.eval()\n    total = 0.0\n"
+            "    for x, y in loader:\n        out = model.forward(x)\n"
+            "        total += loss(out, y).item()\n    return total\n",
+            "out = model.forward(x)",
+        ),
         # eval mode set once, in __init__, of a predictor class
         invalid_at(
             HEADER + "class Predictor:\n    def __init__(self, model):\n"
@@ -2127,7 +2141,9 @@ class EvalWithoutNoGrad(ScopeRule):
             # `model.train(mode)` with a computed mode is no known eval()
             computed = {id(t.node) for t in trains.get(name, [])}
             eval_sites = [e for e in eval_sites if id(e.node) not in computed]
-            calls = [s for s in scope.calls if dotted_name(s.node.func) == name]
+            # `model.forward(x)` runs the same forward as `model(x)`, hooks aside
+            calls = [s for s in scope.calls
+                     if dotted_name(s.node.func) in (name, f"{name}.forward")]
             for call in calls:
                 if id(call.node) in reported or under_no_grad(context, call):
                     continue

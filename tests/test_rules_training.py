@@ -742,3 +742,26 @@ def test_scheduler_stepped_before_a_training_function_defined_in_main():
     """)
     assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
     assert found(source.replace("            optimizer.step()\n", "            pass\n")) == []
+
+
+def test_eval_loop_calling_forward_by_name_needs_no_grad_too():
+    # a forum post's validation loop (bench/bugs r-pysi-105009-validation-without-no-grad)
+    source = """\
+import torch
+
+model.eval()
+for inputs, labels in validation_loader:
+    outputs = model.forward(inputs.to(device))
+    validation_sum_loss += loss(outputs.squeeze(), labels).item()
+"""
+    assert found(source, [EvalWithoutNoGrad]) == [("ML307", line_of(source, "model.forward"))]
+    fixed = """\
+import torch
+
+model.eval()
+with torch.no_grad():
+    for inputs, labels in validation_loader:
+        outputs = model.forward(inputs.to(device))
+        validation_sum_loss += loss(outputs.squeeze(), labels).item()
+"""
+    assert found(fixed, [EvalWithoutNoGrad]) == []
