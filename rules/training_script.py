@@ -1470,7 +1470,9 @@ class DataParallelStateDictPrefix(ScopeRule):
     `torch.save(...)` of `model.state_dict()`, `other.load_state_dict(model.state_dict())`
     or `model.load_state_dict(...)`, outside that `if` and without `.module`; for
     `self.model` wrapped so in one method (`__init__`), the same uses in the class's other
-    methods. Left alone:
+    methods; and for a wrapped name passed after the `if` to a function of the same file
+    (`train(model=model)` under `__main__`), that function's
+    `other.load_state_dict(model.state_dict())` of its parameter. Left alone:
     sites under a condition that tells the wrapper apart (`isinstance(model, DataParallel)`,
     `hasattr(model, "module")`, `device_count()`, `distributed`), a name assigned again in
     between (`model = model.module`), wrappers built unconditionally (their keys are always
@@ -1498,10 +1500,11 @@ class DataParallelStateDictPrefix(ScopeRule):
         torch.save(bare.state_dict(), "model.pth")
 
     ## What it does not see
-    A model wrapped in another function or file than the one that saves or copies its state
-    dict: in c-pytorch-yolov4-eval-model-loads-dataparallel-keys, `train(model, ...)` runs
-    `eval_model.load_state_dict(model.state_dict())` on a model that `__main__` wrapped, and
-    the case's code holds only `train`. It finds 2 of 3 bench/bugs cases.
+    A model wrapped in another file than the one that saves or copies its state dict, or
+    passed on through more than one call; in a function the wrapped model is passed to, only
+    the copy into another model is checked, not `torch.save` (a checkpoint saved and loaded
+    by the same training function keeps one configuration's keys). It finds 3 of 3
+    bench/bugs cases.
     """
 
     code = "ML349"
@@ -1541,6 +1544,16 @@ class DataParallelStateDictPrefix(ScopeRule):
         "    def save(self, path):\n"
         "        raw = self.model.module if hasattr(self.model, 'module') else self.model\n"
         "        torch.save(raw.state_dict(), path)\n",
+        # given to a function that unwraps it first
+        HEADER + "\n\ndef train(model, epochs):\n"
+        "    bare = model.module if isinstance(model, nn.DataParallel) else model\n"
+        "    eval_model = Net()\n"
+        "    eval_model.load_state_dict(bare.state_dict())\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    model = Net()\n"
+        "    if torch.cuda.device_count() > 1:\n"
+        "        model = nn.DataParallel(model)\n"
+        "    train(model, 5)\n",
         # resumed from what the same wrapper saved (kuangliu/pytorch-cifar)
         _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)",
                        use="model.load_state_dict(torch.load(checkpoint)['net'])\n"
@@ -1567,6 +1580,18 @@ class DataParallelStateDictPrefix(ScopeRule):
                    "    def save(self, path):\n"
                    "        torch.save(self.model.state_dict(), path)\n",
                    "torch.save(self.model"),
+        # wrapped under __main__, copied into a bare model in the function it is given to
+        # (pytorch-YOLOv4)
+        invalid_at(HEADER + "\n\ndef train(model, epochs):\n"
+                   "    for epoch in range(epochs):\n"
+                   "        eval_model = Net()\n"
+                   "        eval_model.load_state_dict(model.state_dict())\n\n\n"
+                   "if __name__ == '__main__':\n"
+                   "    model = Net()\n"
+                   "    if torch.cuda.device_count() > 1:\n"
+                   "        model = nn.DataParallel(model)\n"
+                   "    train(model, 5)\n",
+                   "eval_model.load_state_dict"),
         invalid_at(_SCRIPT.format(wrap="if args.distributed:\n"
                                        "        model = nn.parallel.DistributedDataParallel("
                                        "model)",
@@ -1604,9 +1629,12 @@ class DataParallelStateDictPrefix(ScopeRule):
         if branch is None:
             return
         target = assignment.target
+        if here:
+            self._check_callees(scope, assignment, branch, wrapper)
         # the same name saved and loaded back: its keys match within one configuration
-        resumes = f"{target}.state_dict()" in self._text and (
-            f"{target}.load_state_dict(" in self._text)
+        # (`eval_model.load_state_dict(` loads another model: the name must stand alone)
+        resumes = f"{target}.state_dict()" in self._text and re.search(
+            rf"(?<![\w.]){re.escape(target)}\.load_state_dict\(", self._text) is not None
         for site, receiver, shown, use in self._state_dict_uses(scope, target):
             if resumes and use != "transfer":
                 continue
@@ -1630,6 +1658,49 @@ class DataParallelStateDictPrefix(ScopeRule):
                 f"into the wrapper); use `{target}.module` when wrapped, or save and load "
                 "before wrapping",
             )
+
+    def _check_callees(self, scope: Scope, assignment, branch: cst.If, wrapper: str) -> None:
+        """The wrapped name passed, after the `if` and outside it, to a function of this file
+        (`train(model=model, ...)`): report that function's state-dict transfers of its
+        parameter (`eval_model.load_state_dict(model.state_dict())`)."""
+        target = assignment.target
+        module = self.context.module_node
+        if "." in target or module is None:
+            return
+        functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+        for site in scope.calls:
+            call = site.node
+            function = functions.get(dotted_name(call.func) or "")
+            if (function is None or function is scope.root
+                    or site.order <= assignment.site.order or site.inside(branch)):
+                continue
+            last = scope.assigned(target, site.order)
+            if not last or last[-1] is not assignment:
+                continue
+            params = [p.name.value for p in (*function.params.posonly_params,
+                                             *function.params.params)]
+            param = next((name for i, name in enumerate(params)
+                          if (given := argument(call, name, i)) is not None
+                          and dotted_name(given.value) == target), None)
+            if param is None:
+                continue
+            callee = scope_of(self.context, function)
+            for use_site, receiver, shown, use in self._state_dict_uses(callee, param):
+                if use != "transfer" or callee.assigned(param, use_site.order):
+                    continue
+                if any(_WRAPPER_TEST.search(source_of(test))
+                       for test in _conditions(callee, use_site)):
+                    continue
+                given = (f"`{param}`" if param == target
+                         else f"`{param}` (the caller's `{target}`)")
+                self.report_at(
+                    use_site, receiver,
+                    f"{given}, given to `{function.name.value}(...)`, holds a `{wrapper}` only "
+                    f"when `{source_of(branch.test)}`, and the "
+                    f"wrapper's state dict names every key `module.<name>`: {shown} loads "
+                    "keys that differ from run to run into the bare model; use "
+                    f"`{param}.module` when wrapped",
+                )
 
     def _wrapper(self, assignment) -> str | None:
         """`DataParallel` when the assignment wraps the name it is assigned to."""

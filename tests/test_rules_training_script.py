@@ -12,6 +12,7 @@ import textwrap
 from modellint.rules.training_script import (
     AccumulationWithoutLossScaling,
     DataLoaderStarvesDevice,
+    DataParallelStateDictPrefix,
     DdpWithoutDistributedSampler,
     EvalNeverReset,
     SyncInInnerLoop,
@@ -435,3 +436,60 @@ def test_transfer_in_loop_over_settings_not_reported():
                 model(w)
     """
     assert found(source, [TransferRepeatedEveryStep]) == []
+
+
+# pytorch-YOLOv4's train.py (bench/bugs c-pytorch-yolov4-eval-model-loads-dataparallel-keys):
+# __main__ wraps the model on several GPUs and passes it to train(), which copies its state
+# dict into a bare evaluation model.
+WRAPPED_IN_MAIN = """\
+import torch
+
+
+def train(model, device, config, epochs=5):
+    for epoch in range(epochs):
+        {copy}
+        evaluate(eval_model)
+    torch.save(model.state_dict(), "last.pth")
+
+
+if __name__ == "__main__":
+    model = Yolov4()
+    if torch.cuda.device_count() > 1:
+        model = torch.nn.DataParallel(model)
+    model.to(device="cuda")
+    train(model=model, config=cfg, device="cuda")
+"""
+
+
+def test_state_dict_copied_in_the_function_the_wrapped_model_is_passed_to():
+    source = WRAPPED_IN_MAIN.format(
+        copy="eval_model = Yolov4()\n        eval_model.load_state_dict(model.state_dict())")
+    assert found(source, [DataParallelStateDictPrefix]) == [
+        ("ML349", line_of(source, "eval_model.load_state_dict"))]
+
+
+def test_callee_that_unwraps_the_model_is_not_reported():
+    source = WRAPPED_IN_MAIN.format(
+        copy="eval_model = Yolov4()\n"
+             "        if torch.cuda.device_count() > 1:\n"
+             "            eval_model.load_state_dict(model.module.state_dict())\n"
+             "        else:\n"
+             "            eval_model.load_state_dict(model.state_dict())")
+    assert found(source, [DataParallelStateDictPrefix]) == []
+
+
+def test_another_models_load_state_dict_is_not_a_resume_of_the_wrapped_one():
+    # `eval_model.load_state_dict(` once read as `model.load_state_dict(`, a resume that
+    # would keep the keys of one configuration, and hid the save
+    source = """\
+import torch
+
+model = Net()
+if torch.cuda.device_count() > 1:
+    model = torch.nn.DataParallel(model)
+eval_model = Net()
+eval_model.load_state_dict(torch.load("best.pth"))
+torch.save(model.state_dict(), "model.pth")
+"""
+    assert found(source, [DataParallelStateDictPrefix]) == [
+        ("ML349", line_of(source, "torch.save"))]
