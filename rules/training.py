@@ -2222,6 +2222,8 @@ _LOSSES = {
     "torch.nn.NLLLoss": "nll_loss",
     "torch.nn.BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
 }
+# the deprecated reshapes of old code (`y_pred.resize(1, n)`): the same values, another shape
+_RESIZES = frozenset({"resize", "resize_as"})
 # loss -> activations it must not be given
 _BAD_INPUTS = {
     "cross_entropy": ("softmax", "log_softmax"),
@@ -2238,7 +2240,8 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     `log_softmax`, `F.nll_loss` / `nn.NLLLoss` applied to `softmax` (not `log_softmax`)
     output, and `binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` applied to
     `sigmoid` output, directly or through a variable assigned in the same function, also
-    moved, cast or reshaped on the way (`probs.view(-1, n)`, `probs.to(device)`). Only the
+    moved, cast or reshaped on the way (`probs.view(-1, n)`, `probs.to(device)`,
+    `probs.resize(1, n)`). Only the
     prediction (first argument) is checked: soft targets from a softmax are fine, and so is
     `nll_loss(F.log_softmax(x))`.
 
@@ -2267,14 +2270,12 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         loss = F.cross_entropy(logits, y)
 
     ## What it does not see
-    On bench/bugs it finds 1 of 12 cases at the marked line; the cases mark the activation in
-    `forward`, and this rule reports the loss call, so seven cases it does find count as
-    misses (r-pysi-21511, r-pysi-155381, r-pysi-52862, r-pysi-76679, r-pysi-81063,
-    c-pytorch-gan-acgan-aux-softmax, and r-jindongwang-activity-softmax-before-ce, whose loss
-    is in another file). It misses:
+    On bench/bugs it finds 8 of 12 cases. It reports the loss call that is given the
+    probabilities, not the activation; a case whose source names only the activation counts
+    it as missed (c-pytorch-gan-acgan-aux-softmax: its fix commit says "remove softmax for
+    aux_layer", and the finding is at `auxiliary_loss(real_aux, labels)`, far from the
+    `nn.Softmax()` it marks). It misses:
 
-    - the output resized before the loss (`y_pred.resize(...)`:
-      r-nishnik-cdssm-softmax-before-ce);
     - a model of a file imported under another name whose `forward` returns a tuple
       (`output, hidden = decoder(...)`: c-zerotoall-seq2seq-logsoftmax-cross-entropy);
     - `sigmoid` before `nn.CrossEntropyLoss` (r-pysi-101895), which it does not check, and a
@@ -2392,6 +2393,16 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "def step(x, y):\n    return criterion(model(x).view(-1, 10), y)\n",
             "return criterion(",
         ),
+        # resized with the deprecated `resize` before the loss (a CDSSM model)
+        invalid_at(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n\n"
+            "    def forward(self, x):\n        return F.softmax(self.fc(x))\n\n\n"
+            "model = Net()\ncriterion = nn.CrossEntropyLoss()\n\n\n"
+            "def step(x, y):\n    y_pred = model(x)\n"
+            "    return criterion(y_pred.resize(1, 10), y)\n",
+            "return criterion(",
+        ),
         # sigmoid before BCEWithLogitsLoss, from the model's head
         invalid_at(
             HEADER + "class Detector(nn.Module):\n    def __init__(self):\n"
@@ -2441,7 +2452,7 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         func = expr.func
         if (
             qualified is None and isinstance(func, cst.Attribute)
-            and func.attr.value in VALUE_METHODS
+            and (func.attr.value in VALUE_METHODS or func.attr.value in _RESIZES)
             and self.context.qualified_name(func.value) is None
         ):
             # `probs.view(-1, n)`, `probs.to(device)`: the same values

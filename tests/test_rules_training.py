@@ -765,3 +765,31 @@ with torch.no_grad():
         validation_sum_loss += loss(outputs.squeeze(), labels).item()
 """
     assert found(fixed, [EvalWithoutNoGrad]) == []
+
+
+def test_model_output_resized_before_cross_entropy_still_carries_the_softmax():
+    # the CDSSM model of bench/bugs r-nishnik-cdssm-softmax-before-ce
+    source = """\
+import torch
+import torch.nn.functional as F
+
+
+class CDSSM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.learn_gamma = torch.nn.Conv1d(1, 1, 1)
+
+    def forward(self, dots):
+        with_gamma = self.learn_gamma(dots.resize(5, 1, 1))
+        return F.softmax(with_gamma)
+
+
+model = CDSSM()
+criterion = torch.nn.CrossEntropyLoss()
+for dots, y in data:
+    y_pred = model(dots)
+    loss = criterion(y_pred.resize(1, 5), y)
+    logits = criterion(dots.resize(1, 5), y)
+"""
+    assert found(source, [SoftmaxBeforeCrossEntropy]) == [
+        ("ML308", line_of(source, "loss = criterion"))]
