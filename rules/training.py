@@ -1735,8 +1735,12 @@ class EvalWithoutEvalMode(ScopeRule):
     it misses the others for these reasons:
 
     - the model is a parameter of the evaluating function and no call site in the checked tree
-      says how it was built (r-pysi-113423-validate-without-eval, c-unet-predict-train-mode,
-      c-unet-eval-net-train-mode), or the call site passes it on through another function
+      says how it was built (r-pysi-113423-validate-without-eval), the caller builds it from
+      a class of a package outside the tree and loads weights into it, which the call-site
+      summaries do not record (`net = UNet(...)`, `net.load_state_dict(...)`,
+      `predict_img(net=net)`: c-unet-predict-train-mode), the caller trains it without a
+      `train()` call and from a parameter of its own (c-unet-eval-net-train-mode), or the
+      call site passes it on through another function
       (c-simclr-linear-eval-encoder-train-mode);
     - a test batch drawn with `next(...)` inside the training loop, not a loop over the test
       loader (r-pointnet-test-batches-in-train-mode), and a call in a method of a class that is
