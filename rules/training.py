@@ -1738,8 +1738,9 @@ class EvalWithoutEvalMode(ScopeRule):
       says how it was built (r-pysi-113423-validate-without-eval), the caller builds it from
       a class of a package outside the tree and loads weights into it, which the call-site
       summaries do not record (`net = UNet(...)`, `net.load_state_dict(...)`,
-      `predict_img(net=net)`: c-unet-predict-train-mode), the caller trains it without a
-      `train()` call and from a parameter of its own (c-unet-eval-net-train-mode), or the
+      `predict_img(net=net)`: c-unet-predict-train-mode), the case holds only the evaluating
+      function (c-unet-eval-net-train-mode; its caller in train.py trains the net it is given
+      without a `train()` call, which it would not see either), or the
       call site passes it on through another function
       (c-simclr-linear-eval-encoder-train-mode);
     - a test batch drawn with `next(...)` inside the training loop, not a loop over the test
