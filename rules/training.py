@@ -1632,6 +1632,36 @@ def _held_out_loop(context, scope: Scope, site: Site) -> cst.For | None:
     return None
 
 
+def _held_out_batch(context, scope: Scope, site: Site) -> CallSite | None:
+    """The `next(...)` before `site` that draws a batch of held-out data
+    (`next(iter(val_loader))`, `next(enumerate(testdataloader, 0))`) in a block (the `if` of
+    a test every N iterations, a loop body, the function) that also holds `site` and
+    neither calls `backward()` nor steps an optimizer: the model is evaluated on it."""
+    steps = None
+    for draw in scope.calls:
+        if draw.order >= site.order:
+            break
+        call = draw.node
+        if not (isinstance(call.func, cst.Name) and call.func.value == "next" and call.args):
+            continue
+        names = [segment for name in _iterable_names(call.args[0].value)
+                 for segment in name.split(".")]
+        if not any(_HELD_OUT.search(n) for n in names) or any("train" in n.lower()
+                                                             for n in names):
+            continue
+        block = next((a for a in reversed(draw.ancestors)
+                      if isinstance(a, (cst.If, cst.For, cst.While))), None)
+        if block is not None and not site.inside(block):
+            continue
+        if steps is None:
+            steps = [b for b, _ in backward_calls(context, scope)] + optimizer_steps(
+                context, scope)
+        if any(block is None or step.inside(block) for step in steps):
+            continue
+        return draw
+    return None
+
+
 def _iterable_names(expr: cst.BaseExpression) -> list[str]:
     """The dotted names an iterable reads (`enumerate(self.val_loader, 0)`: `enumerate`,
     `self.val_loader`), not looking into lambdas."""
@@ -1668,8 +1698,9 @@ def _in_training_step(context, scope: Scope, site: Site) -> bool:
             break
         if isinstance(ancestor, (cst.For, cst.While)):
             loop = ancestor
-    if loop is None or _held_out_loop(context, scope, site) is not None:
-        return False  # a validation loop inside the step evaluates, it does not train
+    if loop is None or _held_out_loop(context, scope, site) is not None or _held_out_batch(
+            context, scope, site) is not None:
+        return False  # a validation loop (or batch) inside the step evaluates, it does not train
     steps = [b for b, _ in backward_calls(context, scope)] + optimizer_steps(context, scope)
     return any(step.loops and step.loops[-1] is loop for step in steps)
 
@@ -1704,7 +1735,10 @@ class EvalWithoutEvalMode(ScopeRule):
     an iterable that names held-out data and no training data) whose body neither calls
     `backward()` nor steps an optimizer is an evaluation too, with or without `no_grad`; it
     is reported at the loop, before which `eval()` belongs. Such a loop inside the training
-    step (validation every N steps) is an evaluation, not part of the step.
+    step (validation every N steps) is an evaluation, not part of the step. So is a call on
+    a batch drawn from held-out data (`next(iter(val_loader))`) in a block that neither calls
+    `backward()` nor steps an optimizer (the test batch of every tenth iteration), reported
+    where the batch is drawn.
 
     ## Why is this bad?
     `no_grad` only stops gradient tracking; it does not change layer behaviour. In training
@@ -1743,9 +1777,7 @@ class EvalWithoutEvalMode(ScopeRule):
       without a `train()` call, which it would not see either), or the
       call site passes it on through another function
       (c-simclr-linear-eval-encoder-train-mode);
-    - a test batch drawn with `next(...)` inside the training loop, not a loop over the test
-      loader (r-pointnet-test-batches-in-train-mode), and a call in a method of a class that is
-      not a module (c-ddpm-fid-inception-train-mode);
+    - a call in a method of a class that is not a module (c-ddpm-fid-inception-train-mode);
     - snippets that never define the model nor train it in the snippet
       (r-pysi-43349-test-without-eval, r-pysi-100222-validation-without-eval);
     - a model whose layers behave the same in both modes (an `nn.LSTM` without `dropout=` and
@@ -1798,6 +1830,14 @@ class EvalWithoutEvalMode(ScopeRule):
         "    for x, y in loader:\n        optimizer.zero_grad()\n"
         "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
         "    model.eval()\n    print(evaluate(model, val_loader))\n",
+        # a batch of held-out data drawn, but the model put in eval mode first
+        HEADER + "def fit(model, loader, test_loader, optimizer):\n"
+        "    for i, (x, y) in enumerate(loader):\n        model.train()\n"
+        "        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+        "        if i % 10 == 0:\n            model.eval()\n"
+        "            x_test, y_test = next(iter(test_loader))\n"
+        "            print(F.cross_entropy(model(x_test), y_test).item())\n",
         # a GAN's discriminator step: the generator samples under no_grad inside the step
         HEADER + "def train(generator, discriminator, loader, opt_d):\n"
         "    generator.train()\n    for real in loader:\n        with torch.no_grad():\n"
@@ -1824,6 +1864,16 @@ class EvalWithoutEvalMode(ScopeRule):
             "model.load_state_dict(torch.load('best.pth'))\n"
             "with torch.set_grad_enabled(False):\n    outputs = model(inputs)\n",
             "outputs =",
+        ),
+        # a test batch drawn every N iterations of the training loop (PointNet)
+        invalid_at(
+            HEADER + "def fit(model, loader, test_loader, optimizer):\n    model.train()\n"
+            "    for i, (x, y) in enumerate(loader):\n        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+            "        if i % 10 == 0:\n"
+            "            x_test, y_test = next(iter(test_loader))\n"
+            "            print(F.cross_entropy(model(x_test), y_test).item())\n",
+            "x_test, y_test = next(",
         ),
         # a test loop after training, without no_grad, reported at the loop
         invalid_at(
@@ -1887,11 +1937,15 @@ class EvalWithoutEvalMode(ScopeRule):
             if name is None or name in reported or name in evals:
                 continue
             held_out = None
+            batch = None
             if not (decorated or under_no_grad(context, site)):
-                # without no_grad, a loop over validation or test data is an evaluation too
+                # without no_grad, a loop over validation or test data is an evaluation too,
+                # and so is a call on a batch drawn from them (`next(iter(val_loader))`)
                 held_out = _held_out_loop(context, scope, site)
                 if held_out is None:
-                    continue
+                    batch = _held_out_batch(context, scope, site)
+                    if batch is None:
+                        continue
             # the semantic model knows it has no train/eval behaviour (a loss, a softmax, an
             # upsampling layer, a project model without dropout or batch norm)
             kind = context.semantic.kind_of_name(name, scope, site.order)
@@ -1914,7 +1968,8 @@ class EvalWithoutEvalMode(ScopeRule):
                 # built here by a class or factory of a package not in the tree, then given
                 # trained weights: a model, whose mode is not known to be the same in both
                 built = True
-            if not decorated and held_out is None and _in_training_step(context, scope, site):
+            if not decorated and held_out is None and batch is None and _in_training_step(
+                    context, scope, site):
                 continue
             callers = None
             if not built:
@@ -1936,6 +1991,10 @@ class EvalWithoutEvalMode(ScopeRule):
                 # at the loop, before which `eval()` belongs
                 how = f"for evaluation over `{source_of(held_out.iter).strip()}`"
                 node, statement = held_out.iter, held_out
+            elif batch is not None:
+                # at the batch drawn, before which `eval()` belongs
+                how = f"for evaluation on `{source_of(batch.node).strip()}`"
+                node, statement = batch.node, batch.statement
             if callers is not None:
                 self.report(
                     node,

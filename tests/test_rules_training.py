@@ -793,3 +793,41 @@ for dots, y in data:
 """
     assert found(source, [SoftmaxBeforeCrossEntropy]) == [
         ("ML308", line_of(source, "loss = criterion"))]
+
+
+POINTNET = """\
+import torch
+import torch.nn.functional as F
+
+classifier = PointNetCls(k=num_classes)
+classifier.load_state_dict(torch.load(opt.model))
+optimizer = torch.optim.SGD(classifier.parameters(), lr=0.01, momentum=0.9)
+for epoch in range(opt.nepoch):
+    for i, data in enumerate(dataloader, 0):
+        points, target = data
+        optimizer.zero_grad()
+        pred, _ = classifier(points)
+        loss = F.nll_loss(pred, target)
+        loss.backward()
+        optimizer.step()
+        if i % 10 == 0:
+            j, data = next(enumerate(testdataloader, 0))
+            points, target = data
+            pred, _ = classifier(points)
+            print(F.nll_loss(pred, target).item())
+"""
+
+
+def test_a_test_batch_drawn_inside_the_training_loop_is_an_evaluation():
+    # PointNet's training scripts (bench/bugs r-pointnet-test-batches-in-train-mode)
+    findings = lint_text(POINTNET, [EvalWithoutEvalMode])
+    assert [(f.code, f.line) for f in findings] == [
+        ("ML306", line_of(POINTNET, "next(enumerate(testdataloader"))]
+    assert "next(enumerate(testdataloader, 0))" in findings[0].message
+    # the model put in eval mode for the test batch, and back in training mode after
+    fixed = POINTNET.replace(
+        "            j, data = next(", "            classifier.eval()\n            j, data = next(")
+    assert lint_text(fixed, [EvalWithoutEvalMode]) == []
+    # a batch drawn from the training data is part of the step
+    train_batch = POINTNET.replace("testdataloader", "traindataloader")
+    assert lint_text(train_batch, [EvalWithoutEvalMode]) == []
