@@ -588,9 +588,10 @@ class SamplerEpochNeverSet(RunRule):
 
     ## What it does not see
     Code it does not watch run: the rule has no static pass, so `modellint check` never
-    reports it. The benchmark of real bugs marks its 6 cases (r-fixmatch-sampler-set-epoch-missing,
-    c-simclr-sampler-epoch-never-set, ...) for the static pass, where it finds none; they
-    need `torch.distributed` to run.
+    reports it. The benchmark of real bugs marks 3 of its 4 cases
+    (r-fixmatch-sampler-set-epoch-missing, r-kair-..., r-simclr-...) for the static pass, where
+    it finds none; they need `torch.distributed` to run. The fourth
+    (c-llms-from-scratch-ddp-sampler-set-epoch) is a run case that has no command yet.
     """
 
     code = "ML321"

@@ -568,9 +568,8 @@ class SchedulerBeforeOptimizer(ScopeRule):
     An optimizer stepped by a function of a module that is not in the checked tree: the
     benchmark's deformable-protopnet cases call `scheduler.step()` before
     `tnt.train(optimizer=...)` of a `train_and_test.py` the case does not include, so nothing
-    says `tnt.train` steps the optimizer (r-/c-deformable-protopnet-scheduler-before-train).
-    A file that does not parse is not checked at all (c-ivadomed-scheduler-stepped-before-training
-    is an excerpt cut mid-block). On bench/bugs it finds 1 of 4 cases.
+    says `tnt.train` steps the optimizer (r-deformable-protopnet-scheduler-before-train). On
+    bench/bugs it finds 2 of 3 cases.
     """
 
     code = "ML302"
@@ -1764,8 +1763,9 @@ class EvalWithoutEvalMode(ScopeRule):
                 correct += (model(x).argmax(1) == y).sum()
 
     ## What it does not see
-    On the benchmark of real bugs (bench/bugs) it finds 4 of 13 cases (test loops without
-    `no_grad`, and models built by a class of another package and given trained weights);
+    On the benchmark of real bugs (bench/bugs) it finds 5 of 13 cases (test loops and test
+    batches without `no_grad`, and models built by a class of another package and given
+    trained weights);
     it misses the others for these reasons:
 
     - the model is a parameter of the evaluating function and no call site in the checked tree

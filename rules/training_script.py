@@ -847,6 +847,13 @@ class DdpWithoutDistributedSampler(_FileRule):
             sampler.set_epoch(epoch)
             for x, y in loader:
                 ...
+
+    ## What it does not see
+    Evaluation loaders, by design (above), and files that use DeepSpeed: its one bench/bugs
+    case, c-deepspeed-chat-reward-eval-sequential-sampler, overwrites the evaluation
+    `DistributedSampler` with a `SequentialSampler` in a DeepSpeed script, so every rank
+    scores the whole evaluation set (wasted work and ranks that each report a full-set
+    score, rather than a training mistake).
     """
 
     code = "ML313"
