@@ -2018,8 +2018,10 @@ class AccumulationWithoutLossScaling(ScopeRule):
     `optimizer.step()` with `zero_grad()` under a modulo condition (`if (i + 1) % accum ==
     0:`), where the backpropagated loss comes straight from a loss function
     (`F.cross_entropy`, `criterion(...)`, `outputs.loss`) and is never divided or multiplied
-    (`loss / accum`, `loss /= accum`), nor are the gradients rescaled. Accelerate,
-    DeepSpeed and Lightning, which scale internally, are not checked.
+    (`loss / accum`, `loss /= accum`), nor are the gradients rescaled; a framework's
+    `fabric.backward(loss)` counts as `loss.backward()` (Lightning Fabric accumulates "the
+    same way as in PyTorch"). Accelerate (`accelerator.accumulate`), DeepSpeed and the
+    Lightning Trainer, which scale internally, are not checked.
 
     ## Why is this bad?
     `backward()` adds into `.grad`, so N accumulated micro-batches produce the sum of N mean
@@ -2046,8 +2048,9 @@ class AccumulationWithoutLossScaling(ScopeRule):
     ## What it does not see
     Accumulation written as an inner loop of `backward()` calls followed by one
     `optimizer.step()` (`for _ in range(accumulate_every): loss = model(x); loss.backward()`:
-    c-ddpm-accumulation-loss-not-scaled), and a framework's backward (`fabric.backward(loss)`:
-    c-lit-llama-lora-accumulation-loss-not-scaled). It finds 1 of 3 bench/bugs cases.
+    c-ddpm-accumulation-loss-not-scaled): the loss of each backward there is a mean over a
+    micro-batch like any other, and only the loop's shape says they are summed. It finds 2
+    of 3 bench/bugs cases.
     """
 
     code = "ML315"
@@ -2098,6 +2101,11 @@ class AccumulationWithoutLossScaling(ScopeRule):
                                backward="scaler.scale(loss).backward()"), "scaler.scale",
                  fixed=_ACCUM.format(loss="        loss = model(**x).loss\n",
                                      backward="scaler.scale(loss / accum_steps).backward()")),
+        # Lightning Fabric's backward does not divide the loss (lit-llama's LoRA script)
+        invalid_at(_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                               backward="fabric.backward(loss)"), "fabric.backward(loss)",
+                 fixed=_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                                     backward="fabric.backward(loss / accum_steps)")),
         invalid_at(_ACCUM.format(loss="", backward="F.cross_entropy(model(x), y).backward()"),
                  "F.cross_entropy",
                  fixed=_ACCUM.format(loss="",
@@ -2123,7 +2131,9 @@ class AccumulationWithoutLossScaling(ScopeRule):
             return
         # generating the function's text is costly: only for functions that train
         code = scope.code()
-        if re.search(r"accelerator|deepspeed|fabric|\baccumulate\(", code) or (
+        # Accelerate's `accumulate()` and DeepSpeed's engine divide the loss themselves;
+        # Lightning Fabric's `backward` does not ("works the same way as in PyTorch")
+        if re.search(r"accelerator|deepspeed|\baccumulate\(", code) or (
             _GRAD_SCALING.search(code)
         ):
             return

@@ -493,3 +493,28 @@ torch.save(model.state_dict(), "model.pth")
 """
     assert found(source, [DataParallelStateDictPrefix]) == [
         ("ML349", line_of(source, "torch.save"))]
+
+
+def test_fabric_backward_of_an_unscaled_loss_is_accumulation_without_scaling():
+    # lit-llama's LoRA script (bench/bugs c-lit-llama-lora-accumulation-loss-not-scaled):
+    # Fabric accumulates "the same way as in PyTorch", its backward divides nothing
+    source = """\
+import torch
+import torch.nn.functional as F
+
+
+def train(fabric, model, optimizer, train_data, max_iters, gradient_accumulation_iters):
+    for iter_num in range(max_iters):
+        input_ids, targets = get_batch(fabric, train_data)
+        logits = model(input_ids)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        fabric.backward(loss)
+        if (iter_num + 1) % gradient_accumulation_iters == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    assert found(source, [AccumulationWithoutLossScaling]) == [
+        ("ML315", line_of(source, "fabric.backward"))]
+    scaled = source.replace("fabric.backward(loss)",
+                            "fabric.backward(loss / gradient_accumulation_iters)")
+    assert found(scaled, [AccumulationWithoutLossScaling]) == []
