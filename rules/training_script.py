@@ -1698,11 +1698,11 @@ class DataParallelStateDictPrefix(ScopeRule):
                 if any(_WRAPPER_TEST.search(source_of(test))
                        for test in _conditions(callee, use_site)):
                     continue
-                given = (f"`{param}`" if param == target
+                named = (f"`{param}`" if param == target
                          else f"`{param}` (the caller's `{target}`)")
                 self.report_at(
                     use_site, receiver,
-                    f"{given}, given to `{function.name.value}(...)`, holds a `{wrapper}` only "
+                    f"{named}, given to `{function.name.value}(...)`, holds a `{wrapper}` only "
                     f"when `{source_of(branch.test)}`, and the "
                     f"wrapper's state dict names every key `module.<name>`: {shown} loads "
                     "keys that differ from run to run into the bare model; use "
