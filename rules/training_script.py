@@ -623,9 +623,11 @@ class EvalNeverReset(ScopeRule):
     ## What it does
     Finds `model.eval()` (or `model.train(False)`) inside a loop that also trains `model`
     (calls `backward()` and uses `model` outside `no_grad`), when nothing in that loop calls
-    `model.train()` (on `model`, or on a module containing it or contained in it). The usual
-    shape is `model.train()` once before the epoch loop and validation at the end of each
-    epoch. A submodule frozen on purpose (`model.backbone.eval()` while `model` is trained),
+    `model.train()` (on `model`, or on a module containing it or contained in it). A call of
+    a project function (of any file) that calls `eval()` or `train()` on the model it is
+    given counts as that call (`eval_net(net, val)` whose body starts with `net.eval()`).
+    The usual shape is `model.train()` once before the epoch loop and validation at the end
+    of each epoch. A submodule frozen on purpose (`model.backbone.eval()` while `model` is trained),
     a model used only under `no_grad` (a teacher), and an `eval()` followed by `break` or
     `return` are not flagged.
 
@@ -656,20 +658,21 @@ class EvalNeverReset(ScopeRule):
             validate(model, val_loader)
 
     ## What it does not see
-    Modes switched and the model trained only through project functions and methods that the
-    training loop calls: r-vsepp-validation-leaves-eval-mode trains through a wrapper class
+    A model trained only through project methods that the training loop calls:
+    r-vsepp-validation-leaves-eval-mode trains through a wrapper class
     (`model.train_start()` before the loop, `model.train_emb(...)` doing the backward, and a
     `validate(opt, val_loader, model)` whose `model.val_start()` calls `eval()` on the
-    encoders); c-unet-eval-net-leaves-eval-mode calls `eval_net(net, ...)` of another file,
-    which calls `net.eval()`. Only an `eval()` in the loop's own body is checked; it finds
-    neither bench/bugs case. The run pass (`modellint run`) sees the model left in eval mode
-    wherever `eval()` was called.
+    encoders), so the loop holds no `backward()` of its own. It finds 1 of 2 bench/bugs
+    cases. The run pass (`modellint run`) sees the model left in eval mode wherever `eval()`
+    was called.
     """
 
     code = "ML312"
     passes = ("static", "run")
     name = "eval-never-reset"
-    triggers = ("eval(", "train(False", "train(mode=False")
+    # "backward(": a training loop may put the model in eval mode through a project
+    # function (`eval_net(net, val)`)
+    triggers = ("eval(", "train(False", "train(mode=False", "backward(")
     _FIT = (
         HEADER + "\n\ndef fit(model, train_loader, val_loader, optimizer, epochs):\n"
         "{before}"
@@ -713,6 +716,12 @@ class EvalNeverReset(ScopeRule):
                         "            break\n"),
         # evaluation in a helper: restoring the mode is the caller's business, not visible
         _FIT.format(before="    model.train()\n", top="", end="        evaluate(model)\n"),
+        # evaluation in a project helper that puts the model back in training mode
+        HEADER + "def validate(model, loader):\n    model.eval()\n    with torch.no_grad():\n"
+        "        loss = sum(F.cross_entropy(model(x), y) for x, y in loader)\n"
+        "    model.train()\n    return loss\n"
+        + _FIT.format(before="    model.train()\n", top="",
+                      end="        validate(model, val_loader)\n")[len(HEADER):],
         # a teacher put in eval mode, used only under no_grad
         HEADER + "def distill(student, teacher, loader, optimizer, epochs):\n"
         "    student.train()\n    for epoch in range(epochs):\n        teacher.eval()\n"
@@ -724,6 +733,13 @@ class EvalNeverReset(ScopeRule):
     invalid = [
         invalid_at(_FIT.format(before="    model.train()\n", top="", end=_VALIDATE),
                  "model.eval()"),
+        # evaluation in a project helper that leaves the model in eval mode (milesial's U-Net)
+        invalid_at(HEADER + "def eval_net(net, loader):\n    net.eval()\n"
+                   "    return sum(F.cross_entropy(net(x), y).item() for x, y in loader)\n"
+                   + _FIT.format(before="    model.train()\n", top="",
+                                 end="        score = eval_net(model, val_loader)\n"
+                                 )[len(HEADER):],
+                   "score = eval_net("),
         # validation every N steps inside the batch loop
         invalid_at(HEADER + "def fit(model, loader, optimizer):\n    model.train()\n"
                  "    for step, (x, y) in enumerate(loader):\n"
@@ -743,6 +759,15 @@ class EvalNeverReset(ScopeRule):
         if function_without_grad(context, scope.root):
             return
         evals, trains = mode_calls(scope)
+        # project functions that put a name in eval or training mode (`eval_net(net, ...)`,
+        # of another file, that calls `net.eval()`)
+        helpers: set[int] = set()
+        for site in scope.calls:
+            for effect in context.semantic.call_effects(site.node, scope):
+                if effect.target is not None and effect.effect in ("eval", "train"):
+                    found = evals if effect.effect == "eval" else trains
+                    found.setdefault(effect.target, []).append(site)
+                    helpers.add(id(site.node))
         if not evals:
             return
         backwards = [site for site, _ in backward_calls(context, scope)]
@@ -763,11 +788,13 @@ class EvalNeverReset(ScopeRule):
                     continue
                 if not self._trained_in(scope, name, loop, site):
                     continue
+                through = f" (which calls `{name}.eval()`)" if id(site.node) in helpers else ""
                 self.report_at(
                     site, site.node,
-                    f"`{source_of(site.node)}` runs inside this training loop but nothing in the loop"
-                    f" calls `{name}.train()`, so every later iteration trains with dropout off "
-                    f"and batch norm frozen; call `{name}.train()` at the start of each epoch",
+                    f"`{source_of(site.node)}`{through} runs inside this training loop but nothing "
+                    f"in the loop calls `{name}.train()`, so every later iteration trains with "
+                    f"dropout off and batch norm frozen; call `{name}.train()` at the start of "
+                    "each epoch",
                 )
                 break
 

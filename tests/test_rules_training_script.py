@@ -19,7 +19,7 @@ from modellint.rules.training_script import (
     TransferRepeatedEveryStep,
     UnseededTraining,
 )
-from modellint.testing import fix_text, lint_text, registry
+from modellint.testing import fix_text, lint_project, lint_text, registry
 
 ALL = [
     DataLoaderStarvesDevice, UnseededTraining, SyncInInnerLoop, EvalNeverReset,
@@ -518,3 +518,34 @@ def train(fabric, model, optimizer, train_data, max_iters, gradient_accumulation
     scaled = source.replace("fabric.backward(loss)",
                             "fabric.backward(loss / gradient_accumulation_iters)")
     assert found(scaled, [AccumulationWithoutLossScaling]) == []
+
+
+def test_eval_mode_left_by_a_helper_of_another_file():
+    # milesial's U-Net (bench/bugs c-unet-eval-net-leaves-eval-mode): eval_net() of eval.py
+    # calls net.eval(), and the epoch loop of train.py never calls net.train()
+    files = {
+        "eval.py": """\
+            def eval_net(net, dataset):
+                net.eval()
+                return sum(float(net(x).mean()) for x in dataset)
+            """,
+        "train.py": """\
+            from eval import eval_net
+
+
+            def train_net(net, loader, val, optimizer, criterion, epochs):
+                for epoch in range(epochs):
+                    {top}for x, y in loader:
+                        optimizer.zero_grad()
+                        criterion(net(x), y).backward()
+                        optimizer.step()
+                    score = eval_net(net, val)
+            """,
+    }
+    buggy = dict(files, **{"train.py": files["train.py"].replace("{top}", "")})
+    found = lint_project(buggy, [EvalNeverReset])
+    assert [(f.code, f.line) for f in found["train.py"]] == [("ML312", 10)]
+    assert "which calls `net.eval()`" in found["train.py"][0].message
+    fixed = dict(files, **{"train.py": files["train.py"].replace(
+        "{top}", "net.train()\n                    ")})
+    assert lint_project(fixed, [EvalNeverReset])["train.py"] == []
