@@ -1030,7 +1030,7 @@ class ParameterTruthValue(StaticRule):
     ## What it does not see
     Tensors other than layer parameters, by design (above): the bench/bugs case
     r-opennmt-ensemble-attn-truth-value tests `if attn:` on an attention tensor passed as an
-    argument, which it does not report (2 of 3 cases found).
+    argument, which it does not report (1 of 2 cases found).
     """
 
     code = "ML605"

@@ -413,6 +413,12 @@ class StaleOptimizerParameters(RunRule):
     ## Use instead
         model.fc = nn.Linear(512, 10)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    ## What it does not see
+    Code it does not watch run: the rule has no static pass, so `modellint check` never
+    reports it. Its one bench/bugs case (c-taglets-end-model-optimizer-stale-fc) is scored
+    with the static pass, where it finds nothing: the model needs the taglets package and
+    its trainer, and no script of the repository runs it on CPU in seconds.
     """
 
     code = "ML319"
@@ -486,6 +492,12 @@ class ParametersNeverUpdated(RunRule):
             optimizer.zero_grad()
             loss_fn(model(x), y).backward()
             optimizer.step()
+
+    ## What it does not see
+    Code it does not watch run: the rule has no static pass, so `modellint check` never
+    reports it. Its one bench/bugs case (c-pytorch-yolov3-sgd-lr-zero, a parameter group
+    given `lr=0`) is scored with the static pass, where it finds nothing: the training
+    script needs the whole repository, a dataset and far more than seconds a step on CPU.
     """
 
     code = "ML320"
@@ -589,9 +601,10 @@ class SamplerEpochNeverSet(RunRule):
 
     ## What it does not see
     Code it does not watch run: the rule has no static pass, so `modellint check` never
-    reports it. The benchmark of real bugs marks its 6 cases (r-fixmatch-sampler-set-epoch-missing,
-    c-simclr-sampler-epoch-never-set, ...) for the static pass, where it finds none; they
-    need `torch.distributed` to run.
+    reports it. The benchmark of real bugs scores its 4 cases
+    (r-fixmatch-sampler-set-epoch-missing, c-llms-from-scratch-ddp-sampler-set-epoch, ...)
+    with the static pass, where it finds none: they need `torch.distributed` (and GPUs with
+    nccl) to run.
     """
 
     code = "ML321"

@@ -570,9 +570,8 @@ class SchedulerBeforeOptimizer(ScopeRule):
     An optimizer stepped by a function of a module that is not in the checked tree: the
     benchmark's deformable-protopnet cases call `scheduler.step()` before
     `tnt.train(optimizer=...)` of a `train_and_test.py` the case does not include, so nothing
-    says `tnt.train` steps the optimizer (r-/c-deformable-protopnet-scheduler-before-train).
-    A file that does not parse is not checked at all (c-ivadomed-scheduler-stepped-before-training
-    is an excerpt cut mid-block). On bench/bugs it finds 1 of 4 cases.
+    says `tnt.train` steps the optimizer (r-deformable-protopnet-scheduler-before-train). On
+    bench/bugs it finds 2 of 3 cases.
     """
 
     code = "ML302"
@@ -1610,6 +1609,36 @@ def _held_out_loop(context, scope: Scope, site: Site) -> cst.For | None:
     return None
 
 
+def _held_out_batch(context, scope: Scope, site: Site) -> CallSite | None:
+    """The `next(...)` before `site` that draws a batch of held-out data
+    (`next(iter(val_loader))`, `next(enumerate(testdataloader, 0))`) in a block (the `if` of
+    a test every N iterations, a loop body, the function) that also holds `site` and
+    neither calls `backward()` nor steps an optimizer: the model is evaluated on it."""
+    steps = None
+    for draw in scope.calls:
+        if draw.order >= site.order:
+            break
+        call = draw.node
+        if not (isinstance(call.func, cst.Name) and call.func.value == "next" and call.args):
+            continue
+        names = [segment for name in _iterable_names(call.args[0].value)
+                 for segment in name.split(".")]
+        if not any(_HELD_OUT.search(n) for n in names) or any("train" in n.lower()
+                                                             for n in names):
+            continue
+        block = next((a for a in reversed(draw.ancestors)
+                      if isinstance(a, (cst.If, cst.For, cst.While))), None)
+        if block is not None and not site.inside(block):
+            continue
+        if steps is None:
+            steps = [b for b, _ in backward_calls(context, scope)] + optimizer_steps(
+                context, scope)
+        if any(block is None or step.inside(block) for step in steps):
+            continue
+        return draw
+    return None
+
+
 def _iterable_names(expr: cst.BaseExpression) -> list[str]:
     """The dotted names an iterable reads (`enumerate(self.val_loader, 0)`: `enumerate`,
     `self.val_loader`), not looking into lambdas."""
@@ -1646,8 +1675,9 @@ def _in_training_step(context, scope: Scope, site: Site) -> bool:
             break
         if isinstance(ancestor, (cst.For, cst.While)):
             loop = ancestor
-    if loop is None or _held_out_loop(context, scope, site) is not None:
-        return False  # a validation loop inside the step evaluates, it does not train
+    if loop is None or _held_out_loop(context, scope, site) is not None or _held_out_batch(
+            context, scope, site) is not None:
+        return False  # a validation loop (or batch) inside the step evaluates, it does not train
     steps = [b for b, _ in backward_calls(context, scope)] + optimizer_steps(context, scope)
     return any(step.loops and step.loops[-1] is loop for step in steps)
 
@@ -1682,7 +1712,10 @@ class EvalWithoutEvalMode(ScopeRule):
     an iterable that names held-out data and no training data) whose body neither calls
     `backward()` nor steps an optimizer is an evaluation too, with or without `no_grad`; it
     is reported at the loop, before which `eval()` belongs. Such a loop inside the training
-    step (validation every N steps) is an evaluation, not part of the step.
+    step (validation every N steps) is an evaluation, not part of the step. So is a call on
+    a batch drawn from held-out data (`next(iter(val_loader))`) in a block that neither calls
+    `backward()` nor steps an optimizer (the test batch of every tenth iteration), reported
+    where the batch is drawn.
 
     ## Why is this bad?
     `no_grad` only stops gradient tracking; it does not change layer behaviour. In training
@@ -1708,17 +1741,21 @@ class EvalWithoutEvalMode(ScopeRule):
                 correct += (model(x).argmax(1) == y).sum()
 
     ## What it does not see
-    On the benchmark of real bugs (bench/bugs) it finds 4 of 13 cases (test loops without
-    `no_grad`, and models built by a class of another package and given trained weights);
+    On the benchmark of real bugs (bench/bugs) it finds 5 of 13 cases (test loops and test
+    batches without `no_grad`, and models built by a class of another package and given
+    trained weights);
     it misses the others for these reasons:
 
     - the model is a parameter of the evaluating function and no call site in the checked tree
-      says how it was built (r-pysi-113423-validate-without-eval, c-unet-predict-train-mode,
-      c-unet-eval-net-train-mode), or the call site passes it on through another function
+      says how it was built (r-pysi-113423-validate-without-eval), the caller builds it from
+      a class of a package outside the tree and loads weights into it, which the call-site
+      summaries do not record (`net = UNet(...)`, `net.load_state_dict(...)`,
+      `predict_img(net=net)`: c-unet-predict-train-mode), the case holds only the evaluating
+      function (c-unet-eval-net-train-mode; its caller in train.py trains the net it is given
+      without a `train()` call, which it would not see either), or the
+      call site passes it on through another function
       (c-simclr-linear-eval-encoder-train-mode);
-    - a test batch drawn with `next(...)` inside the training loop, not a loop over the test
-      loader (r-pointnet-test-batches-in-train-mode), and a call in a method of a class that is
-      not a module (c-ddpm-fid-inception-train-mode);
+    - a call in a method of a class that is not a module (c-ddpm-fid-inception-train-mode);
     - snippets that never define the model nor train it in the snippet
       (r-pysi-43349-test-without-eval, r-pysi-100222-validation-without-eval);
     - a model whose layers behave the same in both modes (an `nn.LSTM` without `dropout=` and
@@ -1772,6 +1809,14 @@ class EvalWithoutEvalMode(ScopeRule):
         "    for x, y in loader:\n        optimizer.zero_grad()\n"
         "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
         "    model.eval()\n    print(evaluate(model, val_loader))\n",
+        # a batch of held-out data drawn, but the model put in eval mode first
+        HEADER + "def fit(model, loader, test_loader, optimizer):\n"
+        "    for i, (x, y) in enumerate(loader):\n        model.train()\n"
+        "        optimizer.zero_grad()\n"
+        "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+        "        if i % 10 == 0:\n            model.eval()\n"
+        "            x_test, y_test = next(iter(test_loader))\n"
+        "            print(F.cross_entropy(model(x_test), y_test).item())\n",
         # a GAN's discriminator step: the generator samples under no_grad inside the step
         HEADER + "def train(generator, discriminator, loader, opt_d):\n"
         "    generator.train()\n    for real in loader:\n        with torch.no_grad():\n"
@@ -1798,6 +1843,16 @@ class EvalWithoutEvalMode(ScopeRule):
             "model.load_state_dict(torch.load('best.pth'))\n"
             "with torch.set_grad_enabled(False):\n    outputs = model(inputs)\n",
             "outputs =",
+        ),
+        # a test batch drawn every N iterations of the training loop (PointNet)
+        invalid_at(
+            HEADER + "def fit(model, loader, test_loader, optimizer):\n    model.train()\n"
+            "    for i, (x, y) in enumerate(loader):\n        optimizer.zero_grad()\n"
+            "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+            "        if i % 10 == 0:\n"
+            "            x_test, y_test = next(iter(test_loader))\n"
+            "            print(F.cross_entropy(model(x_test), y_test).item())\n",
+            "x_test, y_test = next(",
         ),
         # a test loop after training, without no_grad, reported at the loop
         invalid_at(
@@ -1861,11 +1916,15 @@ class EvalWithoutEvalMode(ScopeRule):
             if name is None or name in reported or name in evals:
                 continue
             held_out = None
+            batch = None
             if not (decorated or under_no_grad(context, site)):
-                # without no_grad, a loop over validation or test data is an evaluation too
+                # without no_grad, a loop over validation or test data is an evaluation too,
+                # and so is a call on a batch drawn from them (`next(iter(val_loader))`)
                 held_out = _held_out_loop(context, scope, site)
                 if held_out is None:
-                    continue
+                    batch = _held_out_batch(context, scope, site)
+                    if batch is None:
+                        continue
             # the semantic model knows it has no train/eval behaviour (a loss, a softmax, an
             # upsampling layer, a project model without dropout or batch norm)
             kind = context.semantic.kind_of_name(name, scope, site.order)
@@ -1888,7 +1947,8 @@ class EvalWithoutEvalMode(ScopeRule):
                 # built here by a class or factory of a package not in the tree, then given
                 # trained weights: a model, whose mode is not known to be the same in both
                 built = True
-            if not decorated and held_out is None and _in_training_step(context, scope, site):
+            if not decorated and held_out is None and batch is None and _in_training_step(
+                    context, scope, site):
                 continue
             callers = None
             if not built:
@@ -1910,6 +1970,10 @@ class EvalWithoutEvalMode(ScopeRule):
                 # at the loop, before which `eval()` belongs
                 how = f"for evaluation over `{source_of(held_out.iter).strip()}`"
                 node, statement = held_out.iter, held_out
+            elif batch is not None:
+                # at the batch drawn, before which `eval()` belongs
+                how = f"for evaluation on `{source_of(batch.node).strip()}`"
+                node, statement = batch.node, batch.statement
             if callers is not None:
                 self.report(
                     node,
@@ -2009,13 +2073,20 @@ class EvalWithoutNoGrad(ScopeRule):
                 correct += (model(x).argmax(1) == y).sum().item()
 
     ## What it does not see
-    On bench/bugs it finds 5 of 10 cases. It misses a single call after `model.eval()` that
-    is not in a loop (`logits = model(x)`: r-pysi-17183-eval-without-no-grad;
-    `output = model(img)` in yolov4's `do_detect`: c-pytorch-yolov4-do-detect-without-no-grad),
-    a loop that calls `model.forward(...)` rather than `model(...)`
-    (r-pysi-105009-validation-without-no-grad), and files that do not parse (the excerpts of
-    c-yolov7-detect-without-no-grad and c-parallel-wavegan-eval-step-without-no-grad are cut
-    mid-block).
+    On bench/bugs it finds 6 of 10 cases. It misses:
+
+    - a single call after `model.eval()` that is not in a loop (`logits = model(x)`:
+      r-pysi-17183-eval-without-no-grad; `output = model(img)` in yolov4's `do_detect`:
+      c-pytorch-yolov4-do-detect-without-no-grad): one graph, freed with its output, is not
+      reported, as `model.eval(); traced = torch.jit.trace(model, x)` and one-off calls are
+      common and cost little;
+    - models kept in a dict, put in eval mode by a loop over its keys
+      (`self.model[key].eval()`) and run by a helper method (`self._eval_step(batch)`:
+      c-parallel-wavegan-eval-step-without-no-grad);
+    - a model whose eval mode comes from a loader (`attempt_load(...)`) rather than an
+      `eval()` call, in a function its only caller already runs under `torch.no_grad()`
+      (yolov7's `detect()`: c-yolov7-detect-without-no-grad; the fix adds a second
+      `no_grad` for other callers).
     """
 
     code = "ML307"
@@ -2076,6 +2147,13 @@ class EvalWithoutNoGrad(ScopeRule):
             "            val_loss = F.cross_entropy(model(x), y).item()\n",
             "val_loss =",
         ),
+        # the forward called by name (a forum post's validation loop)
+        invalid_at(
+            HEADER + "def validate(model, loader, loss):\n    model.eval()\n    total = 0.0\n"
+            "    for x, y in loader:\n        out = model.forward(x)\n"
+            "        total += loss(out, y).item()\n    return total\n",
+            "out = model.forward(x)",
+        ),
         # eval mode set once, in __init__, of a predictor class
         invalid_at(
             HEADER + "class Predictor:\n    def __init__(self, model):\n"
@@ -2107,7 +2185,9 @@ class EvalWithoutNoGrad(ScopeRule):
             # `model.train(mode)` with a computed mode is no known eval()
             computed = {id(t.node) for t in trains.get(name, [])}
             eval_sites = [e for e in eval_sites if id(e.node) not in computed]
-            calls = [s for s in scope.calls if dotted_name(s.node.func) == name]
+            # `model.forward(x)` runs the same forward as `model(x)`, hooks aside
+            calls = [s for s in scope.calls
+                     if dotted_name(s.node.func) in (name, f"{name}.forward")]
             for call in calls:
                 if id(call.node) in reported or under_no_grad(context, call):
                     continue
@@ -2169,6 +2249,8 @@ def _evaluated_in_init(context, scope: Scope) -> dict[str, CallSite]:
 
 _ACTIVATION_MODULES = {f"torch.nn.{name}": output for name, output in ACTIVATION_MODULES.items()}
 _LOSSES = {**LOSS_FUNCTIONS, **{f"torch.nn.{name}": loss for name, loss in LOSS_MODULES.items()}}
+# the deprecated reshapes of old code (`y_pred.resize(1, n)`): the same values, another shape
+_RESIZES = frozenset({"resize", "resize_as"})
 # loss -> activations it must not be given
 _BAD_INPUTS = {
     "cross_entropy": ("softmax", "log_softmax"),
@@ -2185,7 +2267,8 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
     `log_softmax`, `F.nll_loss` / `nn.NLLLoss` applied to `softmax` (not `log_softmax`)
     output, and `binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` applied to
     `sigmoid` output, directly or through a variable assigned in the same function, also
-    moved, cast or reshaped on the way (`probs.view(-1, n)`, `probs.to(device)`). Only the
+    moved, cast or reshaped on the way (`probs.view(-1, n)`, `probs.to(device)`,
+    `probs.resize(1, n)`). Only the
     prediction (first argument) is checked: soft targets from a softmax are fine, and so is
     `nll_loss(F.log_softmax(x))`.
 
@@ -2214,14 +2297,12 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         loss = F.cross_entropy(logits, y)
 
     ## What it does not see
-    On bench/bugs it finds 1 of 12 cases at the marked line; the cases mark the activation in
-    `forward`, and this rule reports the loss call, so seven cases it does find count as
-    misses (r-pysi-21511, r-pysi-155381, r-pysi-52862, r-pysi-76679, r-pysi-81063,
-    c-pytorch-gan-acgan-aux-softmax, and r-jindongwang-activity-softmax-before-ce, whose loss
-    is in another file). It misses:
+    On bench/bugs it finds 8 of 12 cases. It reports the loss call that is given the
+    probabilities, not the activation; a case whose source names only the activation counts
+    it as missed (c-pytorch-gan-acgan-aux-softmax: its fix commit says "remove softmax for
+    aux_layer", and the finding is at `auxiliary_loss(real_aux, labels)`, far from the
+    `nn.Softmax()` it marks). It misses:
 
-    - the output resized before the loss (`y_pred.resize(...)`:
-      r-nishnik-cdssm-softmax-before-ce);
     - a model of a file imported under another name whose `forward` returns a tuple
       (`output, hidden = decoder(...)`: c-zerotoall-seq2seq-logsoftmax-cross-entropy);
     - `sigmoid` before `nn.CrossEntropyLoss` (r-pysi-101895), which it does not check, and a
@@ -2340,6 +2421,16 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
             "def step(x, y):\n    return criterion(model(x).view(-1, 10), y)\n",
             "return criterion(",
         ),
+        # resized with the deprecated `resize` before the loss (a CDSSM model)
+        invalid_at(
+            HEADER + "class Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(784, 10)\n\n"
+            "    def forward(self, x):\n        return F.softmax(self.fc(x))\n\n\n"
+            "model = Net()\ncriterion = nn.CrossEntropyLoss()\n\n\n"
+            "def step(x, y):\n    y_pred = model(x)\n"
+            "    return criterion(y_pred.resize(1, 10), y)\n",
+            "return criterion(",
+        ),
         # sigmoid before BCEWithLogitsLoss, from the model's head
         invalid_at(
             HEADER + "class Detector(nn.Module):\n    def __init__(self):\n"
@@ -2389,7 +2480,7 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
         func = expr.func
         if (
             qualified is None and isinstance(func, cst.Attribute)
-            and func.attr.value in VALUE_METHODS
+            and (func.attr.value in VALUE_METHODS or func.attr.value in _RESIZES)
             and self.context.qualified_name(func.value) is None
         ):
             # `probs.view(-1, n)`, `probs.to(device)`: the same values

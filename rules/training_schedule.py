@@ -691,7 +691,11 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
     `steps_per_epoch=` or a `total_steps=` in iterations, `CyclicLR` (sized in iterations
     by default), and transformers' `get_*_schedule_with_warmup` / `get_scheduler` with
     `num_training_steps=` in steps. Arguments that name epochs (`T_max=args.epochs`), plain
-    numbers, lambdas defined elsewhere and `scheduler.step(epoch)` are left alone.
+    numbers, lambdas defined elsewhere and `scheduler.step(epoch)` are left alone. A
+    scheduler picked by a configuration switch (`if name == "cosine": ... elif name ==
+    "cyclic": ...`) counts when one of its choices is sized in steps: stepped once per epoch
+    whatever the choice, that choice is wrong (unless the step is itself switched between
+    per batch and per epoch).
 
     What a training framework runs once per epoch counts as the epoch loop: an Ignite
     handler of `Events.EPOCH_STARTED`/`EPOCH_COMPLETED`, Lightning's `on_train_epoch_*`
@@ -873,6 +877,21 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
                    "        run_epoch(model, loader, optimizer)\n"
                    "        scheduler.step()\n",
                    "        scheduler.step()"),
+        # a configuration switch: stepped once per epoch, the CyclicLR choice is wrong (ivadomed)
+        invalid_at(HEADER + "def train(model, loader, epochs, name):\n"
+                   "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    if name == 'cosine':\n"
+                   "        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, "
+                   "epochs)\n"
+                   "    elif name == 'cyclic':\n"
+                   "        scheduler = torch.optim.lr_scheduler.CyclicLR(optimizer, 0.001, 0.1)\n"
+                   "    for epoch in range(epochs):\n"
+                   "        for x, y in loader:\n"
+                   "            optimizer.zero_grad()\n"
+                   "            F.cross_entropy(model(x), y).backward()\n"
+                   "            optimizer.step()\n"
+                   "        scheduler.step()\n",
+                   "        scheduler.step()"),
         # handed to a function of the file that steps it after its batch loop, once per call
         invalid_at(HEADER + "def train_epoch(model, loader, optimizer, scheduler):\n"
                    "    for x, y in loader:\n"
@@ -981,16 +1000,18 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
             )
 
     def _iteration_sized(self, scope: Scope, name: str) -> tuple[str, str] | None:
-        """(its class, how it counts steps) for a scheduler built here in iterations; None
-        when one of several schedulers assigned to the name (one per branch of a
-        configuration switch) may count epochs."""
+        """(its class, how it counts steps) for a scheduler built here in iterations, or for
+        the first such choice of several schedulers assigned to the name (one per branch of
+        a configuration switch); None when none counts steps, or the name may hold another
+        value."""
         built = _scheduler_built(self.context, scope, name)
         if built is None:
             return None
         kind, constructor = built
         sized = _iteration_sized(scope, kind, constructor)
-        if sized is None:
-            return None
+        # the other schedulers assigned to the name: one per branch of a configuration switch
+        in_steps: list[tuple[str, str]] = [] if sized is None else [(kind, sized)]
+        in_epochs = sized is None
         for assignment in scope.assigned(name):
             value = assignment.value
             if value is constructor:
@@ -999,10 +1020,22 @@ class IterationSchedulerSteppedPerEpoch(ScopeRule):
             other = (qualified or "").rsplit(".", 1)[-1]
             if not isinstance(value, cst.Call) or not (
                     (qualified or "").startswith("torch.optim.lr_scheduler.")
-                    or _TRANSFORMERS_SCHEDULE.match(qualified or "")) or _iteration_sized(
-                    scope, other, value) is None:
+                    or _TRANSFORMERS_SCHEDULE.match(qualified or "")):
                 return None
-        return kind, sized
+            other_sized = _iteration_sized(scope, other, value)
+            if other_sized is None:
+                in_epochs = True
+            elif any(isinstance(a, cst.If) for a in assignment.site.ancestors):
+                in_steps.append((other, other_sized))
+        if not in_steps:
+            return None
+        if in_epochs:
+            # a switch that may build a scheduler counted in epochs: stepping once per epoch
+            # is still wrong for the branch that builds one counted in steps (ivadomed's
+            # `CyclicLR` next to `CosineAnnealingLR(optimizer, num_epochs)`)
+            kind, sized = in_steps[0]
+            return kind, f"{sized}, when the configuration picks it"
+        return in_steps[0]
 
     def _check_passed(self, scope: Scope) -> None:
         """A scheduler built here in iterations and passed to a function of this file that
@@ -1739,10 +1772,9 @@ class TdTargetNotDetached(ScopeRule):
 
     ## What it does not see
     A target computed in another method than the loss (a `compute_q_targets` helper), and a
-    loss written out by hand (`((q_a - target) ** 2).mean()`). It finds 1 of 2 bench/bugs
-    cases; the other, c-deep-rl-algorithms-dqn-targets-with-grad, already calls `.detach()` on
-    the network's output in its buggy version (its fix only adds `torch.no_grad()`, which saves
-    memory), so there is no gradient to report.
+    loss written out by hand (`((q_a - target) ** 2).mean()`). It finds the 1 bench/bugs case
+    of its class (c-deep-rl-algorithms-dqn-targets-with-grad, once counted here, already
+    detaches the network's output: its fix only adds `torch.no_grad()`, which saves memory).
     """
 
     code = "ML350"

@@ -627,9 +627,11 @@ class EvalNeverReset(ScopeRule):
     ## What it does
     Finds `model.eval()` (or `model.train(False)`) inside a loop that also trains `model`
     (calls `backward()` and uses `model` outside `no_grad`), when nothing in that loop calls
-    `model.train()` (on `model`, or on a module containing it or contained in it). The usual
-    shape is `model.train()` once before the epoch loop and validation at the end of each
-    epoch. A submodule frozen on purpose (`model.backbone.eval()` while `model` is trained),
+    `model.train()` (on `model`, or on a module containing it or contained in it). A call of
+    a project function (of any file) that calls `eval()` or `train()` on the model it is
+    given counts as that call (`eval_net(net, val)` whose body starts with `net.eval()`).
+    The usual shape is `model.train()` once before the epoch loop and validation at the end
+    of each epoch. A submodule frozen on purpose (`model.backbone.eval()` while `model` is trained),
     a model used only under `no_grad` (a teacher), and an `eval()` followed by `break` or
     `return` are not flagged.
 
@@ -660,21 +662,22 @@ class EvalNeverReset(ScopeRule):
             validate(model, val_loader)
 
     ## What it does not see
-    Modes switched and the model trained only through project functions and methods that the
-    training loop calls: r-vsepp-validation-leaves-eval-mode trains through a wrapper class
+    A model trained only through project methods that the training loop calls:
+    r-vsepp-validation-leaves-eval-mode trains through a wrapper class
     (`model.train_start()` before the loop, `model.train_emb(...)` doing the backward, and a
     `validate(opt, val_loader, model)` whose `model.val_start()` calls `eval()` on the
-    encoders); c-unet-eval-net-leaves-eval-mode calls `eval_net(net, ...)` of another file,
-    which calls `net.eval()`. Only an `eval()` in the loop's own body is checked; it finds
-    neither bench/bugs case. The run pass (`modellint run`) sees the model left in eval mode
-    wherever `eval()` was called.
+    encoders), so the loop holds no `backward()` of its own. It finds 1 of 2 bench/bugs
+    cases. The run pass (`modellint run`) sees the model left in eval mode wherever `eval()`
+    was called.
     """
 
     code = "ML312"
     passes = ("static", "run")
     name = "eval-never-reset"
-    needs = frozenset({"scope"})
-    triggers = ("eval(", "train(False", "train(mode=False")
+    needs = frozenset({"scope", "semantic"})
+    # "backward(": a training loop may put the model in eval mode through a project
+    # function (`eval_net(net, val)`)
+    triggers = ("eval(", "train(False", "train(mode=False", "backward(")
     _FIT = (
         HEADER + "\n\ndef fit(model, train_loader, val_loader, optimizer, epochs):\n"
         "{before}"
@@ -718,6 +721,12 @@ class EvalNeverReset(ScopeRule):
                         "            break\n"),
         # evaluation in a helper: restoring the mode is the caller's business, not visible
         _FIT.format(before="    model.train()\n", top="", end="        evaluate(model)\n"),
+        # evaluation in a project helper that puts the model back in training mode
+        HEADER + "def validate(model, loader):\n    model.eval()\n    with torch.no_grad():\n"
+        "        loss = sum(F.cross_entropy(model(x), y) for x, y in loader)\n"
+        "    model.train()\n    return loss\n"
+        + _FIT.format(before="    model.train()\n", top="",
+                      end="        validate(model, val_loader)\n")[len(HEADER):],
         # a teacher put in eval mode, used only under no_grad
         HEADER + "def distill(student, teacher, loader, optimizer, epochs):\n"
         "    student.train()\n    for epoch in range(epochs):\n        teacher.eval()\n"
@@ -729,6 +738,13 @@ class EvalNeverReset(ScopeRule):
     invalid = [
         invalid_at(_FIT.format(before="    model.train()\n", top="", end=_VALIDATE),
                  "model.eval()"),
+        # evaluation in a project helper that leaves the model in eval mode (milesial's U-Net)
+        invalid_at(HEADER + "def eval_net(net, loader):\n    net.eval()\n"
+                   "    return sum(F.cross_entropy(net(x), y).item() for x, y in loader)\n"
+                   + _FIT.format(before="    model.train()\n", top="",
+                                 end="        score = eval_net(model, val_loader)\n"
+                                 )[len(HEADER):],
+                   "score = eval_net("),
         # validation every N steps inside the batch loop
         invalid_at(HEADER + "def fit(model, loader, optimizer):\n    model.train()\n"
                  "    for step, (x, y) in enumerate(loader):\n"
@@ -748,6 +764,15 @@ class EvalNeverReset(ScopeRule):
         if function_without_grad(context, scope.root):
             return
         evals, trains = mode_calls(scope)
+        # project functions that put a name in eval or training mode (`eval_net(net, ...)`,
+        # of another file, that calls `net.eval()`)
+        helpers: set[int] = set()
+        for site in scope.calls:
+            for effect in context.semantic.call_effects(site.node, scope):
+                if effect.target is not None and effect.effect in ("eval", "train"):
+                    found = evals if effect.effect == "eval" else trains
+                    found.setdefault(effect.target, []).append(site)
+                    helpers.add(id(site.node))
         if not evals:
             return
         backwards = [site for site, _ in backward_calls(context, scope)]
@@ -768,11 +793,13 @@ class EvalNeverReset(ScopeRule):
                     continue
                 if not self._trained_in(scope, name, loop, site):
                     continue
+                through = f" (which calls `{name}.eval()`)" if id(site.node) in helpers else ""
                 self.report_at(
                     site, site.node,
-                    f"`{source_of(site.node)}` runs inside this training loop but nothing in the loop"
-                    f" calls `{name}.train()`, so every later iteration trains with dropout off "
-                    f"and batch norm frozen; call `{name}.train()` at the start of each epoch",
+                    f"`{source_of(site.node)}`{through} runs inside this training loop but nothing "
+                    f"in the loop calls `{name}.train()`, so every later iteration trains with "
+                    f"dropout off and batch norm frozen; call `{name}.train()` at the start of "
+                    "each epoch",
                 )
                 break
 
@@ -852,6 +879,13 @@ class DdpWithoutDistributedSampler(_FileRule):
             sampler.set_epoch(epoch)
             for x, y in loader:
                 ...
+
+    ## What it does not see
+    Evaluation loaders, by design (above), and files that use DeepSpeed: its one bench/bugs
+    case, c-deepspeed-chat-reward-eval-sequential-sampler, overwrites the evaluation
+    `DistributedSampler` with a `SequentialSampler` in a DeepSpeed script, so every rank
+    scores the whole evaluation set (wasted work and ranks that each report a full-set
+    score, rather than a training mistake).
     """
 
     code = "ML313"
@@ -1475,7 +1509,9 @@ class DataParallelStateDictPrefix(ScopeRule):
     `torch.save(...)` of `model.state_dict()`, `other.load_state_dict(model.state_dict())`
     or `model.load_state_dict(...)`, outside that `if` and without `.module`; for
     `self.model` wrapped so in one method (`__init__`), the same uses in the class's other
-    methods. Left alone:
+    methods; and for a wrapped name passed after the `if` to a function of the same file
+    (`train(model=model)` under `__main__`), that function's
+    `other.load_state_dict(model.state_dict())` of its parameter. Left alone:
     sites under a condition that tells the wrapper apart (`isinstance(model, DataParallel)`,
     `hasattr(model, "module")`, `device_count()`, `distributed`), a name assigned again in
     between (`model = model.module`), wrappers built unconditionally (their keys are always
@@ -1503,10 +1539,11 @@ class DataParallelStateDictPrefix(ScopeRule):
         torch.save(bare.state_dict(), "model.pth")
 
     ## What it does not see
-    A model wrapped in another function or file than the one that saves or copies its state
-    dict: in c-pytorch-yolov4-eval-model-loads-dataparallel-keys, `train(model, ...)` runs
-    `eval_model.load_state_dict(model.state_dict())` on a model that `__main__` wrapped, and
-    the case's code holds only `train`. It finds 2 of 3 bench/bugs cases.
+    A model wrapped in another file than the one that saves or copies its state dict, or
+    passed on through more than one call; in a function the wrapped model is passed to, only
+    the copy into another model is checked, not `torch.save` (a checkpoint saved and loaded
+    by the same training function keeps one configuration's keys). It finds 3 of 3
+    bench/bugs cases.
     """
 
     code = "ML349"
@@ -1547,6 +1584,16 @@ class DataParallelStateDictPrefix(ScopeRule):
         "    def save(self, path):\n"
         "        raw = self.model.module if hasattr(self.model, 'module') else self.model\n"
         "        torch.save(raw.state_dict(), path)\n",
+        # given to a function that unwraps it first
+        HEADER + "\n\ndef train(model, epochs):\n"
+        "    bare = model.module if isinstance(model, nn.DataParallel) else model\n"
+        "    eval_model = Net()\n"
+        "    eval_model.load_state_dict(bare.state_dict())\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    model = Net()\n"
+        "    if torch.cuda.device_count() > 1:\n"
+        "        model = nn.DataParallel(model)\n"
+        "    train(model, 5)\n",
         # resumed from what the same wrapper saved (kuangliu/pytorch-cifar)
         _SCRIPT.format(wrap="if args.cuda:\n        model = nn.DataParallel(model)",
                        use="model.load_state_dict(torch.load(checkpoint)['net'])\n"
@@ -1573,6 +1620,18 @@ class DataParallelStateDictPrefix(ScopeRule):
                    "    def save(self, path):\n"
                    "        torch.save(self.model.state_dict(), path)\n",
                    "torch.save(self.model"),
+        # wrapped under __main__, copied into a bare model in the function it is given to
+        # (pytorch-YOLOv4)
+        invalid_at(HEADER + "\n\ndef train(model, epochs):\n"
+                   "    for epoch in range(epochs):\n"
+                   "        eval_model = Net()\n"
+                   "        eval_model.load_state_dict(model.state_dict())\n\n\n"
+                   "if __name__ == '__main__':\n"
+                   "    model = Net()\n"
+                   "    if torch.cuda.device_count() > 1:\n"
+                   "        model = nn.DataParallel(model)\n"
+                   "    train(model, 5)\n",
+                   "eval_model.load_state_dict"),
         invalid_at(_SCRIPT.format(wrap="if args.distributed:\n"
                                        "        model = nn.parallel.DistributedDataParallel("
                                        "model)",
@@ -1610,9 +1669,12 @@ class DataParallelStateDictPrefix(ScopeRule):
         if branch is None:
             return
         target = assignment.target
+        if here:
+            self._check_callees(scope, assignment, branch, wrapper)
         # the same name saved and loaded back: its keys match within one configuration
-        resumes = f"{target}.state_dict()" in self._text and (
-            f"{target}.load_state_dict(" in self._text)
+        # (`eval_model.load_state_dict(` loads another model: the name must stand alone)
+        resumes = f"{target}.state_dict()" in self._text and re.search(
+            rf"(?<![\w.]){re.escape(target)}\.load_state_dict\(", self._text) is not None
         for site, receiver, shown, use in self._state_dict_uses(scope, target):
             if resumes and use != "transfer":
                 continue
@@ -1636,6 +1698,49 @@ class DataParallelStateDictPrefix(ScopeRule):
                 f"into the wrapper); use `{target}.module` when wrapped, or save and load "
                 "before wrapping",
             )
+
+    def _check_callees(self, scope: Scope, assignment, branch: cst.If, wrapper: str) -> None:
+        """The wrapped name passed, after the `if` and outside it, to a function of this file
+        (`train(model=model, ...)`): report that function's state-dict transfers of its
+        parameter (`eval_model.load_state_dict(model.state_dict())`)."""
+        target = assignment.target
+        module = self.context.module_node
+        if "." in target or module is None:
+            return
+        functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+        for site in scope.calls:
+            call = site.node
+            function = functions.get(dotted_name(call.func) or "")
+            if (function is None or function is scope.root
+                    or site.order <= assignment.site.order or site.inside(branch)):
+                continue
+            last = scope.assigned(target, site.order)
+            if not last or last[-1] is not assignment:
+                continue
+            params = [p.name.value for p in (*function.params.posonly_params,
+                                             *function.params.params)]
+            param = next((name for i, name in enumerate(params)
+                          if (given := argument(call, name, i)) is not None
+                          and dotted_name(given.value) == target), None)
+            if param is None:
+                continue
+            callee = scope_of(self.context, function)
+            for use_site, receiver, shown, use in self._state_dict_uses(callee, param):
+                if use != "transfer" or callee.assigned(param, use_site.order):
+                    continue
+                if any(_WRAPPER_TEST.search(source_of(test))
+                       for test in _conditions(callee, use_site)):
+                    continue
+                named = (f"`{param}`" if param == target
+                         else f"`{param}` (the caller's `{target}`)")
+                self.report_at(
+                    use_site, receiver,
+                    f"{named}, given to `{function.name.value}(...)`, holds a `{wrapper}` only "
+                    f"when `{source_of(branch.test)}`, and the "
+                    f"wrapper's state dict names every key `module.<name>`: {shown} loads "
+                    "keys that differ from run to run into the bare model; use "
+                    f"`{param}.module` when wrapped",
+                )
 
     def _wrapper(self, assignment) -> str | None:
         """`DataParallel` when the assignment wraps the name it is assigned to."""
@@ -1947,8 +2052,10 @@ class AccumulationWithoutLossScaling(ScopeRule):
     `optimizer.step()` with `zero_grad()` under a modulo condition (`if (i + 1) % accum ==
     0:`), where the backpropagated loss comes straight from a loss function
     (`F.cross_entropy`, `criterion(...)`, `outputs.loss`) and is never divided or multiplied
-    (`loss / accum`, `loss /= accum`), nor are the gradients rescaled. Accelerate,
-    DeepSpeed and Lightning, which scale internally, are not checked.
+    (`loss / accum`, `loss /= accum`), nor are the gradients rescaled; a framework's
+    `fabric.backward(loss)` counts as `loss.backward()` (Lightning Fabric accumulates "the
+    same way as in PyTorch"). Accelerate (`accelerator.accumulate`), DeepSpeed and the
+    Lightning Trainer, which scale internally, are not checked.
 
     ## Why is this bad?
     `backward()` adds into `.grad`, so N accumulated micro-batches produce the sum of N mean
@@ -1975,8 +2082,9 @@ class AccumulationWithoutLossScaling(ScopeRule):
     ## What it does not see
     Accumulation written as an inner loop of `backward()` calls followed by one
     `optimizer.step()` (`for _ in range(accumulate_every): loss = model(x); loss.backward()`:
-    c-ddpm-accumulation-loss-not-scaled), and a framework's backward (`fabric.backward(loss)`:
-    c-lit-llama-lora-accumulation-loss-not-scaled). It finds 1 of 3 bench/bugs cases.
+    c-ddpm-accumulation-loss-not-scaled): the loss of each backward there is a mean over a
+    micro-batch like any other, and only the loop's shape says they are summed. It finds 2
+    of 3 bench/bugs cases.
     """
 
     code = "ML315"
@@ -2028,6 +2136,11 @@ class AccumulationWithoutLossScaling(ScopeRule):
                                backward="scaler.scale(loss).backward()"), "scaler.scale",
                  fixed=_ACCUM.format(loss="        loss = model(**x).loss\n",
                                      backward="scaler.scale(loss / accum_steps).backward()")),
+        # Lightning Fabric's backward does not divide the loss (lit-llama's LoRA script)
+        invalid_at(_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                               backward="fabric.backward(loss)"), "fabric.backward(loss)",
+                 fixed=_ACCUM.format(loss="        loss = criterion(model(x), y)\n",
+                                     backward="fabric.backward(loss / accum_steps)")),
         invalid_at(_ACCUM.format(loss="", backward="F.cross_entropy(model(x), y).backward()"),
                  "F.cross_entropy",
                  fixed=_ACCUM.format(loss="",
@@ -2053,7 +2166,9 @@ class AccumulationWithoutLossScaling(ScopeRule):
             return
         # generating the function's text is costly: only for functions that train
         code = scope.code()
-        if re.search(r"accelerator|deepspeed|fabric|\baccumulate\(", code) or (
+        # Accelerate's `accumulate()` and DeepSpeed's engine divide the loss themselves;
+        # Lightning Fabric's `backward` does not ("works the same way as in PyTorch")
+        if re.search(r"accelerator|deepspeed|\baccumulate\(", code) or (
             _GRAD_SCALING.search(code)
         ):
             return

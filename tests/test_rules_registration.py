@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from modellint.testing import lint_text
-from rules.registration import ModuleInPlainContainer
+from rules.registration import ModuleInPlainContainer, UnregisteredTensor
 
 NESTED = """\
 import torch.nn as nn
@@ -40,3 +40,25 @@ def test_forward_may_read_every_attribute_of_the_installed_torchs_module_and_no_
     )
     (finding,) = lint_text(source, [UndefinedModuleAttribute])
     assert finding.line == 11 and "`self.mps`" in finding.message
+
+
+OPTIONAL_WEIGHTS = """\
+import torch
+import torch.nn as nn
+
+
+class LossFunction(nn.Module):
+    def __init__(self, w_t=None, scale=None):
+        super().__init__()
+        self.w_t = torch.tensor(w_t) if w_t is not None else None
+        self.scale = scale if scale is not None else 1.0
+        if w_t is not None:
+            self.register_buffer("w_b", torch.tensor(w_t))
+"""
+
+
+def test_a_tensor_set_only_when_given_is_still_unregistered():
+    # chemprop's per-task loss weights (bench/bugs c-chemprop-loss-task-weights-plain-tensor)
+    findings = lint_text(OPTIONAL_WEIGHTS, [UnregisteredTensor])
+    assert [(f.code, f.line) for f in findings] == [("ML103", 8)]
+    assert "self.w_t" in findings[0].message

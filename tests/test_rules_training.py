@@ -757,3 +757,92 @@ def test_scheduler_stepped_before_a_training_function_defined_in_main():
     """)
     assert found(source) == [("ML302", line_of(source, "scheduler.step()"))]
     assert found(source.replace("            optimizer.step()\n", "            pass\n")) == []
+
+
+def test_eval_loop_calling_forward_by_name_needs_no_grad_too():
+    # a forum post's validation loop (bench/bugs r-pysi-105009-validation-without-no-grad)
+    source = """\
+import torch
+
+model.eval()
+for inputs, labels in validation_loader:
+    outputs = model.forward(inputs.to(device))
+    validation_sum_loss += loss(outputs.squeeze(), labels).item()
+"""
+    assert found(source, [EvalWithoutNoGrad]) == [("ML307", line_of(source, "model.forward"))]
+    fixed = """\
+import torch
+
+model.eval()
+with torch.no_grad():
+    for inputs, labels in validation_loader:
+        outputs = model.forward(inputs.to(device))
+        validation_sum_loss += loss(outputs.squeeze(), labels).item()
+"""
+    assert found(fixed, [EvalWithoutNoGrad]) == []
+
+
+def test_model_output_resized_before_cross_entropy_still_carries_the_softmax():
+    # the CDSSM model of bench/bugs r-nishnik-cdssm-softmax-before-ce
+    source = """\
+import torch
+import torch.nn.functional as F
+
+
+class CDSSM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.learn_gamma = torch.nn.Conv1d(1, 1, 1)
+
+    def forward(self, dots):
+        with_gamma = self.learn_gamma(dots.resize(5, 1, 1))
+        return F.softmax(with_gamma)
+
+
+model = CDSSM()
+criterion = torch.nn.CrossEntropyLoss()
+for dots, y in data:
+    y_pred = model(dots)
+    loss = criterion(y_pred.resize(1, 5), y)
+    logits = criterion(dots.resize(1, 5), y)
+"""
+    assert found(source, [SoftmaxBeforeCrossEntropy]) == [
+        ("ML308", line_of(source, "loss = criterion"))]
+
+
+POINTNET = """\
+import torch
+import torch.nn.functional as F
+
+classifier = PointNetCls(k=num_classes)
+classifier.load_state_dict(torch.load(opt.model))
+optimizer = torch.optim.SGD(classifier.parameters(), lr=0.01, momentum=0.9)
+for epoch in range(opt.nepoch):
+    for i, data in enumerate(dataloader, 0):
+        points, target = data
+        optimizer.zero_grad()
+        pred, _ = classifier(points)
+        loss = F.nll_loss(pred, target)
+        loss.backward()
+        optimizer.step()
+        if i % 10 == 0:
+            j, data = next(enumerate(testdataloader, 0))
+            points, target = data
+            pred, _ = classifier(points)
+            print(F.nll_loss(pred, target).item())
+"""
+
+
+def test_a_test_batch_drawn_inside_the_training_loop_is_an_evaluation():
+    # PointNet's training scripts (bench/bugs r-pointnet-test-batches-in-train-mode)
+    findings = lint_text(POINTNET, [EvalWithoutEvalMode])
+    assert [(f.code, f.line) for f in findings] == [
+        ("ML306", line_of(POINTNET, "next(enumerate(testdataloader"))]
+    assert "next(enumerate(testdataloader, 0))" in findings[0].message
+    # the model put in eval mode for the test batch, and back in training mode after
+    fixed = POINTNET.replace(
+        "            j, data = next(", "            classifier.eval()\n            j, data = next(")
+    assert lint_text(fixed, [EvalWithoutEvalMode]) == []
+    # a batch drawn from the training data is part of the step
+    train_batch = POINTNET.replace("testdataloader", "traindataloader")
+    assert lint_text(train_batch, [EvalWithoutEvalMode]) == []

@@ -444,7 +444,9 @@ def test_get_lr_on_a_scheduler_chosen_by_configuration_names_every_choice():
     assert "for `CosineAnnealingLR` it computes the next rate" in findings[0].message
 
 
-def test_a_scheduler_chosen_by_configuration_is_iteration_sized_only_if_every_choice_is():
+def test_a_scheduler_chosen_by_configuration_is_iteration_sized_if_one_choice_is():
+    # stepped once per epoch whatever the choice, the OneCycleLR branch is broken (ivadomed's
+    # CyclicLR next to CosineAnnealingLR, bench/bugs c-ivadomed-cyclic-lr-stepped-per-epoch)
     source = """\
     import torch
 
@@ -462,9 +464,20 @@ def test_a_scheduler_chosen_by_configuration_is_iteration_sized_only_if_every_ch
                 optimizer.step()
             scheduler.step()
     """
-    assert found(source.replace("{period}", "epochs")) == []
+    mixed = source.replace("{period}", "epochs")
+    findings = lint_text(mixed, [IterationSchedulerSteppedPerEpoch])
+    assert [(f.code, f.line) for f in findings] == [
+        ("ML329", line_of(mixed, "    scheduler.step()"))]
+    assert "(OneCycleLR)" in findings[0].message
+    assert "when the configuration picks it" in findings[0].message
     sized = source.replace("{period}", "epochs * len(loader)")
     assert found(sized) == [("ML329", line_of(sized, "    scheduler.step()"))]
+    # every choice counted in epochs
+    epochs = mixed.replace("steps_per_epoch=len(loader)", "steps_per_epoch=1").replace(
+        "OneCycleLR(\n                optimizer, 0.1, epochs=epochs, steps_per_epoch=1)",
+        "StepLR(optimizer, 30)")
+    assert "StepLR" in epochs
+    assert found(epochs) == []
 
 
 def test_a_model_output_rewrapped_through_any_value_keeping_method_is_a_graph_cut():

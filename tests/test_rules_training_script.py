@@ -12,13 +12,14 @@ import textwrap
 from modellint.rules.training_script import (
     AccumulationWithoutLossScaling,
     DataLoaderStarvesDevice,
+    DataParallelStateDictPrefix,
     DdpWithoutDistributedSampler,
     EvalNeverReset,
     SyncInInnerLoop,
     TransferRepeatedEveryStep,
     UnseededTraining,
 )
-from modellint.testing import fix_text, lint_text, registry
+from modellint.testing import fix_text, lint_project, lint_text, registry
 
 ALL = [
     DataLoaderStarvesDevice, UnseededTraining, SyncInInnerLoop, EvalNeverReset,
@@ -435,3 +436,116 @@ def test_transfer_in_loop_over_settings_not_reported():
                 model(w)
     """
     assert found(source, [TransferRepeatedEveryStep]) == []
+
+
+# pytorch-YOLOv4's train.py (bench/bugs c-pytorch-yolov4-eval-model-loads-dataparallel-keys):
+# __main__ wraps the model on several GPUs and passes it to train(), which copies its state
+# dict into a bare evaluation model.
+WRAPPED_IN_MAIN = """\
+import torch
+
+
+def train(model, device, config, epochs=5):
+    for epoch in range(epochs):
+        {copy}
+        evaluate(eval_model)
+    torch.save(model.state_dict(), "last.pth")
+
+
+if __name__ == "__main__":
+    model = Yolov4()
+    if torch.cuda.device_count() > 1:
+        model = torch.nn.DataParallel(model)
+    model.to(device="cuda")
+    train(model=model, config=cfg, device="cuda")
+"""
+
+
+def test_state_dict_copied_in_the_function_the_wrapped_model_is_passed_to():
+    source = WRAPPED_IN_MAIN.format(
+        copy="eval_model = Yolov4()\n        eval_model.load_state_dict(model.state_dict())")
+    assert found(source, [DataParallelStateDictPrefix]) == [
+        ("ML349", line_of(source, "eval_model.load_state_dict"))]
+
+
+def test_callee_that_unwraps_the_model_is_not_reported():
+    source = WRAPPED_IN_MAIN.format(
+        copy="eval_model = Yolov4()\n"
+             "        if torch.cuda.device_count() > 1:\n"
+             "            eval_model.load_state_dict(model.module.state_dict())\n"
+             "        else:\n"
+             "            eval_model.load_state_dict(model.state_dict())")
+    assert found(source, [DataParallelStateDictPrefix]) == []
+
+
+def test_another_models_load_state_dict_is_not_a_resume_of_the_wrapped_one():
+    # `eval_model.load_state_dict(` once read as `model.load_state_dict(`, a resume that
+    # would keep the keys of one configuration, and hid the save
+    source = """\
+import torch
+
+model = Net()
+if torch.cuda.device_count() > 1:
+    model = torch.nn.DataParallel(model)
+eval_model = Net()
+eval_model.load_state_dict(torch.load("best.pth"))
+torch.save(model.state_dict(), "model.pth")
+"""
+    assert found(source, [DataParallelStateDictPrefix]) == [
+        ("ML349", line_of(source, "torch.save"))]
+
+
+def test_fabric_backward_of_an_unscaled_loss_is_accumulation_without_scaling():
+    # lit-llama's LoRA script (bench/bugs c-lit-llama-lora-accumulation-loss-not-scaled):
+    # Fabric accumulates "the same way as in PyTorch", its backward divides nothing
+    source = """\
+import torch
+import torch.nn.functional as F
+
+
+def train(fabric, model, optimizer, train_data, max_iters, gradient_accumulation_iters):
+    for iter_num in range(max_iters):
+        input_ids, targets = get_batch(fabric, train_data)
+        logits = model(input_ids)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        fabric.backward(loss)
+        if (iter_num + 1) % gradient_accumulation_iters == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    assert found(source, [AccumulationWithoutLossScaling]) == [
+        ("ML315", line_of(source, "fabric.backward"))]
+    scaled = source.replace("fabric.backward(loss)",
+                            "fabric.backward(loss / gradient_accumulation_iters)")
+    assert found(scaled, [AccumulationWithoutLossScaling]) == []
+
+
+def test_eval_mode_left_by_a_helper_of_another_file():
+    # milesial's U-Net (bench/bugs c-unet-eval-net-leaves-eval-mode): eval_net() of eval.py
+    # calls net.eval(), and the epoch loop of train.py never calls net.train()
+    files = {
+        "eval.py": """\
+            def eval_net(net, dataset):
+                net.eval()
+                return sum(float(net(x).mean()) for x in dataset)
+            """,
+        "train.py": """\
+            from eval import eval_net
+
+
+            def train_net(net, loader, val, optimizer, criterion, epochs):
+                for epoch in range(epochs):
+                    {top}for x, y in loader:
+                        optimizer.zero_grad()
+                        criterion(net(x), y).backward()
+                        optimizer.step()
+                    score = eval_net(net, val)
+            """,
+    }
+    buggy = dict(files, **{"train.py": files["train.py"].replace("{top}", "")})
+    found = lint_project(buggy, [EvalNeverReset])
+    assert [(f.code, f.line) for f in found["train.py"]] == [("ML312", 10)]
+    assert "which calls `net.eval()`" in found["train.py"][0].message
+    fixed = dict(files, **{"train.py": files["train.py"].replace(
+        "{top}", "net.train()\n                    ")})
+    assert lint_project(fixed, [EvalNeverReset])["train.py"] == []
