@@ -83,6 +83,8 @@ class Evaluation:
 
     def __init__(self) -> None:
         self._memo: dict[Any, Any] = {}
+        # the kinds of names assigned several times in a function (`_local`)
+        self._locals: dict[tuple, tuple] = {}
         self._busy: set[Any] = set()
         # call sites followed up from a parameter now (`param_kind`)
         self._param_hops = 0
@@ -199,7 +201,7 @@ class Evaluation:
         if where.local is not None:
             local = where.local(head)
             if local is not None:
-                kind = self._kind(local, where, depth + 1)
+                kind = self._local(head, local, where, depth)
                 for attr in rest.split(".") if rest else ():
                     kind = self._attribute(kind, attr, where, depth)
                 return kind
@@ -226,6 +228,29 @@ class Evaluation:
         if what == "class":
             return Kind("class", cls=f"{path}:{name}")
         return self._function_reference(path, name, depth)
+
+    def _local(self, name: str, value: Summary, where: Where, depth: int) -> Kind | None:
+        """The kind of the local `name` of `where`'s function, whose summary is `value`,
+        found once for that function: a name assigned several times (a `Join`) reads the
+        others, and those read it (`x = self.conv(x)`, `y = x + 1`, `x = y`): evaluated
+        afresh at every read, their joins cost exponential time. A name being evaluated is
+        unknown where it reads itself through the others."""
+        if not isinstance(value, (Join, Mutated)):
+            return self._kind(value, where, depth + 1)
+        key = (id(where.local), id(where.at), where.file, where.cls, name)
+        found = self._locals.get(key)
+        if found is not None:
+            return found[1]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            kind = self._kind(value, where, depth + 1)
+        finally:
+            self._busy.discard(key)
+        # the function is kept with its kind, so that its id is not reused for another
+        self._locals[key] = ((where.local, where.at), kind)
+        return kind
 
     def _function_reference(self, path: str, name: str, depth: int) -> Kind | None:
         """A project function used as a value: a loss when it returns a torch loss of its

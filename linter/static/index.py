@@ -174,6 +174,7 @@ class ProjectIndex(Evaluation):
         if text_digest is not None:
             self._hashes[path] = text_digest
         self._memo.clear()
+        self._locals.clear()
         self._digests.clear()
         self._direct.clear()
         self._closures.clear()
