@@ -17,7 +17,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from modellint import codes
 from modellint.config import DEFAULT_MAX_CODE_BYTES
-from modellint.finding import Finding, Fix, RawFinding, Severity, Span, make_finding
+from modellint.finding import Finding, Fix, RawFinding, Severity, Span
 from modellint.pipeline import Origin, findings_of
 from modellint.rule import StaticRule
 from modellint.static.context import FileContext
@@ -166,12 +166,12 @@ class _Leave(_Tracker):
     leave_Match = _statement
 
 
-def error_finding(code_name: tuple[str, str], path: str, message: str, line: int, col: int,
-                  source_line: str = "") -> Finding:
-    """A finding about a file that was not linted, made outside the engine (it cannot be
-    read, linting it failed): an error at one point, in no statement, as `engine_error`."""
-    return make_finding(None, code_name[0], message, path, line, col, name=code_name[1],
-                        source_line=source_line)
+def error_finding(code_name: tuple[str, str], path: str, message: str, line: int,
+                  col: int) -> Finding:
+    """The finding of `engine_error` when no lint made it (the file cannot be read, linting
+    it failed): through the pipeline, which hides nothing here."""
+    return findings_of([engine_error(code_name, path, message, line, col)],
+                       Origin("static", ENGINE_CODES, lines=()))[0]
 
 
 def engine_error(code_name: tuple[str, str], path: str, message: str, line: int,
