@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from modellint.finding import RawFinding, Span
 from modellint.pipeline import Origin, findings_of
 from modellint.static.engine import (
     ENGINE_CODES,
     SYNTAX_ERROR,
     FileResult,
+    engine_error,
     lint_source,
     syntax_error,
 )
@@ -57,13 +57,11 @@ class Linter:
         for cell in notebook.cells:
             if SYNTAX_ERROR[0] in disabled:
                 break
-            raws = [replace(syntax_error(path, problem), cell=cell.number)
-                    for problem in cell.problems]
+            raws = [syntax_error(path, problem) for problem in cell.problems]
             if cell.error is not None:
-                message, line, column = cell.error
-                raws.insert(0, RawFinding(SYNTAX_ERROR[0], message, path, line,
-                                          span=Span(column, line, column), cell=cell.number))
+                raws.insert(0, engine_error(SYNTAX_ERROR, path, *cell.error))
             if raws:
+                raws = [replace(raw, cell=cell.number) for raw in raws]
                 # lines of the cell (its failing statements are not in the joined cells)
                 findings += findings_of(raws, Origin(
                     "static", ENGINE_CODES, lines=cell_lines(cell.source),
