@@ -51,18 +51,37 @@ class Related:
 
 
 @dataclass(frozen=True)
+class Span:
+    """Where in its line a finding is, for a pass that knows (the static pass's reported
+    node): its first column (from 1), the line and column it ends at, and the first line of
+    the statement it is in (a noqa there hides it; 0: in no statement, as the engine's
+    findings about a file it could not lint)."""
+
+    column: int
+    end_line: int
+    end_column: int
+    statement_line: int = 0
+
+
+@dataclass(frozen=True)
 class RawFinding:
-    """What a pass that reports lines reports (the runtime pass's model checks, the checks of
-    `modellint run`, the Python API), through `report(code, message, location)`: the code,
-    the message and where, a real file and a line of it (None: in no file), and the other
-    lines of the mistake ((file, line, what it is) each). `modellint.pipeline.findings_of`
-    makes the `Finding`s of them."""
+    """What every pass reports, through `report(code, message, location)`: the code, the
+    message and where, a file and a line of it (None: in no file), and the other lines of
+    the mistake ((file, line, what it is) each). A pass that knows more of the place says it:
+    the `span` of a node (else the finding covers its whole line), a `fix`, a `severity`
+    other than its rule's, the notebook `cell` whose line `line` is (else a line of the file,
+    or of a notebook's joined cells). `modellint.pipeline.findings_of` makes the `Finding`s
+    of them."""
 
     code: str
     message: str
     file: str | None = None
     line: int = 1
     related: tuple[tuple[str, int, str], ...] = ()
+    span: Span | None = None
+    fix: Fix | None = None
+    severity: Severity | None = None
+    cell: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "file": self.file,
@@ -164,7 +183,8 @@ def make_finding(rule: Any, code: str, message: str, path: str, line: int, colum
 
 
 def line_finding(rule: Any, code: str, message: str, path: str, line: int, text: str, *,
-                 pass_: str, target: str = "", related: tuple[Related, ...] = ()) -> Finding:
+                 pass_: str, target: str = "", related: tuple[Related, ...] = (),
+                 severity: Severity | None = None) -> Finding:
     """A finding of `rule` (None: an unknown code, reported as an error) on the whole source
     line `line` of `path`, whose text is `text`: from its first non-blank character to its
     end."""
@@ -172,5 +192,5 @@ def line_finding(rule: Any, code: str, message: str, path: str, line: int, text:
         rule, code, message, path, line,
         len(text) - len(text.lstrip()) + 1 if text else 1, line,
         len(text.rstrip()) + 1 if text else 1, pass_=pass_, source_line=text,
-        statement_line=line, target=target, related=related,
+        statement_line=line, target=target, related=related, severity=severity,
     )

@@ -30,6 +30,7 @@ from modellint.config import (
     select_codes,
     validate_codes,
 )
+from modellint.finding import RawFinding
 from modellint.plugins import (
     LIGHT_FORMATS,
     LightRegistry,
@@ -556,7 +557,7 @@ class Session:
 
     # -- run -------------------------------------------------------------------------------
 
-    def run_findings(self, raws: list[dict[str, Any]], label: str, enabled=None) -> list:
+    def run_findings(self, raws: list[RawFinding], label: str, enabled=None) -> list:
         """The findings of a watched run's raw findings, through the one suppression step
         (`enabled`: the codes shown; by default the run codes selected)."""
         from modellint.codes import INTERNAL_ERROR

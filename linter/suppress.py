@@ -78,7 +78,8 @@ class FileSuppressions:
             return False
         return line_suppresses(self.comments.get(number, (0, ""))[1], code)
 
-    def hides(self, finding: Finding) -> bool:
+    def hides(self, finding: Finding, path: str | None = None) -> bool:
+        """Whether `finding` (in this file: `path` is not read) is hidden."""
         if self.hides_code(finding.code):
             return True
         # a finding that points at no statement (a file that does not parse, an internal

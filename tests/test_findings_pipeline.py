@@ -29,6 +29,20 @@ def test_one_place_makes_findings():
     assert len(makers) == 1 and makers[0].startswith("linter/finding.py:"), makers
 
 
+def test_no_pass_makes_a_finding_itself():
+    # the passes report raw findings; `modellint.pipeline` makes the Findings of them. A
+    # SARIF file read back (`report/sarif.py`) is findings already made, not a pass's report
+    makers = []
+    for folder in ("linter", "rules"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if re.search(r"(?<![\w.])(make_finding|line_finding)\(", line) and not \
+                        line.lstrip().startswith(("def ", "#")):
+                    makers.append(str(path.relative_to(ROOT)))
+    assert sorted(set(makers)) == ["linter/finding.py", "linter/pipeline.py",
+                                   "linter/report/sarif.py"], makers
+
+
 def test_a_finding_is_frozen():
     finding = make_finding(None, "ML101", "m", "a.py", 3)
     assert (finding.name, finding.severity, finding.end_line) == ("ml101", Severity.ERROR, 3)
@@ -164,3 +178,57 @@ def test_check_optimizer_is_the_run_half_of_ml305(tmp_path):
     assert [f.code for f in report.findings] == ["ML305"]
     assert "2 trainable parameter(s) are in no optimizer group" in report.findings[0].message
     assert report.findings[0].name == "param-group-overlap"
+
+
+# -- one de-duplication key, in the pipeline ----------------------------------------------------
+
+
+def test_the_static_pass_shows_a_finding_reported_twice_once():
+    import libcst as cst
+
+    from modellint.rule import StaticRule
+    from modellint.testing import lint_text
+
+    class NoGlobal(StaticRule):
+        code = "LOC001"
+        name = "no-global"
+
+        def visit_Global(self, node: cst.Global) -> None:
+            self.report(node, "`global` statement")
+            self.report(node, "`global` statement")  # again, as a second visit would
+            self.report(node, "`global` statement, again")
+
+    found = lint_text("def f():\n    global x\n", [NoGlobal])
+    assert [(f.code, f.line, f.column, f.message) for f in found] == [
+        ("LOC001", 2, 5, "`global` statement"), ("LOC001", 2, 5, "`global` statement, again")]
+
+
+def test_the_runtime_pass_shows_a_finding_reported_twice_once(tmp_path):
+    # what a model's checks report (`ModelRun.report`, the Python API's `report`) is kept as
+    # reported; the pipeline leaves out a finding equal to one before it
+    from modellint.finding import RawFinding
+    from modellint.pipeline import Origin, findings_of
+
+    path = str(write(tmp_path, "net.py", UNUSED))
+    raws = [RawFinding("ML703", "`aux` is never called", path, 8),
+            RawFinding("ML703", "`aux` is never called", path, 8),
+            RawFinding("ML703", "`aux2` is never called", path, 8)]
+    found = findings_of(raws, Origin("runtime", {}))
+    assert [(f.line, f.column, f.message) for f in found] == [
+        (8, 9, "`aux` is never called"), (8, 9, "`aux2` is never called")]
+
+
+def test_a_run_shows_a_finding_reported_twice_once(tmp_path):
+    pytest.importorskip("torch")
+    from modellint.plugins import default_registry
+    from modellint.watching.findings import to_findings
+    from modellint.watching.record import Recorder
+
+    path = str(write(tmp_path, "train.py", STALE))
+    recorder = Recorder()
+    recorder.report("ML319", "`optimizer` holds stale parameters", (path, 6))
+    recorder.report("ML319", "`optimizer` holds stale parameters", (path, 6))
+    recorder.report("ML319", "`optimizer2` holds stale parameters", (path, 6))
+    found = to_findings(recorder.findings, default_registry(), {"ML319"})
+    assert [(f.line, f.message) for f in found] == [
+        (6, "`optimizer2` holds stale parameters"), (6, "`optimizer` holds stale parameters")]

@@ -113,16 +113,16 @@ def test_isolation_each_failure_is_one_finding_and_the_run_goes_on():
     # megabytes printed by a forward neither block the worker nor become a finding
     assert messages["chatty.py:Chatty"] == []
     for case in cases[:-2]:
-        assert [r["code"] for r in messages[case]] == ["ML701"], (case, messages[case])
-    text = {case: messages[case][0]["message"] for case in cases[:-2]}
+        assert [r.code for r in messages[case]] == ["ML701"], (case, messages[case])
+    text = {case: messages[case][0].message for case in cases[:-2]}
     assert "planted failure" in text["raises.py:Raises"]
     assert "timeout" in text["hangs.py:Hangs"] and "`spin`" in text["hangs.py:Hangs"]
     # the line the watchdog saw: the loop statement or its body
-    assert messages["hangs.py:Hangs"][0]["line"] in (6, 7)
+    assert messages["hangs.py:Hangs"][0].line in (6, 7)
     assert "sys.exit(3)" in text["exits.py:Exits"]
     assert "exit status 7" in text["os_exits.py:Quits"]
     assert "SIGSEGV" in text["crashes.py:Crashes"] and "`crash`" in text["crashes.py:Crashes"]
-    assert messages["crashes.py:Crashes"][0]["line"] == 8
+    assert messages["crashes.py:Crashes"][0].line == 8
     assert "out of memory" in text["memory.py:Hungry"]
 
 

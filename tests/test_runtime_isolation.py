@@ -75,8 +75,8 @@ def check(jobs: list[tuple[str, str]], timeout: float = 30.0) -> dict[str, list[
 
 
 def assert_victim_reported_correctly(found: list[dict]) -> None:
-    assert [(f["code"], f["line"]) for f in found] == [("ML703", 8)], found
-    assert "`aux`" in found[0]["message"]
+    assert [(f.code, f.line) for f in found] == [("ML703", 8)], found
+    assert "`aux`" in found[0].message
 
 
 @pytest.mark.parametrize("setup", [
@@ -153,8 +153,8 @@ def test_a_child_holding_the_result_pipe_does_not_turn_a_crash_into_a_timeout(tm
         "        return self.fc(x)", "        import os; os._exit(7)"))
     start = time.monotonic()
     found = check([(first, "Poison"), (second, "Quits")], timeout=20.0)
-    assert [f["code"] for f in found["quits.py:Quits"]] == ["ML701"]
-    assert "exit status 7" in found["quits.py:Quits"][0]["message"]
+    assert [f.code for f in found["quits.py:Quits"]] == ["ML701"]
+    assert "exit status 7" in found["quits.py:Quits"][0].message
     assert time.monotonic() - start < 20.0
 
 
@@ -217,7 +217,7 @@ def test_output_is_capped_in_memory_and_on_disk_keeping_head_and_tail(tmp_path, 
                   ModelJob(label="victim.py:Victim", file=second, name="Victim")]
     (chatty, result), (victim, after) = run_jobs(model_jobs, "cpu", 60.0, CODES)
     found = result_findings(chatty, result)
-    assert [f["code"] for f in found] == ["ML701"] and "exit status 3" in found[0]["message"]
+    assert [f.code for f in found] == ["ML701"] and "exit status 3" in found[0].message
     output = result["output"]
     assert len(output) < 200_000
     assert output.startswith("HEAD-MARK") and output.rstrip().endswith("TAIL-MARK")

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from modellint.finding import Finding
+from modellint.finding import Finding, RawFinding
 from modellint.report import printable
 from modellint.runtime.phases import short_path
 from modellint.runtime.specs import (
@@ -128,7 +128,7 @@ def run_runtime_pass(findings: list[Finding], files: list[LintedFile], config, r
         raws = result_findings(job, result, registry)
         if not result.get("skip"):  # a discovered name that is not a module class
             models += 1
-            unchecked += any(raw["code"] in (NOT_CHECKED, INTERNAL) for raw in raws)
+            unchecked += any(raw.code in (NOT_CHECKED, INTERNAL) for raw in raws)
         new.extend(job_findings(raws, job, registry, displays, suppressions))
     for note in sorted(notes):
         if tell is not None:
@@ -214,21 +214,20 @@ def stopped_code(registry=None) -> str:
 
 
 def result_findings(job: ModelJob, result: dict[str, Any],
-                    registry=None) -> list[dict[str, Any]]:
+                    registry=None) -> list[RawFinding]:
     """Raw findings (code, message, file, line) from one worker result."""
     from modellint.runtime.phases import INTERNAL, NOT_CHECKED
 
     if result.get("skip"):
         return []
     if "findings" in result:
-        return result["findings"]
+        return [RawFinding.from_json(raw) for raw in result["findings"]]
     if "error" in result:
         site = result.get("site")
-        return [{"code": NOT_CHECKED, "message": result["error"], "file": site[0] if site else None,
-                 "line": site[1] if site else 1}]
+        return [_at_site(NOT_CHECKED, result["error"], site)]
     if "internal" in result:
-        return [{"code": INTERNAL, "message": f"the runtime pass failed on `{job.label}`: "
-                 f"{result['internal']}", "file": None, "line": 1}]
+        return [RawFinding(INTERNAL, f"the runtime pass failed on `{job.label}`: "
+                           f"{result['internal']}")]
     from modellint.runtime.isolate import describe_failure
 
     what = describe_failure(result)
@@ -243,8 +242,12 @@ def result_findings(job: ModelJob, result: dict[str, Any],
         step = {"import": "importing it", "build": "building it"}.get(phase or "", "starting")
         message = f"`{job.label}` could not be checked: it {what} while {step}{at}"
         code = NOT_CHECKED
-    return [{"code": code, "message": message, "file": site[0] if site else None,
-             "line": site[1] if site else 1}]
+    return [_at_site(code, message, site)]
+
+
+def _at_site(code: str, message: str, site: list[Any] | None) -> RawFinding:
+    """A raw finding at the worker's `site` ([file, line, ...]; None: nowhere known)."""
+    return RawFinding(code, message, site[0], site[1] or 1) if site else RawFinding(code, message)
 
 
 def _job_location(job: ModelJob) -> tuple[str | None, int]:
@@ -270,17 +273,16 @@ def _class_line(path: str, name: str) -> int:
     return 1
 
 
-def job_findings(raws: list[dict[str, Any]], job: ModelJob, registry,
+def job_findings(raws: list[RawFinding], job: ModelJob, registry,
                  displays: dict[str, str], suppressions: Suppressions | None = None
                  ) -> list[Finding]:
     """The findings of one model's raw findings (through `modellint.pipeline`): a finding
     the worker placed nowhere is at the model's own line; one of a code no rule documents is
     dropped."""
-    from modellint.finding import RawFinding
     from modellint.pipeline import Origin, findings_of
 
     placed = []
-    for raw in map(RawFinding.from_json, raws):
+    for raw in raws:
         if not raw.file:
             file, line = _job_location(job)
             raw = replace(raw, file=file, line=line)

@@ -194,9 +194,7 @@ class ModelRun:
         if location is None:
             location = self.root_location
         file, line = location if location else (None, 1)
-        key = (code, file, line, message)
-        if any((f.code, f.file, f.line, f.message) == key for f in self.findings):
-            return
+        # the same finding twice is shown once (by the pipeline: `modellint.pipeline`)
         self.findings.append(Raw(code, message, file, line))
 
     def note(self, text: str) -> None:

@@ -17,9 +17,9 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from modellint import codes
 from modellint.config import DEFAULT_MAX_CODE_BYTES
-from modellint.finding import Finding, Fix, make_finding
+from modellint.finding import Finding, Fix, RawFinding, Severity, Span
+from modellint.pipeline import Origin, findings_of
 from modellint.rule import StaticRule
-from modellint.static import noqa
 from modellint.static.context import FileContext
 from modellint.static.outline import MAIN_STACK_NESTING, Outline
 from modellint.static.parse import (
@@ -36,10 +36,24 @@ from modellint.suppress import FileSuppressions
 INTERNAL_ERROR = (codes.INTERNAL_ERROR, "internal-error")
 
 
+@dataclass(frozen=True)
+class _EngineCode:
+    """Names one of the engine's own codes for the pipeline (their rule classes are in
+    `modellint.rules.core`, which the static pass does not import)."""
+
+    name: str
+    severity: Severity = Severity.ERROR
+
+
+ENGINE_CODES = {code: _EngineCode(name) for code, name in (SYNTAX_ERROR, INTERNAL_ERROR)}
+
+
 @dataclass
 class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
+    # what the lint reported, made the `findings` by `lint_source` (through the pipeline)
+    raws: list[RawFinding] = field(default_factory=list, repr=False)
     # kept so that --fix can transform the tree the findings point into
     module: cst.Module | None = None
     source: str | None = None
@@ -152,16 +166,23 @@ class _Leave(_Tracker):
     leave_Match = _statement
 
 
-def error_finding(code_name: tuple[str, str], path: str, message: str, line: int, col: int,
-                  source_line: str = "") -> Finding:
+def error_finding(code_name: tuple[str, str], path: str, message: str, line: int,
+                  col: int) -> Finding:
+    """The finding of `engine_error` when no lint made it (the file cannot be read, linting
+    it failed): through the pipeline, which hides nothing here."""
+    return findings_of([engine_error(code_name, path, message, line, col)],
+                       Origin("static", ENGINE_CODES, lines=()))[0]
+
+
+def engine_error(code_name: tuple[str, str], path: str, message: str, line: int,
+                 col: int) -> RawFinding:
     """What the engine reports about a file it could not lint (ML000, ML001): an error at one
     point, in no statement (a line noqa does not hide it; see `modellint.suppress`)."""
-    return make_finding(None, code_name[0], message, path, line, col, name=code_name[1],
-                        source_line=source_line)
+    return RawFinding(code_name[0], message, path, line, span=Span(col, line, col))
 
 
 def _parse_with_cpython(path: str, text: str
-                        ) -> tuple[ast.Module | None, str, list[Finding]]:
+                        ) -> tuple[ast.Module | None, str, list[RawFinding]]:
     """(tree, the text it is the parse of, ML000s): `text` itself when it parses; when this
     Python cannot parse it (a syntax error, syntax newer than this Python), the recovery of it
     (`modellint.static.recover`: each failing statement blanked, one ML000 for each), or no
@@ -173,23 +194,20 @@ def _parse_with_cpython(path: str, text: str
             return ast.parse(text), text, []
     except SyntaxError as exc:
         recovery = recover(text, exc)
-        lines = noqa.python_lines(text)
         return recovery.tree, recovery.text, [
-            syntax_error(path, problem, _line(lines, problem.line))
-            for problem in recovery.problems]
+            syntax_error(path, problem) for problem in recovery.problems]
     except RecursionError as exc:
-        return None, text, [error_finding(
+        return None, text, [engine_error(
             SYNTAX_ERROR, path,
             f"the code is nested too deeply for Python to parse (RecursionError: {exc})", 1, 1)]
     except (ValueError, MemoryError) as exc:
-        return None, text, [error_finding(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)]
+        return None, text, [engine_error(SYNTAX_ERROR, path, f"cannot parse: {exc}", 1, 1)]
 
 
-def syntax_error(path: str, problem: Problem, source_line: str) -> Finding:
+def syntax_error(path: str, problem: Problem) -> RawFinding:
     """The ML000 of one statement that does not parse, with its mechanical fix if any (a text
     edit: the file has no tree to change)."""
-    found = error_finding(SYNTAX_ERROR, path, problem.message, problem.line, problem.column,
-                          source_line)
+    found = engine_error(SYNTAX_ERROR, path, problem.message, problem.line, problem.column)
     if problem.edits:
         found = replace(found, fix=Fix((), problem.fix_description, True, edits=problem.edits))
     return found
@@ -203,18 +221,32 @@ def lint_source(
     disabled_codes: frozenset[str] = frozenset(),
     tree: ast.Module | None = None,
     index: Any = None,
+    notebook: Any = None,
 ) -> FileResult:
     """Every finding of `rules` in one file that no suppression hides. `disabled_codes` are
     hidden in the whole file (not selected, or per-file-ignores). `tree`: CPython's parse of
     `data` when the caller already has it (a notebook's cells); `index` is the run's project
-    index (`modellint.static.index.ProjectIndex`), None for a file alone."""
+    index (`modellint.static.index.ProjectIndex`), None for a file alone. `notebook`: the
+    notebook whose joined code cells `data` is (`modellint.static.notebook.Notebook`): its
+    findings are then placed in their cells."""
     result = _lint_source(path, data, rules, options, disabled_codes, False, tree, index)
     if result.too_deep:
         result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True,
                              tree, index)
-    # the one suppression step, the same as the runtime pass's (modellint.suppress)
-    result.findings = result.suppressions.visible(result.findings)
+    if result.raws:
+        # the one findings pipeline of every pass (modellint.pipeline): spans, suppression
+        # (modellint.suppress), notebook cells, each finding once
+        suppressions = result.suppressions
+        result.findings = findings_of(result.raws, Origin(
+            "static", {**{rule.code: rule for rule in rules}, **ENGINE_CODES},
+            suppressions=suppressions, lines=suppressions.lines,
+            notebook=(lambda _: notebook) if notebook is not None else _no_notebook))
+        result.raws = []
     return result
+
+
+def _no_notebook(path: str) -> None:
+    return None
 
 
 def _lint_source(
@@ -231,7 +263,7 @@ def _lint_source(
     try:
         text, result.encoding = decode(data)
     except DecodeError as exc:
-        result.findings.append(error_finding(SYNTAX_ERROR, path, str(exc), exc.line, exc.column))
+        result.raws.append(engine_error(SYNTAX_ERROR, path, str(exc), exc.line, exc.column))
         return result
     result.source = text
     result.suppressions = FileSuppressions.of(text, disabled_codes)
@@ -240,8 +272,8 @@ def _lint_source(
     limit = options.get("max_code_bytes", DEFAULT_MAX_CODE_BYTES)
     if len(data) > limit:
         # parsed, it would take gigabytes (LibCST's tree: up to 2.5 GB per MiB of code)
-        result.findings.append(error_finding(INTERNAL_ERROR, path, too_much_code(len(data), limit),
-                                             1, 1))
+        result.raws.append(engine_error(INTERNAL_ERROR, path, too_much_code(len(data), limit),
+                                        1, 1))
         return result
     active = [
         rule for rule in rules
@@ -256,7 +288,7 @@ def _lint_source(
         if tree is None:
             # a file that does not parse is linted without its failing statements
             tree, text, problems = _parse_with_cpython(path, text)
-            result.findings.extend(problems)
+            result.raws.extend(problems)
             result.recovered = bool(problems)
             if tree is None:
                 return result
@@ -269,7 +301,7 @@ def _lint_source(
         return result
     nesting, lines = outline.nesting, outline.lines
     if nesting > DEEP_RECURSION_LIMIT:
-        result.findings.append(error_finding(
+        result.raws.append(engine_error(
             INTERNAL_ERROR, path, f"the file is nested too deeply ({nesting} levels) for the "
             "parser; it was not linted", 1, 1))
         return result
@@ -280,22 +312,22 @@ def _lint_source(
         module = parse_with_libcst(text)
     except cst.ParserSyntaxError as exc:
         # CPython parsed it: one of LibCST's own limits (on implicitly concatenated strings)
-        result.findings.append(error_finding(
+        result.raws.append(engine_error(
             INTERNAL_ERROR, path, "the file is valid Python but beyond the limits of modellint's "
             f"parser ({exc.message}); it was not linted", exc.raw_line, exc.raw_column + 1))
         return result
     except RecursionError:
         result.too_deep = True
-        result.findings.append(error_finding(
+        result.raws.append(engine_error(
             INTERNAL_ERROR, path, "the file is nested too deeply for the parser; "
             "it was not linted", 1, 1))
         return result
     try:
-        result.findings.extend(run_rules(path, text, module, active, options, result.tracebacks,
+        result.raws.extend(run_rules(path, text, module, active, options, result.tracebacks,
                                          index, lines))
     except RecursionError:
         result.too_deep = True
-        result.findings.append(error_finding(
+        result.raws.append(engine_error(
             INTERNAL_ERROR, path, "the file is nested too deeply to be linted", 1, 1))
         return result
     if not result.recovered:
@@ -312,9 +344,9 @@ def too_much_code(size: int, limit: int) -> str:
 
 
 def _rule_failed(path: str, rule: type[StaticRule], exc: BaseException,
-                 tracebacks: list[str]) -> Finding:
+                 tracebacks: list[str]) -> RawFinding:
     tracebacks.append("".join(traceback.format_exception(exc)))
-    return error_finding(
+    return engine_error(
         INTERNAL_ERROR, path,
         f"rule {rule.code} ({rule.name}) failed: {type(exc).__name__}: {exc}", 1, 1)
 
@@ -328,12 +360,13 @@ def run_rules(
     tracebacks: list[str],
     index: Any = None,
     starts: list[tuple[int, list[int] | None]] | None = None,
-) -> list[Finding]:
-    """The findings of `rules`; raises RecursionError when the tree is too deep to walk.
-    `starts`: `statement_lines` of CPython's parse of `text`, when the caller has it."""
+) -> list[RawFinding]:
+    """What `rules` report, each at its node's span (the pipeline makes the findings of
+    them); raises RecursionError when the tree is too deep to walk. `starts`:
+    `statement_lines` of CPython's parse of `text`, when the caller has it."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     context = FileContext(path, text, options, index)
-    findings: list[Finding] = []
+    findings: list[RawFinding] = []
     instances: list[StaticRule] = []
     for rule_class in rules:
         try:
@@ -351,7 +384,7 @@ def run_rules(
         raise
     except Exception as exc:  # noqa: BLE001 - the engine itself failed on this file
         tracebacks.append("".join(traceback.format_exception(exc)))
-        findings.append(error_finding(
+        findings.append(engine_error(
             INTERNAL_ERROR, path, f"modellint failed on this file: {type(exc).__name__}: {exc}",
             1, 1))
         return findings
@@ -363,7 +396,6 @@ def run_rules(
             findings.append(_rule_failed(path, type(rule), rule.error, tracebacks))
     if not context.reports:
         return findings
-    lines = noqa.python_lines(text)
     tops = context.top_level_of_reports()
     positions = _Positions(starts, module, [
         (node, top)
@@ -387,10 +419,10 @@ def run_rules(
         else:
             # reported after the walk (from leave_Module): the innermost statement around it
             statement_line = positions.statement_around(node)
-        findings.append(make_finding(
-            rule, rule.code, message, path, line, span.start.column + 1, span.end.line,
-            span.end.column + 1, severity=severity, fix=fix, source_line=_line(lines, line),
-            statement_line=statement_line))
+        findings.append(RawFinding(
+            rule.code, message, path, line,
+            span=Span(span.start.column + 1, span.end.line, span.end.column + 1, statement_line),
+            fix=fix, severity=severity))
     return findings
 
 
@@ -649,6 +681,3 @@ def _line_count(code: str) -> int:
     """How many line ends `code` has, as Python counts them."""
     return code.count("\n") + code.count("\r") - code.count("\r\n")
 
-
-def _line(lines: list[str], number: int) -> str:
-    return lines[number - 1] if 0 < number <= len(lines) else ""

@@ -9,14 +9,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from modellint.pipeline import Origin, findings_of
 from modellint.static.engine import (
+    ENGINE_CODES,
     SYNTAX_ERROR,
     FileResult,
-    error_finding,
+    engine_error,
     lint_source,
     syntax_error,
 )
-from modellint.static.notebook import Notebook, cell_line, place
+from modellint.static.notebook import Notebook, cell_lines
 
 if TYPE_CHECKING:
     from modellint.finding import Finding
@@ -51,23 +53,22 @@ class Linter:
         program, in order (their blanked lines are masked: `Notebook.cell_sources` puts them
         back). Through the project index `from models import Net` in a cell is the project's
         Net, as in a .py file."""
-        findings = []
+        findings: list[Finding] = []
         for cell in notebook.cells:
             if SYNTAX_ERROR[0] in disabled:
                 break
+            raws = [syntax_error(path, problem) for problem in cell.problems]
             if cell.error is not None:
-                message, line, column = cell.error
-                findings.append(replace(
-                    error_finding(SYNTAX_ERROR, path, message, line, column,
-                                  cell_line(cell.source, line)),
-                    cell=cell.number, notebook_line=notebook.file_line(cell.number, line)))
-            for problem in cell.problems:
-                findings.append(replace(
-                    syntax_error(path, problem, cell_line(cell.source, problem.line)),
-                    cell=cell.number, notebook_line=notebook.file_line(cell.number, problem.line)))
+                raws.insert(0, engine_error(SYNTAX_ERROR, path, *cell.error))
+            if raws:
+                raws = [replace(raw, cell=cell.number) for raw in raws]
+                # lines of the cell (its failing statements are not in the joined cells)
+                findings += findings_of(raws, Origin(
+                    "static", ENGINE_CODES, lines=cell_lines(cell.source),
+                    notebook=lambda _: notebook))
         if not notebook.source:
             return NotebookLint(findings, FileResult(path=path))
-        result = self.lint(path, notebook.source.encode("utf-8"), disabled, notebook.tree)
-        result.findings = [place(notebook, finding) for finding in result.findings]
+        result = lint_source(path, notebook.source.encode("utf-8"), self.rules, self.options,
+                             disabled, notebook.tree, self.index, notebook)
         findings.extend(result.findings)
         return NotebookLint(findings, result)

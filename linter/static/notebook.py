@@ -630,8 +630,13 @@ def place(notebook: Notebook, finding):
 
 def cell_line(source: str, line: int) -> str:
     """Line `line` (from 1) of a cell's source, or "" when it has none."""
-    lines = _LINE_END.split(source)
+    lines = cell_lines(source)
     return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def cell_lines(source: str) -> list[str]:
+    """A cell's source split into its lines."""
+    return _LINE_END.split(source)
 
 
 def from_cells(cells: Sequence[tuple[int, str]],

@@ -226,15 +226,14 @@ def _lint_notebook_file(display: str, path: Path, original: bytes, disabled: fro
                         opts: StaticOptions, outcome: FileOutcome, key: str | None,
                         piped: bool) -> FileOutcome:
     from modellint.fix import applicable
-    from modellint.static.engine import SYNTAX_ERROR
+    from modellint.static.engine import SYNTAX_ERROR, error_finding
 
     try:
         book = notebook.read_notebook(original, opts.max_code_bytes)
     except notebook.NotebookError as exc:
         if SYNTAX_ERROR[0] not in disabled:
-            outcome.findings.append(replace(
-                _file_finding(SYNTAX_ERROR, display, str(exc)), line=exc.line,
-                end_line=exc.line, column=exc.column, end_column=exc.column))
+            outcome.findings.append(error_finding(SYNTAX_ERROR, display, str(exc), exc.line,
+                                                  exc.column))
         return outcome
     if book.language.lower() != "python":
         outcome.messages.append(

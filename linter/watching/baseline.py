@@ -19,6 +19,8 @@ import os
 import stat
 from typing import Any
 
+from modellint.finding import RawFinding
+
 VERSION = 1
 FORMAT = "modellint-baseline"
 MAX_BYTES = 8 * 1024 * 1024  # a baseline of a large model is well under 1 MiB
@@ -456,13 +458,13 @@ def _check(data: dict[str, Any]) -> None:
 
 # -- comparing ---------------------------------------------------------------------------------
 def compare(baseline: dict[str, Any], observed: dict[str, Any], registry, enabled,
-            accept: list[str] | tuple[str, ...] = ()) -> list[dict[str, Any]]:
+            accept: list[str] | tuple[str, ...] = ()) -> list[RawFinding]:
     """The raw findings of the enabled baseline rules (those with `compare_baseline`), less
     the changes `accept` accepts: `CODE` (every change of that kind) or `CODE:GLOB` (those
     whose subject, a parameter, layer, model or optimizer, matches GLOB)."""
     from fnmatch import fnmatchcase
 
-    raws: list[dict[str, Any]] = []
+    raws: list[RawFinding] = []
     for code in sorted(enabled):
         check = registry.run_checks.get(code)
         compare_baseline = getattr(check, "compare_baseline", None)
@@ -474,6 +476,6 @@ def compare(baseline: dict[str, Any], observed: dict[str, Any], registry, enable
                                      and fnmatchcase(subject, entry.partition(":")[2]))
                    for entry in accept):
                 continue
-            raws.append(raw)
+            raws.append(RawFinding.from_json(raw))
     return raws
 

@@ -59,7 +59,8 @@ class _Finish:
                 registry = load_registry(self.options.get("plugins", []))
                 run_checks(recorder, registry, set(self.options.get("codes", [])))
                 recorder.cleanup()
-                result = {"findings": recorder.findings, "notes": recorder.notes,
+                result = {"findings": [raw.to_json() for raw in recorder.findings],
+                          "notes": recorder.notes,
                           "summary": recorder.summary(), "rank_prints": recorder.rank_prints,
                           "followed": self.followed}
                 if recorder.observe:

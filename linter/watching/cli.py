@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import cast
 
+from modellint.finding import RawFinding
+
 DEFAULT_STEPS = 20
 DEFAULT_BATCHES = 5
 DEFAULT_TIMEOUT = 600.0
@@ -170,26 +172,24 @@ def run_main(argv: list[str]) -> int:
     result, stopped = _run_child(command, args, sorted(enabled), plugins,
                                  report_to_stdout=not args.output_file,
                                  observe=bool(args.record or args.compare))
-    raws = list(result.get("findings", []))
+    raws = [RawFinding.from_json(raw) for raw in result.get("findings", [])]
     observation = result.get("observation")
     if (args.record or args.compare) and observation is None and "internal" not in result:
         print("modellint: the run ended before anything could be observed: no baseline "
               "written or compared", file=sys.stderr)
     elif observation is not None:
-        failed = stopped is not None or any(r["code"] == SCRIPT_FAILED for r in raws)
+        failed = stopped is not None or any(r.code == SCRIPT_FAILED for r in raws)
         raws += _baseline_after_run(args, tree, baseline, observation, registry, enabled,
                                     config, failed)
     if len(result.get("rank_prints") or []) > 1:  # checks that compare the ranks
         for code in sorted(enabled):
             compare = getattr(registry.run_checks.get(code), "compare_ranks", None)
             if compare is not None:
-                raws += compare(result["rank_prints"])
+                raws += map(RawFinding.from_json, compare(result["rank_prints"]))
     if "internal" in result:
-        raws.append({"code": INTERNAL_ERROR, "message": f"`modellint run` failed: "
-                     f"{result['internal']}", "file": None, "line": 1})
+        raws.append(RawFinding(INTERNAL_ERROR, f"`modellint run` failed: {result['internal']}"))
     if stopped:
-        raws.append({"code": SCRIPT_FAILED, "message": stopped, "file": script and os.path.abspath(
-            script), "line": 1})
+        raws.append(RawFinding(SCRIPT_FAILED, stopped, script and os.path.abspath(script)))
     findings = session.run_findings(raws, label=script or command[-1])
     for note in result.get("notes", []):
         print(f"modellint: {printable(note)}", file=sys.stderr)
@@ -245,7 +245,7 @@ def _baseline_before_run(args, tree) -> dict | None:
 
 
 def _baseline_after_run(args, tree, baseline, observation, registry, enabled, config,
-                        failed: bool) -> list[dict]:
+                        failed: bool) -> list[RawFinding]:
     """Compare with the baseline (the findings), then write what is asked; not from a run
     whose script `failed` (ML003): what it saw is no known-good run."""
     from modellint.arguments import UsageError
@@ -253,7 +253,7 @@ def _baseline_after_run(args, tree, baseline, observation, registry, enabled, co
     from modellint.safe_write import UnsafePath
     from modellint.watching.baseline import compare, merge, write
 
-    raws: list[dict] = []
+    raws: list[RawFinding] = []
     if args.compare and baseline is not None:
         raws = compare(baseline, observation, registry, enabled, config.baseline_accept)
     path = args.record or (args.compare if args.update else None)

@@ -3,8 +3,6 @@ line, suppression) every pass uses."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from modellint.codes import INTERNAL_ERROR
 from modellint.finding import Finding, RawFinding
 
@@ -24,15 +22,14 @@ def run_checks(recorder, registry, codes) -> None:
                             None)
 
 
-def to_findings(raws: list[dict[str, Any]], registry, enabled, suppressions=None,
+def to_findings(raws: list[RawFinding], registry, enabled, suppressions=None,
                 displays: dict[str, str] | None = None, label: str = "<run>") -> list[Finding]:
     """Findings of a run (through `modellint.pipeline`): each at its user line, suppressed
     by noqa and per-file-ignores; those of codes not `enabled` dropped (but ML001)."""
     from modellint.pipeline import Origin, findings_of
     from modellint.suppress import Suppressions
 
-    kept = [RawFinding.from_json(raw) for raw in raws
-            if raw["code"] in enabled or raw["code"] == INTERNAL_ERROR]
+    kept = [raw for raw in raws if raw.code in enabled or raw.code == INTERNAL_ERROR]
     out = findings_of(kept, Origin("run", registry.rules, displays or {}, label=label,
                                    suppressions=suppressions or Suppressions(None, None),
                                    existing_files=True))

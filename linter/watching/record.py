@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from modellint.finding import RawFinding
 from modellint.runtime.phases import first_line
 from modellint.runtime.sources import UserCode
 from modellint.watching import numerics
@@ -320,7 +321,7 @@ class Recorder:
         self.stopped: str | None = None
         # set by another thread (the timeout): the run stops at the next hook it reaches
         self.stop_requested: str | None = None
-        self.findings: list[dict[str, Any]] = []
+        self.findings: list[RawFinding] = []
         self.notes: list[str] = []
         self.started = time.monotonic()
         self._depth = 0
@@ -341,16 +342,12 @@ class Recorder:
     def report(self, code: str, message: str, site: Site | None,
                related: list[tuple[Site | None, str]] | None = None) -> None:
         """A finding at `site`; `related`: (site, what it is) of the other lines of the
-        mistake, each named at the end of the message and in SARIF's relatedLocations."""
-        key = (code, site[0] if site else None, site[1] if site else 1)
-        if any((f["code"], f["file"], f["line"]) == key for f in self.findings):
-            return
-        self.findings.append({"code": code, "message": message,
-                              "file": site[0] if site else None,
-                              "line": site[1] if site else 1,
-                              "related": [{"file": other[0], "line": other[1], "message": what}
-                                          for other, what in related or () if other
-                                          and other[:2] != (key[1], key[2])]})
+        mistake, each named at the end of the message and in SARIF's relatedLocations. The
+        same finding twice is shown once (by the pipeline: `modellint.pipeline`)."""
+        file, line = (site[0], site[1]) if site else (None, 1)
+        self.findings.append(RawFinding(code, message, file, line, tuple(
+            (other[0], other[1], what) for other, what in related or ()
+            if other and (other[0], other[1]) != (file, line))))
 
     def note(self, text: str) -> None:
         if text not in self.notes:

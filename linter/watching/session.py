@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from modellint.finding import Finding
+from modellint.finding import Finding, RawFinding
 from modellint.watching.findings import run_checks, to_findings
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class Watch:
         self.report = Report(findings=findings, notes=list(self.recorder.notes))
         return kind is not None and issubclass(kind, BudgetSpent)
 
-    def _baseline(self, registry, enabled, may_write: bool) -> list[dict[str, Any]]:
+    def _baseline(self, registry, enabled, may_write: bool) -> list[RawFinding]:
         """Compared with the baseline when there is one; written when there is none yet, or
         `update`, and the block did not fail (`may_write`)."""
         from modellint.watching.baseline import compare, observe, write
