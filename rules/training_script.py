@@ -2604,6 +2604,8 @@ class AccumulationStepCondition(ScopeRule):
 
 # callees that iterate or measure a loader without taking over its epochs
 _LOADER_READERS = frozenset({"enumerate", "iter", "next", "len", "zip", "print", "isinstance"})
+# calls that iterate what they are given (`len(loader)` given to a function is not the loader)
+_ITERATING = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle"})
 
 
 class SamplerEpochNeverSet(_FileRule):
@@ -2638,6 +2640,12 @@ class SamplerEpochNeverSet(_FileRule):
             sampler.set_epoch(epoch)
             for x, y in loader:
                 ...
+
+    ## What it does not see
+    Statically, a loader given to code of another module, which may set the epoch itself: a
+    training loop in an `engine.py` (`train_one_epoch(model, data_loader, ...)`, as MAE and DeiT
+    write it) or an unknown wrapper (`metric_logger.log_every(data_loader)`). The run pass
+    sees those, when the script can run.
     """
 
     code = "ML321"
@@ -2781,7 +2789,7 @@ class SamplerEpochNeverSet(_FileRule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for loader, sampler in self._loaders.items():
-            names = {loader, sampler} - {None}
+            names = {loader} if sampler is None else {loader, sampler}
             site = self._epoch_site(loader)
             if site is None or self._may_set_epoch(loader, sampler) or self._escapes(names):
                 continue
@@ -2821,7 +2829,7 @@ class SamplerEpochNeverSet(_FileRule):
 
 def _wrapping_calls(expr: cst.BaseExpression) -> list[cst.Call]:
     """The calls `_iterated_names` looks through (`enumerate(tqdm(loader))`)."""
-    if not isinstance(expr, cst.Call):
+    if not isinstance(expr, cst.Call) or last_segment(dotted_name(expr.func)) not in _ITERATING:
         return []
     return [expr, *(call for arg in expr.args for call in _wrapping_calls(arg.value))]
 
@@ -2832,7 +2840,7 @@ def _iterated_names(expr: cst.BaseExpression) -> set[str]:
     name = dotted_name(expr)
     if name is not None:
         return {name}
-    if isinstance(expr, cst.Call):
+    if isinstance(expr, cst.Call) and last_segment(dotted_name(expr.func)) in _ITERATING:
         return {n for arg in expr.args for n in _iterated_names(arg.value)}
     return set()
 
