@@ -2614,7 +2614,8 @@ class SamplerEpochNeverSet(_FileRule):
     ## What it does
     Statically, finds a `DistributedSampler` (not given `shuffle=False`) handed to a
     `DataLoader` that a loop over epochs iterates, in a file that never calls `set_epoch`
-    on it (nor on `loader.sampler`): reported where the epoch loop iterates the loader (or
+    on it (nor on `loader.sampler`), unless the loader's name says it evaluates (`val_loader`,
+    `eval_dataloader`): reported where the epoch loop iterates the loader (or
     gives it to a function of the file that does), where `set_epoch` belongs. A sampler or
     loader passed to a function of another module (which may set the epoch) and a file that
     calls `set_epoch` on anything that may be the sampler are not flagged. Watching a
@@ -2678,6 +2679,9 @@ class SamplerEpochNeverSet(_FileRule):
         _SCRIPT.format(sampler=_NAMED, top="        hooks.before_epoch(loader, epoch)\n"),
         # set through a name that may be it
         _SCRIPT.format(sampler=_NAMED, top="        samplers[0].set_epoch(epoch)\n"),
+        # an evaluation loader: the order of its batches does not matter
+        _SCRIPT.format(sampler=_NAMED.replace("loader", "val_loader"), top="").replace(
+            "in loader", "in val_loader"),
     ]
     invalid = [
         invalid_at(_SCRIPT.format(sampler=_NAMED, top=""), "for x, y in loader"),
@@ -2789,6 +2793,8 @@ class SamplerEpochNeverSet(_FileRule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for loader, sampler in self._loaders.items():
+            if _VISITED.search(last_segment(loader)):
+                continue  # evaluation: its order does not matter
             names = {loader} if sampler is None else {loader, sampler}
             site = self._epoch_site(loader)
             if site is None or self._may_set_epoch(loader, sampler) or self._escapes(names):
