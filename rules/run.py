@@ -1,11 +1,10 @@
 """Checks of `modellint run` (and `modellint.watching()`): silent training mistakes seen in a
 watched training run, reported at the user's lines.
 
-The run halves of rules the static pass documents (ML301-ML307, ML312, and ML704 of the
-runtime pass) read the record of the run (`modellint.watching.record.Recorder`), as do the rules
+The run halves of rules the static pass documents (ML301-ML307, ML312, ML321, and ML704 of
+the runtime pass) read the record of the run (`modellint.watching.record.Recorder`), as do the rules
 found only by running: ML003 (the script failed), ML319 (an optimizer holding parameters the
-model no longer has), ML320 (trainable parameters never updated), ML321 (a DistributedSampler
-whose epoch is never set). This module imports no torch at load time: the static pass loads it.
+model no longer has), ML320 (trainable parameters never updated). This module imports no torch at load time: the static pass loads it.
 """
 
 from __future__ import annotations
@@ -575,49 +574,11 @@ def _never_stepped(code: str, record) -> None:
                       [(rec.created, f"`{rec.name}` built")])
 
 
-class SamplerEpochNeverSet(RunRule):
-    """A shuffling `DistributedSampler` gives the same order every epoch.
-
-    ## What it does
-    Watching a training run, reports a `DistributedSampler` with `shuffle=True` that was
-    iterated in two or more epochs with the same epoch number: `set_epoch` was never called.
-    Reported at the epoch loop, where the call belongs, with the loop that iterates it.
-
-    ## Why is this bad?
-    The sampler seeds its shuffle with the epoch number. Without `sampler.set_epoch(epoch)`
-    every epoch sees the batches in the same order on every rank, which weakens the shuffle
-    and often costs accuracy.
-
-    ## Example
-        for epoch in range(epochs):
-            for x, y in loader:  # loader has sampler=DistributedSampler(dataset)
-                ...
-
-    ## Use instead
-        for epoch in range(epochs):
-            sampler.set_epoch(epoch)
-            for x, y in loader:
-                ...
-
-    ## What it does not see
-    Code it does not watch run: the rule has no static pass, so `modellint check` never
-    reports it. The benchmark of real bugs scores its 4 cases
-    (r-fixmatch-sampler-set-epoch-missing, c-llms-from-scratch-ddp-sampler-set-epoch, ...)
-    with the static pass, where it finds none: they need `torch.distributed` (and GPUs with
-    nccl) to run.
-    """
+class SamplerEpochNotAdvanced(RunCheck):
+    """ML321 at run time: a shuffling `DistributedSampler` iterated in two or more epochs with
+    the same epoch number (`set_epoch` never called), reported at the epoch loop."""
 
     code = "ML321"
-    name = "sampler-epoch-never-set"
-    severity = Severity.WARNING
-    _SAMPLER = ("from torch.utils.data.distributed import DistributedSampler\n"
-                "sampler = DistributedSampler(data, num_replicas=1, rank=0)\n"
-                "loader = DataLoader(data, batch_size=8, sampler=sampler)\n"
-                "model = nn.Linear(8, 1)\n"
-                "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n")
-    valid = [_script(_SAMPLER, "for epoch in range(4):\n    sampler.set_epoch(epoch)\n"
-                     + _LOOP.split("\n", 1)[1])]
-    invalid = [_invalid(_script(_SAMPLER, _LOOP.replace("range(4):", "range(4):  # <-")))]
 
     def check(self, record) -> None:
         for rec in record.samplers.values():
@@ -811,11 +772,11 @@ class ScriptFailed(RunRule):
                       f"{record.total_steps} optimizer step(s)", crash.get("site"))
 
 
-RUN_RULES = [StaleOptimizerParameters, ParametersNeverUpdated, SamplerEpochNeverSet,
-             WorkersShareRandomState, RanksDiverge, ScriptFailed]
+RUN_RULES = [StaleOptimizerParameters, ParametersNeverUpdated, WorkersShareRandomState,
+             RanksDiverge, ScriptFailed]
 RUN_HALVES = [GradientsNeverCleared, PerEpochSchedulerPerBatch, SchedulerBeforeOptimizerStep,
               LossGraphsKept, EvalInTrainMode, EvalWithAutograd, LeftInEvalMode,
-              ParamGroupsAtRuntime, NonFiniteInRun]
+              ParamGroupsAtRuntime, NonFiniteInRun, SamplerEpochNotAdvanced]
 
 
 @hookimpl

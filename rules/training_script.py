@@ -1,4 +1,4 @@
-"""Built-in rules: whole training scripts (ML309-ML315, ML345).
+"""Built-in rules: whole training scripts (ML309-ML315, ML321, ML345).
 
 These rules look at how a script feeds, seeds and steps its training loop: the data loaders,
 the random generators, device transfers and synchronisations in the loop, the model's mode
@@ -2600,6 +2600,257 @@ class AccumulationStepCondition(ScopeRule):
         return False
 
 
+# -- ML321 --------------------------------------------------------------------------------------
+
+# callees that iterate or measure a loader without taking over its epochs
+_LOADER_READERS = frozenset({"enumerate", "iter", "next", "len", "zip", "print", "isinstance"})
+# calls that iterate what they are given (`len(loader)` given to a function is not the loader)
+_ITERATING = frozenset({"enumerate", "iter", "zip", "tqdm", "islice", "cycle"})
+
+
+class SamplerEpochNeverSet(_FileRule):
+    """A shuffling `DistributedSampler` gives the same order every epoch.
+
+    ## What it does
+    Statically, finds a `DistributedSampler` (not given `shuffle=False`) handed to a
+    `DataLoader` that a loop over epochs iterates, in a file that never calls `set_epoch`
+    on it (nor on `loader.sampler`), unless the loader's name says it evaluates (`val_loader`,
+    `eval_dataloader`): reported where the epoch loop iterates the loader (or
+    gives it to a function of the file that does), where `set_epoch` belongs. A sampler or
+    loader passed to a function of another module (which may set the epoch) and a file that
+    calls `set_epoch` on anything that may be the sampler are not flagged. Watching a
+    training run (`modellint run`), reports a shuffling `DistributedSampler` iterated in two
+    or more epochs with the same epoch number, at the epoch loop.
+
+    ## Why is this bad?
+    The sampler seeds its shuffle with the epoch number. Without `sampler.set_epoch(epoch)`
+    every epoch sees the batches in the same order on every rank, which weakens the shuffle
+    and often costs accuracy.
+
+    ## Example
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+        for epoch in range(epochs):
+            for x, y in loader:
+                ...
+
+    ## Use instead
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                ...
+
+    ## What it does not see
+    Statically, a loader given to code of another module, which may set the epoch itself: a
+    training loop in an `engine.py` (`train_one_epoch(model, data_loader, ...)`, as MAE and DeiT
+    write it) or an unknown wrapper (`metric_logger.log_every(data_loader)`). The run pass
+    sees those, when the script can run.
+    """
+
+    code = "ML321"
+    passes = ("static", "run")
+    name = "sampler-epoch-never-set"
+    needs = frozenset()
+    triggers = ("DistributedSampler",)
+    _SCRIPT = (
+        HEADER + LOADER
+        + "from torch.utils.data.distributed import DistributedSampler as DS\n\n\n"
+        "def main(dataset, model, optimizer, epochs):\n"
+        "{sampler}"
+        "    for epoch in range(epochs):\n"
+        "{top}"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            F.cross_entropy(model(x), y).backward()\n"
+        "            optimizer.step()\n"
+    )
+    _NAMED = ("    sampler = DS(dataset)\n"
+              "    loader = DataLoader(dataset, batch_size=64, sampler=sampler)\n")
+    _INLINE = "    loader = DataLoader(dataset, batch_size=64, sampler=DS(dataset))\n"
+    valid = [
+        _SCRIPT.format(sampler=_NAMED, top="        sampler.set_epoch(epoch)\n"),
+        _SCRIPT.format(sampler=_INLINE, top="        loader.sampler.set_epoch(epoch)\n"),
+        # not shuffling: the order does not depend on the epoch
+        _SCRIPT.format(sampler=_NAMED.replace("DS(dataset)", "DS(dataset, shuffle=False)"),
+                       top=""),
+        # handed to another module's code, which may set the epoch
+        _SCRIPT.format(sampler=_NAMED, top="        hooks.before_epoch(loader, epoch)\n"),
+        # set through a name that may be it
+        _SCRIPT.format(sampler=_NAMED, top="        samplers[0].set_epoch(epoch)\n"),
+        # an evaluation loader: the order of its batches does not matter
+        _SCRIPT.format(sampler=_NAMED.replace("loader", "val_loader"), top="").replace(
+            "in loader", "in val_loader"),
+    ]
+    invalid = [
+        invalid_at(_SCRIPT.format(sampler=_NAMED, top=""), "for x, y in loader"),
+        invalid_at(_SCRIPT.format(sampler=_INLINE, top=""), "for x, y in loader"),
+        # a sampler class chosen at run time (FixMatch)
+        invalid_at(_SCRIPT.format(
+            sampler="    make = RandomSampler if rank == -1 else DS\n"
+                    "    loader = DataLoader(dataset, batch_size=64, sampler=make(dataset))\n",
+            top=""), "for x, y in loader"),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._pending = []
+        self._factories: set[str] = set()  # names bound to the DistributedSampler class
+        # names of shuffling DistributedSamplers; loader name -> its sampler's name (None:
+        # built in the loader's call)
+        self._samplers: set[str] = set()
+        self._loaders: dict[str, str | None] = {}
+        self._set_on: list[str | None] = []  # receivers of `set_epoch` calls
+        self._passed: list[tuple[str | None, set[str]]] = []  # callee, names given to it
+        # name -> where a loop inside another loop first iterates it (or gives it to this
+        # file's function): where a new epoch starts, and `set_epoch` belongs
+        self._iterated: dict[str, tuple[cst.CSTNode, cst.CSTNode | None]] = {}
+        self._given: list[tuple[str, set[str], cst.CSTNode, cst.CSTNode | None]] = []
+        self._functions: set[str] = set()
+        self._qualified: dict[str, str | None] = {}
+        self._headers: set[int] = set()  # the calls of `for` headers around a loader
+        self._loops = 0
+
+    def _distributed(self, expr: cst.BaseExpression) -> cst.Call | None:
+        """The shuffling `DistributedSampler(...)` call `expr` is (or a branch of it is)."""
+        if isinstance(expr, cst.IfExp):
+            return self._distributed(expr.body) or self._distributed(expr.orelse)
+        if not isinstance(expr, cst.Call):
+            return None
+        if not (self.context.call_name(expr) in _DISTRIBUTED_SAMPLERS
+                or dotted_name(expr.func) in self._factories):
+            return None
+        shuffle = argument(expr, "shuffle", 3)
+        if shuffle is not None and _literal(shuffle.value) == "False":
+            return None
+        return expr
+
+    def _is_sampler_class(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.IfExp):
+            return self._is_sampler_class(expr.body) or self._is_sampler_class(expr.orelse)
+        return self.context.qualified_name(expr) in _DISTRIBUTED_SAMPLERS
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.add(node.name.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1:
+            return
+        name = dotted_name(node.targets[0].target)
+        if name is None:
+            return
+        value = node.value
+        if self._is_sampler_class(value):
+            self._factories.add(name)
+            return
+        if self._distributed(value) is not None:
+            self._samplers.add(name)
+            return
+        loader = value.body if isinstance(value, cst.IfExp) else value
+        if isinstance(loader, cst.Call) and _is_dataloader(self.context, loader):
+            given = _loader_argument(loader, "sampler")
+            if given is None:
+                return
+            if self._distributed(given.value) is not None:
+                self._loaders[name] = None
+            elif dotted_name(given.value) in self._samplers:
+                self._loaders[name] = dotted_name(given.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._loops:
+            for name in _iterated_names(node.iter):
+                self._iterated.setdefault(name, (node.iter, node))
+        # the loop's own header runs once, outside the loop
+        self._headers.update(id(call) for call in _wrapping_calls(node.iter))
+        self._loops += 1
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self._loops -= 1
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loops += 1
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self._loops -= 1
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "set_epoch":
+            self._set_on.append(dotted_name(func.value))
+            return
+        callee = dotted_name(func)
+        names = {name for arg in node.args for name in _iterated_names(arg.value)}
+        if self._loops and callee is not None and id(node) not in self._headers:
+            site = (node, self.context.current_statement)
+            if callee in ("iter", "enumerate"):
+                for name in names:
+                    self._iterated.setdefault(name, site)
+            else:
+                self._given.append((callee, names, *site))
+        self._passed.append((callee, names))
+        if callee is not None:
+            self._qualified[callee] = self.context.qualified_name(func)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for loader, sampler in self._loaders.items():
+            if _VISITED.search(last_segment(loader)):
+                continue  # evaluation: its order does not matter
+            names = {loader} if sampler is None else {loader, sampler}
+            site = self._epoch_site(loader)
+            if site is None or self._may_set_epoch(loader, sampler) or self._escapes(names):
+                continue
+            self.report(site[0], f"`{loader}` is iterated epoch after epoch, and nothing calls "
+                        f"`set_epoch` on its shuffling `DistributedSampler`: "
+                        f"every epoch sees the same order; call "
+                        f"`{sampler or loader + '.sampler'}.set_epoch(epoch)` at the start of "
+                        f"each epoch", statement=site[1] or site[0])
+
+    def _epoch_site(self, loader: str) -> tuple[cst.CSTNode, cst.CSTNode | None] | None:
+        """Where a loop iterates `loader` inside another loop, or gives it to this file's
+        function inside a loop."""
+        if loader in self._iterated:
+            return self._iterated[loader]
+        return next(((node, statement) for callee, names, node, statement in self._given
+                     if callee in self._functions and loader in names), None)
+
+    def _may_set_epoch(self, loader: str, sampler: str | None) -> bool:
+        others = {name for name in self._samplers if name != sampler} | {
+            f"{name}.sampler" for name in self._loaders if name != loader}
+        return any(receiver not in others for receiver in self._set_on)
+
+    def _escapes(self, names: set[str]) -> bool:
+        """Given to code of another module (which may set the epoch)."""
+        for callee, given in self._passed:
+            if not names & given or callee is None:
+                continue
+            if callee in _LOADER_READERS or callee in self._functions \
+                    or callee in self._factories:
+                continue
+            qualified = self._qualified.get(callee) or ""
+            if qualified in DATALOADERS or qualified.startswith("tqdm"):
+                continue
+            return True
+        return False
+
+
+def _wrapping_calls(expr: cst.BaseExpression) -> list[cst.Call]:
+    """The calls `_iterated_names` looks through (`enumerate(tqdm(loader))`)."""
+    if not isinstance(expr, cst.Call) or last_segment(dotted_name(expr.func)) not in _ITERATING:
+        return []
+    return [expr, *(call for arg in expr.args for call in _wrapping_calls(arg.value))]
+
+
+def _iterated_names(expr: cst.BaseExpression) -> set[str]:
+    """The name or dotted name `expr` is, or the ones an `enumerate(...)`/`zip(...)`/`tqdm(...)`
+    around it iterates."""
+    name = dotted_name(expr)
+    if name is not None:
+        return {name}
+    if isinstance(expr, cst.Call) and last_segment(dotted_name(expr.func)) in _ITERATING:
+        return {n for arg in expr.args for n in _iterated_names(arg.value)}
+    return set()
+
+
 @hookimpl
 def modellint_add_rules():
     return [
@@ -2613,4 +2864,5 @@ def modellint_add_rules():
         TransferRepeatedEveryStep,
         AccumulationWithoutLossScaling,
         AccumulationStepCondition,
+        SamplerEpochNeverSet,
     ]

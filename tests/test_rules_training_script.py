@@ -15,6 +15,7 @@ from modellint.rules.training_script import (
     DataParallelStateDictPrefix,
     DdpWithoutDistributedSampler,
     EvalNeverReset,
+    SamplerEpochNeverSet,
     SyncInInnerLoop,
     TransferRepeatedEveryStep,
     UnseededTraining,
@@ -549,3 +550,57 @@ def test_eval_mode_left_by_a_helper_of_another_file():
     fixed = dict(files, **{"train.py": files["train.py"].replace(
         "{top}", "net.train()\n                    ")})
     assert lint_project(fixed, [EvalNeverReset])["train.py"] == []
+
+
+# -- ML321 --------------------------------------------------------------------------------------
+
+_SAMPLER_SCRIPT = """\
+    import torch.utils.data as tud
+    from torch.utils.data import DataLoader
+
+
+    def train(loader, model, optimizer):
+        for x, y in loader:
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+
+
+    def main(dataset, model, optimizer, epochs):
+        train_sampler = tud.distributed.DistributedSampler(dataset{shuffle})
+        train_loader = DataLoader(dataset, batch_size=8, sampler=train_sampler)
+        for epoch in range(epochs):
+            {top}train(train_loader, model, optimizer)
+"""
+
+
+def test_sampler_epoch_never_set_through_a_function_of_the_file():
+    # SimCLR's shape (bench/bugs r-simclr-sampler-set-epoch-missing): the epoch loop gives the
+    # loader to the file's own train(); the finding is where the epoch starts
+    source = _SAMPLER_SCRIPT.format(shuffle="", top="")
+    findings = lint_text(source, [SamplerEpochNeverSet])
+    assert [(f.code, f.line) for f in findings] == [("ML321", line_of(source, "train(train_"))]
+    assert "train_sampler.set_epoch(epoch)" in findings[0].message
+
+
+def test_sampler_epoch_set_or_not_shuffling_is_silent():
+    for shuffle, top in [("", "train_sampler.set_epoch(epoch)\n            "),
+                         ("", "train_loader.sampler.set_epoch(epoch)\n            "),
+                         (", shuffle=False", ""), (", 1, 0, False", "")]:
+        source = _SAMPLER_SCRIPT.format(shuffle=shuffle, top=top)
+        assert found(source, [SamplerEpochNeverSet]) == [], (shuffle, top)
+
+
+def test_sampler_given_to_another_module_is_silent():
+    # an engine of another module may set the epoch itself
+    source = _SAMPLER_SCRIPT.format(
+        shuffle="", top="engine.before_epoch(train_loader, epoch)\n            ")
+    source = "    import engine\n" + source
+    assert found(source, [SamplerEpochNeverSet]) == []
+
+
+def test_sampler_loader_iterated_once_is_silent():
+    # no epoch loop around the iteration: one pass, the epoch number does not matter
+    source = _SAMPLER_SCRIPT.format(shuffle="", top="").replace(
+        "        for epoch in range(epochs):\n            train(", "        train(")
+    assert found(source, [SamplerEpochNeverSet]) == []
