@@ -682,7 +682,10 @@ class Recorder:
             manual.models = len(self.models)
             manual.sample = []
             for model in self.models.values():
-                trainable = [p for p in model.model.parameters() if p.requires_grad]
+                # a parameter in shared memory (Hogwild) changes with the other processes'
+                # steps: not an update by hand in this one
+                trainable = [p for p in model.model.parameters()
+                             if p.requires_grad and not p.is_shared()]
                 for p in trainable[:1] + trainable[-1:]:
                     if all(p is not q for q in manual.sample):
                         manual.sample.append(p)
