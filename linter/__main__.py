@@ -1,5 +1,3 @@
-import sys
+from modellint.cli import run_command
 
-from modellint.cli import main
-
-sys.exit(main())
+run_command()
