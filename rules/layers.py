@@ -129,6 +129,21 @@ class RecurrentDropoutOneLayer(StaticRule):
 _RECURRENT_WEIGHT = re.compile(r"(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?")
 
 
+_LAYER_ATTRIBUTE_NAMES = frozenset().union(*LAYER_ATTRIBUTES.values())
+# attribute name -> whether it is close to an attribute of some layer other than itself
+_NEAR_MISS: dict[str, bool] = {}
+
+
+def _near_miss(attr: str) -> bool:
+    """Whether `attr` could be a misspelling of some layer's attribute: when not, no layer
+    can make it one, and what the value is need not be asked (most attribute reads)."""
+    near = _NEAR_MISS.get(attr)
+    if near is None:
+        others = _LAYER_ATTRIBUTE_NAMES - {attr}
+        near = _NEAR_MISS[attr] = bool(difflib.get_close_matches(attr, others, n=1, cutoff=0.75))
+    return near
+
+
 def _torch_layer(kind: Kind | None) -> str | None:
     """`Conv2d` when `kind` is an instance of a torch layer of the attribute table."""
     if kind is None or kind.kind != MODULE or not kind.cls:
@@ -244,7 +259,7 @@ class LayerAttributeTypo(_SiteTracker):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         attr = node.attr.value
-        if attr.startswith("_") or attr in MODULE_ATTRIBUTES:
+        if attr.startswith("_") or attr in MODULE_ATTRIBUTES or not _near_miss(attr):
             return
         layer = _torch_layer(self.kind_at(node.value))
         if layer is None:

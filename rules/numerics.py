@@ -424,6 +424,28 @@ class IntegerTensorTrueDivision(ScopeRule):
                    fixed=_LENGTHS.format(divide="//")),
     ]
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # divisions walked so far, and that count where each open function began: a function
+        # without one under it (most) is not searched again
+        self._divisions_seen = 0
+        self._seen_at_start: list[int] = []
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if type(node.operator) is cst.Divide:
+            self._divisions_seen += 1
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._seen_at_start.append(self._divisions_seen)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if self._seen_at_start.pop() < self._divisions_seen:
+            super().leave_FunctionDef(original_node)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if self._divisions_seen:
+            super().leave_Module(original_node)
+
     def check(self, scope: Scope) -> None:
         divisions: list[cst.BinaryOperation] = []
         for node in code_nodes(_body(scope.root), prune=_NESTED):
