@@ -34,7 +34,9 @@ def summary_of(facts: dict, text_digest: str) -> dict:
     """What the index needs of a file before a rule looks into it: its imports (the project's
     import graph), whether it is a notebook, the digest of its facts (the cache keys of the
     files that depend on it) and of its text. Much smaller than the facts, and cached apart
-    from them: a run parses only the facts that its lints look up."""
+    from them: a run parses only the facts that its lints look up. `facts` either as
+    extracted or as the cache holds them (`convert_facts(facts, to_json)`: cheaper to
+    digest): both have one digest."""
     return {"v": FACTS_VERSION, "imports": facts["imports"],
             "notebook": bool(facts.get("notebook")), "digest": facts_digest(facts),
             "text": text_digest}
@@ -135,9 +137,9 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     digest = text_hash(text)
     summary = None
     if cache is not None:
-        summary = summary_of(facts, digest)
-        cache.put_facts(_facts_key(content.hexdigest()), {**convert_facts(facts, to_json),
-                                                          "text": digest})
+        encoded = convert_facts(facts, to_json)
+        summary = summary_of(encoded, digest)
+        cache.put_facts(_facts_key(content.hexdigest()), {**encoded, "text": digest})
         cache.put_facts(_summary_key(content.hexdigest()), summary)
     return display, facts, digest, summary["digest"] if summary is not None else None, outline
 
