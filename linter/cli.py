@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import os
 import sys
 import traceback
@@ -56,7 +57,10 @@ def _refuse_file_names_as_options(argv: list[str]) -> None:
                 "PATH...`; in a pre-commit hook, end `args` with `--`)")
 
 
-def build_parser() -> Parser:
+def build_parser(others_in_full: bool = True) -> Parser:
+    """The command line's parser. `trace` and `run` have parsers of their own (`main` hands
+    them their arguments); with `others_in_full` their options are listed here too, for
+    `modellint --help`: a run of another command need not build (nor import) them."""
     parser = Parser(
         prog="modellint",
         description="A static-plus-runtime linter for PyTorch model code.",
@@ -112,17 +116,20 @@ def build_parser() -> Parser:
 
     # `modellint trace ...` is run by the runtime's own parser (see `main`); listed here, with
     # its options, for `modellint --help` and for suggestions
-    from modellint.runtime.cli import build_parser as trace_parser
+    trace_parents: list = []
+    run_parents: list = []
+    if others_in_full:
+        from modellint.runtime.cli import build_parser as trace_parser
+        from modellint.watching.cli import build_parser as run_parser
 
+        trace_parents = [trace_parser()]
+        run_parents = [run_parser(argparse.ArgumentParser)]
     # (typeshed wants parents of the subparsers' own class; argparse takes any parser)
-    sub.add_parser("trace", parents=[trace_parser()], add_help=False,  # type: ignore[list-item]
+    sub.add_parser("trace", parents=trace_parents, add_help=False,
                    help="build a model and print the shape, parameters, device and dtype of "
                         "every layer (torchinfo-style); --memory, --feature-maps")
-
-    from modellint.watching.cli import build_parser as run_parser
-
-    sub.add_parser("run", parents=[run_parser(argparse.ArgumentParser)],  # type: ignore[list-item]
-                   add_help=False, help="run a training script for a few steps under "
+    sub.add_parser("run", parents=run_parents, add_help=False,
+                   help="run a training script for a few steps under "
                    "instrumentation (EXECUTES it): modellint run [options] -- python train.py")
 
     server = sub.add_parser("server", help="run the language server on stdin and stdout "
@@ -157,8 +164,14 @@ def run_command() -> NoReturn:
     process without tearing the interpreter down. Freeing a large project's index object by
     object at exit costs seconds of CPU (a tenth of a cold run on timm) and does nothing for
     the user; the exit handlers still run (temporary folders, pools, logging) and the streams
-    are flushed, as mypy's `hard_exit` does."""
-    code = main()
+    are flushed, as mypy's `hard_exit` does. The garbage collector runs rarely throughout
+    (`fewer_collections`), and not at all at the end: put back to its usual pace, it would
+    first scan everything the run left alive."""
+    from modellint.static.runner import fewer_collections
+
+    with fewer_collections():
+        code = main()
+        gc.disable()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -182,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_main(argv[1:])
         if argv[0] == "check":
             _refuse_file_names_as_options(argv[1:])
-        args = build_parser().parse_args(argv)
+        # a command's own arguments are parsed by its subparser alone
+        args = build_parser(others_in_full=argv[0] not in SUBCOMMANDS).parse_args(argv)
         if args.command == "rules":
             return _cmd_rules(args)
         if args.command == "rule":

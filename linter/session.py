@@ -259,11 +259,16 @@ class FileSettings:
         self.first = session.settings
         self.by_source: dict[Path | None, Settings] = {self.first.config.source: self.first}
         self.by_folder: dict[str, Settings] = {}
+        # a folder as named -> its real path: most files of a run share their folder
+        self._real_folders: dict[str, str] = {}
 
     def of(self, path: Path) -> Settings:
         if self.session.overrides.config_file:
             return self.first
-        folder = os.path.realpath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+        named = str(path) if os.path.isdir(path) else os.path.dirname(path) or "."
+        folder = self._real_folders.get(named)
+        if folder is None:
+            folder = self._real_folders[named] = os.path.realpath(named)
         found = self.by_folder.get(folder)
         if found is None:
             # the folders up to one already looked up, or to one with a pyproject.toml, share

@@ -9,7 +9,7 @@ What it cannot know is None.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from modellint.static import kinds as K
@@ -1005,8 +1005,9 @@ def _mentions(summary: Any, name: str) -> bool:
         return any(_mentions(value, name) for value in summary.values())
     if isinstance(summary, tuple):
         return any(_mentions(part, name) for part in summary)
-    if is_dataclass(summary) and not isinstance(summary, Known):
-        return any(_mentions(getattr(summary, f.name), name) for f in fields(summary))
+    names = getattr(summary, "FIELDS", None)
+    if names is not None and not isinstance(summary, Known):
+        return any(_mentions(getattr(summary, field), name) for field in names)
     return False
 
 

@@ -50,7 +50,7 @@ def _parse_unchecked(text: str) -> cst.Module:
     builds are re-parsed after they are applied."""
     base = cst.CSTNode
     check = base.__dict__["__post_init__"]
-    base.__post_init__ = _no_check  # type: ignore[method-assign]
+    base.__post_init__ = _no_check  # type: ignore[method-assign, assignment]
     try:
         return cst.parse_module(text)
     finally:
