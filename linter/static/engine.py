@@ -10,7 +10,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -28,10 +28,12 @@ from modellint.static.parse import (
     call_deeply,
     parse_with_libcst,
 )
-from modellint.static.recover import Problem, recover
 from modellint.static.source import DecodeError, decode
 from modellint.static.walk import dispatch_table, every_node, walk
 from modellint.suppress import FileSuppressions
+
+if TYPE_CHECKING:
+    from modellint.static.recover import Problem
 
 INTERNAL_ERROR = (codes.INTERNAL_ERROR, "internal-error")
 
@@ -193,6 +195,9 @@ def _parse_with_cpython(path: str, text: str
             warnings.simplefilter("ignore")
             return ast.parse(text), text, []
     except SyntaxError as exc:
+        # (imported here: most files parse, and the recovery's tokenizer is costly to load)
+        from modellint.static.recover import recover
+
         recovery = recover(text, exc)
         return recovery.tree, recovery.text, [
             syntax_error(path, problem) for problem in recovery.problems]

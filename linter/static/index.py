@@ -80,6 +80,9 @@ class ProjectIndex(Evaluation):
         self._digests: dict[str, str] = {}
         self._fact_digests: dict[str, str] = {}
         self._direct: dict[str, list[str]] = {}
+        # absolute module name -> the project file it names (`_import_target`): the files of
+        # a project import the same modules over and over
+        self._targets: dict[str, str | None] = {}
         # path -> every file it imports, transitively (`_closure`)
         self._closures: dict[str, frozenset[str]] = {}
         self._importers: dict[str, list[str]] | None = None
@@ -177,6 +180,7 @@ class ProjectIndex(Evaluation):
         self._locals.clear()
         self._digests.clear()
         self._direct.clear()
+        self._targets.clear()
         self._closures.clear()
         if facts.get("notebook") or path.endswith(".ipynb"):
             return
@@ -353,12 +357,16 @@ class ProjectIndex(Evaluation):
     def _import_target(self, path: str, qualified: str) -> str | None:
         """The project file an import names (the module itself or the module of a name)."""
         absolute = self._absolute(path, qualified)
+        if absolute in self._targets:
+            return self._targets[absolute]
         parts = absolute.split(".")
+        found = None
         for end in range(len(parts), 0, -1):
-            target = self.module_file(".".join(parts[:end]))
-            if target is not None:
-                return target
-        return None
+            found = self.module_file(".".join(parts[:end]))
+            if found is not None:
+                break
+        self._targets[absolute] = found
+        return found
 
     # -- resolving names ----------------------------------------------------------------
     def resolve(self, path: str, dotted: str, depth: int = 0) -> tuple[str, str, str] | None:

@@ -32,12 +32,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
 from modellint.static.outline import parse
-from modellint.static.recover import Problem, Recovery, recover
+
+if TYPE_CHECKING:
+    from modellint.static.recover import Problem, Recovery
 
 SUFFIX = ".ipynb"
 # a notebook's outputs (plots, tables) make it far larger than any source file: its own limit
@@ -547,6 +549,8 @@ def _join(notebook: Notebook, max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> N
         cell.error = _syntax_error(cell.masked)
         if cell.error is not None:
             # its statements that parse are linted with the other cells
+            from modellint.static.recover import recover
+
             recovery = recover(cell.masked)
             if recovery.tree is not None and recovery.problems:
                 cell.error, cell.problems = None, recovery.problems
