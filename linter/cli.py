@@ -176,8 +176,10 @@ def run_command() -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a reader that went away, or a stream closed
+        except OSError:  # a reader that went away
             code = code or EXIT_ERROR
+        except ValueError:  # closed (the language server's, at its `exit`): nothing to flush
+            pass
     os._exit(code)
 
 
@@ -195,8 +197,12 @@ def main(argv: list[str] | None = None) -> int:
             return run_main(argv[1:])
         if argv[0] == "check":
             _refuse_file_names_as_options(argv[1:])
-        # a command's own arguments are parsed by its subparser alone
-        args = build_parser(others_in_full=argv[0] not in SUBCOMMANDS).parse_args(argv)
+        try:
+            # a command's own arguments are parsed by its subparser alone
+            args = build_parser(others_in_full=argv[0] not in SUBCOMMANDS).parse_args(argv)
+        except UsageError:
+            # the message names the command an unknown option belongs to: all are needed
+            args = build_parser().parse_args(argv)
         if args.command == "rules":
             return _cmd_rules(args)
         if args.command == "rule":

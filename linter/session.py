@@ -261,10 +261,18 @@ class FileSettings:
         self.by_folder: dict[str, Settings] = {}
         # a folder as named -> its real path: most files of a run share their folder
         self._real_folders: dict[str, str] = {}
+        # a path as named -> its settings: a run asks once to discover it, once to lint it
+        self._by_path: dict[str, Settings] = {}
 
     def of(self, path: Path) -> Settings:
         if self.session.overrides.config_file:
             return self.first
+        found = self._by_path.get(str(path))
+        if found is None:
+            found = self._by_path[str(path)] = self._of(path)
+        return found
+
+    def _of(self, path: Path) -> Settings:
         named = str(path) if os.path.isdir(path) else os.path.dirname(path) or "."
         folder = self._real_folders.get(named)
         if folder is None:

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from modellint.static import kinds as K
+from modellint.static.facts_version import FACTS_VERSION
 from modellint.static.outline import ast_code_children, ast_walk, parse
-from modellint.static.recover import recover
 from modellint.static.summary import (
     JSON_DEFAULT,
     NONE,
@@ -47,12 +47,6 @@ from modellint.static.summary import (
     UnaryOp,
 )
 
-FACTS_VERSION = 9  # 3: notebooks have facts (their imports make their cache keys); 4: defaults, steps, registers
-# 5: a file that does not parse has the facts of what does; 6: zeroes and invokes (the effects of
-# project functions at their call sites); 7, 8: no_grad (a function that runs under no_grad),
-# dicts, comprehensions, arithmetic, slices, joins of names assigned several times, containers
-# changed after they are built (`mutates`), classes defined in functions, a returned name is its
-# last plain assignment; 9: summaries are dataclasses in memory (the same JSON, now decoded)
 _MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
 # a class that registers submodules other than by assigning `self.x` (its children are not
 # all in its `attrs`)
@@ -672,6 +666,8 @@ def extract(text: str, tree: ast.Module | None = None) -> dict:
     if tree is None:
         tree = parse(text)
         if tree is None and text:
+            from modellint.static.recover import recover  # costly to load; few files need it
+
             recovery = recover(text)
             text, tree = recovery.text, recovery.tree
         if tree is None:

@@ -9,21 +9,25 @@ on unchanged files reads one entry.
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
-from modellint.static.facts import FACTS_VERSION, extract
-from modellint.static.outline import Outline, parse
+from modellint.static.facts_version import FACTS_VERSION
 from modellint.static.source import DecodeError, decode
-from modellint.static.summary import JSON_DEFAULT, convert_facts, from_json, to_json
+
+# The extraction and the summaries (`facts`, `outline`, `summary`) are imported where they are
+# used: a rerun that finds every file in the cache reads digests alone (`CachedDigests`), and
+# need not load them.
 
 if TYPE_CHECKING:
+    import ast
+
     from modellint.static.index import ProjectIndex
+    from modellint.static.outline import Outline
 
 
 _MISSING = object()
@@ -43,6 +47,8 @@ def summary_of(facts: dict, text_digest: str) -> dict:
 
 
 def facts_digest(facts: dict) -> str:
+    from modellint.static.summary import JSON_DEFAULT
+
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=JSON_DEFAULT).encode()
                           ).hexdigest()
 
@@ -101,6 +107,9 @@ def _cached_facts(task: Task, known: dict) -> Any:
 def _load_facts(task: Task, key: str) -> dict:
     """The facts of a file whose summary came from the cache: from the cache too (the hash
     of the text is kept beside them: a hit decodes nothing), else extracted again."""
+    from modellint.static.facts import extract
+    from modellint.static.summary import convert_facts, from_json
+
     facts = task[2].get_facts(key)
     if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
             facts.get("text"), str):
@@ -120,6 +129,8 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     with its summary (the digest of the facts only then). The outline (with the hash of the
     bytes it was made of) only for a linted file that parses."""
     from modellint.static.discover import read_file_bytes
+    from modellint.static.outline import Outline
+    from modellint.static.summary import convert_facts, to_json
 
     display, path, cache, linted, _, max_code_bytes = task
     try:
@@ -152,6 +163,8 @@ def facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
     cells joined (what its lint reads), and its facts are marked `notebook`: it imports the
     project's files, and nothing imports it."""
     from modellint.static import notebook
+    from modellint.static.facts import extract
+    from modellint.static.outline import parse
 
     if notebook.is_notebook(path, data):
         try:
@@ -174,6 +187,8 @@ def facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
 
 
 def notebook_facts(book: Any) -> dict:
+    from modellint.static.facts import extract
+
     # no tree: the cells do not parse, or hold more code than `max-code-bytes` (not parsed)
     facts = extract(book.source if book.tree is not None else "", book.tree)
     facts["notebook"] = True
@@ -207,6 +222,72 @@ def snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
         digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
         digest.update(bytes.fromhex(content))
     return digest.hexdigest(), contents
+
+
+Snapshot = tuple["str | None", dict[str, str], "dict[str, str] | None"]
+
+
+def project_order(files: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The files of an index in one order whatever the command line's: a run on a few files
+    and a run on the whole project make the same index (and share its snapshot)."""
+    return sorted(files, key=lambda item: item[0])
+
+
+def read_snapshot(files: list[tuple[str, Any]], cache: Any) -> Snapshot:
+    """(the key of the index of exactly these files' bytes (`snapshot_key`), the sha256 of
+    each file that could be read, the digests of files that the cache holds under that key,
+    or None when it holds no entry there); `files` sorted by display path."""
+    snapshot, contents = snapshot_key(files) if cache is not None else (None, {})
+    known: dict[str, str] | None = None
+    if snapshot is not None:
+        stored = cache.get_facts(snapshot, required=("digests",))
+        digests = stored.get("digests") if stored is not None else None
+        if isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values()):
+            known = digests
+    return snapshot, contents, known
+
+
+class CachedDigests:
+    """The index of a rerun on files whose bytes the cached snapshot holds, every linted
+    one's digest with them: what a run needs of the index to look its files up in the
+    results cache (`contents`, `digest`), without reading a fact. `index()` is the index
+    proper, whose facts are read when a lint first looks them up (a file that missed)."""
+
+    def __init__(self, files: list[tuple[str, Any]], cache: Any, linted: Collection[str],
+                 max_code_bytes: int, contents: dict[str, str], digests: dict[str, str],
+                 new_index: Callable[[], ProjectIndex]) -> None:
+        self.contents = contents
+        self._digests = digests
+        self._files, self._cache, self._linted = files, cache, linted
+        self._max_code_bytes = max_code_bytes
+        self._new_index = new_index
+        self._index: ProjectIndex | None = None
+
+    @classmethod
+    def of(cls, files: list[tuple[str, Any]], cache: Any, linted: Collection[str],
+           max_code_bytes: int, snapshot: Snapshot, new_index: Callable[[], ProjectIndex]
+           ) -> CachedDigests | None:
+        """The digests of the snapshot when it holds every linted file that can be read;
+        `new_index()`: an empty `ProjectIndex` (whose module this one does not import)."""
+        _, contents, known = snapshot
+        if known is None or not all(path in known for path in linted if path in contents):
+            return None
+        return cls(files, cache, linted, max_code_bytes, contents, known, new_index)
+
+    def digest(self, path: str) -> str:
+        found = self._digests.get(path)
+        return found if found is not None else self.index().digest(path)
+
+    def index(self) -> ProjectIndex:
+        if self._index is None:
+            index = self._index = self._new_index()
+            index._digests = dict(self._digests)
+            index.contents = self.contents
+            files, cache, linted = self._files, self._cache, self._linted
+            max_code_bytes = self._max_code_bytes
+            # read later in a worker process, which may not start processes of its own
+            index._loader = lambda: fill_index(index, files, cache, 1, linted, max_code_bytes)
+        return self._index
 
 
 def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jobs: int,

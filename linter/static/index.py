@@ -20,11 +20,14 @@ from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static.evaluate import PARAM_DEPTH, Evaluation
 from modellint.static.facts import FACTS_VERSION, extract
 from modellint.static.facts_cache import (
+    CachedDigests,
+    Snapshot,
     facts_digest,
     facts_of_bytes,
     fill_index,
     notebook_facts,
-    snapshot_key,
+    project_order,
+    read_snapshot,
     text_hash,
 )
 from modellint.static.outline import Outline
@@ -401,7 +404,8 @@ class ProjectIndex(Evaluation):
 
 def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
                 jobs: int = 1, linted: Collection[str] = (),
-                max_code_bytes: int = DEFAULT_MAX_CODE_BYTES) -> ProjectIndex:
+                max_code_bytes: int = DEFAULT_MAX_CODE_BYTES,
+                snapshot: Snapshot | None = None) -> ProjectIndex:
     """The index of the files of a run: (display path, path on disk) pairs, read by `jobs`
     processes (forked, on POSIX) when there are many. For the `linted` ones (display paths)
     that it parses, the index keeps their outline for their lint (`ProjectIndex.outline`).
@@ -409,32 +413,22 @@ def index_files(files: Iterable[tuple[str, Any]], cache: Any = None,
 
     A rerun on unchanged files needs only each file's digest (its cache key): those are kept
     in one cache entry keyed by every file's path and bytes, and the facts are then read only
-    when a rule asks for them (a file that missed the cache)."""
-    # in one order whatever the command line's: a run on a few files and a run on the whole
-    # project make the same index (and share its snapshot)
-    files = sorted(files, key=lambda item: item[0])
-    snapshot, contents = snapshot_key(files) if cache is not None else (None, {})
-    known: dict[str, str] = {}
-    if snapshot is not None:
-        stored = cache.get_facts(snapshot, required=("digests",))
-        digests = stored.get("digests") if stored is not None else None
-        if isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values()):
-            known = digests
-            if all(path in known for path in linted if path in contents):
-                index = ProjectIndex()
-                index._digests = dict(known)
-                index.contents = contents
-                # read later in a worker process, which may not start processes of its own
-                index._loader = lambda: fill_index(index, files, cache, 1, linted, max_code_bytes)
-                return index
+    when a rule asks for them (a file that missed the cache). `snapshot`: what
+    `read_snapshot` read of them, when the caller did (`project_order`)."""
+    files = project_order(files)
+    read = snapshot if snapshot is not None else read_snapshot(files, cache)
+    cached = CachedDigests.of(files, cache, linted, max_code_bytes, read, ProjectIndex)
+    if cached is not None:
+        return cached.index()
+    snapshot_name, contents, known = read
     index = ProjectIndex()
     index.contents = contents
     fill_index(index, files, cache, jobs, linted, max_code_bytes)
-    if snapshot is not None:
+    if snapshot_name is not None:
         # the digests of the files linted (their cache keys), with those a run on other files
         # of the same bytes found
-        cache.put_facts(snapshot, {"digests": {
-            **known, **{path: index.digest(path) for path in linted if path in index.files}}})
+        cache.put_facts(snapshot_name, {"digests": {
+            **(known or {}), **{path: index.digest(path) for path in linted if path in index.files}}})
     return index
 
 

@@ -397,19 +397,31 @@ def run(
 def _run_all(
     tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
 ) -> list[FileOutcome]:
+    looks_up = opts.cache is not None and not (opts.fix or opts.diff)
     if opts.index is None and opts.has_rules() and opts.needs_index(tasks):
-        from modellint.static.index import index_files
+        from modellint.static.facts_cache import CachedDigests, project_order, read_snapshot
 
-        linted = [(display, path) for display, path, _ in tasks]
-        opts.index = index_files([*linted, *opts.project], opts.cache, opts.jobs,
-                                 linted=[display for display, _ in linted],
-                                 max_code_bytes=opts.max_code_bytes)
-    cached = (_CachedRun(tasks, opts) if opts.cache is not None and not (opts.fix or opts.diff)
-              else None)
+        files = project_order([*[(display, path) for display, path, _ in tasks], *opts.project])
+        linted = [display for display, _, _ in tasks]
+        snapshot = read_snapshot(files, opts.cache)
+        # a rerun looks its files up by their digests alone: the index proper is made (and
+        # imported) only when one of them must be linted
+        opts.index = CachedDigests.of(files, opts.cache, linted, opts.max_code_bytes,
+                                      snapshot, _new_index) if looks_up else None
+        if opts.index is None:
+            from modellint.static.index import index_files
+
+            opts.index = index_files(files, opts.cache, opts.jobs, linted=linted,
+                                     max_code_bytes=opts.max_code_bytes, snapshot=snapshot)
+    cached = _CachedRun(tasks, opts) if looks_up else None
     outcomes: list[FileOutcome | None] = (
         cached.outcomes if cached is not None else [None] * len(tasks))
     missed = [number for number, outcome in enumerate(outcomes) if outcome is None]
     if missed:
+        from modellint.static.facts_cache import CachedDigests
+
+        if isinstance(opts.index, CachedDigests):  # the lint reads facts
+            opts.index = opts.index.index()
         # before the workers are forked, so that they share what the rules imported
         opts.static_rules()
         for number, outcome in zip(missed, _run([tasks[n] for n in missed], opts), strict=True):
@@ -458,6 +470,12 @@ class _CachedRun:
             found[0]: (outcome.findings, outcome.classes)
             for found, outcome in zip(self.keys, outcomes, strict=True)
             if found is not None and outcome is not None})
+
+
+def _new_index() -> Any:
+    from modellint.static.index import ProjectIndex
+
+    return ProjectIndex()
 
 
 def index_with_source(display: str, data: bytes, opts: StaticOptions) -> Any:
