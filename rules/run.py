@@ -129,15 +129,15 @@ class PerEpochSchedulerPerBatch(RunCheck):
         static kind of a constructor that names neither. Only a scheduler built where the
         source cannot be read, in no epoch loop of known range, is sized against the
         loader's length."""
-        from modellint.rules.training import _counts_iterations, _period_counts_epochs
+        from modellint.rules.training import counts_iterations, period_counts_epochs
 
         call = _constructor(rec)
-        if call is not None and _counts_iterations(call):
+        if call is not None and counts_iterations(call):
             return True
         period = _period(rec)
         epochs = rec.epochs_planned
         if rec.name in PERIOD_ARGUMENT:
-            if call is not None and _period_counts_epochs(rec.name, call):
+            if call is not None and period_counts_epochs(rec.name, call):
                 return False
             return not (epochs and period is not None and period <= epochs)
         if period is None:  # a decay at every step (ExponentialLR): counts epochs

@@ -123,12 +123,15 @@ _ITERATION_WORDS = re.compile(r"iter|batch|loader|len\(|steps|Steps", re.IGNOREC
 _EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
 
 
-def _counts_iterations(call: cst.Call) -> bool:
+def counts_iterations(call: cst.Call) -> bool:
+    """A scheduler's constructor whose arguments after the optimizer count iterations (a
+    loader's length, `steps`, `iters`): it is meant to step per batch. Also read by the
+    run-time half of ML302 (`rules.run`)."""
     code = cst.Module(body=[]).code_for_node
     return any(_ITERATION_WORDS.search(code(arg.value)) for arg in call.args[1:])
 
 
-def _period_counts_epochs(kind: str, call: cst.Call) -> bool:
+def period_counts_epochs(kind: str, call: cst.Call) -> bool:
     """For a scheduler whose period is often given in iterations (`CosineAnnealingLR`'s
     `T_max`): the period argument names epochs (`args.epochs`, `num_epochs`). Others: yes."""
     if kind not in PERIOD_ARGUMENT:
@@ -295,7 +298,7 @@ class SchedulerStepInBatchLoop(ScopeRule):
                 continue
             if site.node.args and kind != "ReduceLROnPlateau":
                 continue  # an explicit epoch
-            if _counts_iterations(constructor) or not _period_counts_epochs(kind, constructor):
+            if counts_iterations(constructor) or not period_counts_epochs(kind, constructor):
                 continue
             for step in steps:
                 if not step.loops:
@@ -378,7 +381,7 @@ def _epoch_scheduler_call(context, constructor: cst.Call, call: cst.Call | None)
         return None
     if call is not None and call.args and kind != "ReduceLROnPlateau":
         return None  # an explicit epoch
-    if _counts_iterations(constructor) or not _period_counts_epochs(kind, constructor):
+    if counts_iterations(constructor) or not period_counts_epochs(kind, constructor):
         return None
     return kind
 
