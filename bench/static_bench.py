@@ -6,8 +6,9 @@ parse-only time, on copies of the installed torchvision and timm sources, in one
 The peers go into a virtual environment of their own (created on first use, default
 ~/.cache/modellint-bench/peers). The sources are copied to a scratch folder so that no cache of
 any tool is shared with the installed packages. Prints, per tool: the median wall time of the
-runs, lines per second, and the ratio against modellint's cold run; then the warm (cached)
-rerun, the one-file (pre-commit) cases, and the peak memory of the whole-corpus run.
+runs (of 3 x --runs, at least 5, for the sub-second cases), lines per second, and the ratio
+against modellint's cold run; then the warm (cached) rerun, the one-file (pre-commit) cases,
+and the peak memory of the whole-corpus run.
 
 Then the ratios of the speed targets, in CPU time (user + system, the process and its workers:
 steadier than wall time on a shared machine), each against a peer measured in the same run:
@@ -177,40 +178,48 @@ def main() -> None:
     warm_env = dict(base_env, MODELLINT_CACHE_DIR=str(scratch / "cache-warm"))
     timed([*modellint, str(corpus)], env=warm_env)
     timed([*modellint, str(corpus)], env=warm_env)  # the plugin manifest is written once
-    warm, warm_cpu = [], []
-    for _ in range(args.runs):
+    # The sub-second cases run more often, each beside the process it is compared with (one
+    # after the other, round after round): a shared machine's speed drifts over a minute,
+    # and a ratio of runs made minutes apart measures the drift.
+    rounds = max(5, 3 * args.runs)
+    warm, warm_cpu, read_hash = [], [], []
+    for _ in range(rounds):
         before = _children_cpu()
         warm.append(timed([*modellint, str(corpus)], env=warm_env))
         warm_cpu.append(_children_cpu() - before)
+        read_hash.append(cpu_timed([sys.executable, "-c", READ_AND_HASH, str(corpus)],
+                                   env=base_env))
     results["modellint (warm)"] = (median([w for w, _, _ in warm]), max(p for _, p, _ in warm))
     cpu["warm"] = median(warm_cpu)
-    cpu["read+hash"] = median([cpu_timed([sys.executable, "-c", READ_AND_HASH, str(corpus)],
-                                         env=base_env) for _ in range(args.runs)])
+    cpu["read+hash"] = median(read_hash)
 
     one_file = next(iter(sorted((corpus / "torchvision" / "models").glob("resnet.py"))), None)
     one_file = one_file or next(iter(sorted(corpus.rglob("*.py"))))
     # run from the corpus root, as pre-commit runs from the repository's
     relative = str(one_file.relative_to(corpus))
-    unchanged = [cpu_timed([*modellint, relative], env=warm_env, cwd=corpus)
-                 for _ in range(args.runs)]
+    import_libcst = [sys.executable, "-c", "import libcst"]
+    # what no LibCST-based lint of the edited file can go below
+    parse_file = [sys.executable, "-c",
+                  f"import libcst; libcst.parse_module(open({str(one_file)!r}).read())"]
+    cpu_timed([*modellint, relative], env=warm_env, cwd=corpus)  # its own cache entry
+    unchanged, imports = [], []
+    for _ in range(rounds):
+        unchanged.append(cpu_timed([*modellint, relative], env=warm_env, cwd=corpus))
+        imports.append(cpu_timed(import_libcst, env=base_env))
     cpu["one file, unchanged"] = median(unchanged)
-    edited, edited_wall = [], []
-    for number in range(args.runs):
+    edited, edited_wall, floors = [], [], []
+    for number in range(rounds):
         with open(one_file, "a", encoding="utf-8") as handle:
             handle.write(f"# edit {number} {time.time_ns()}\n")
         before = _children_cpu()
         edited_wall.append(timed([*modellint, relative], env=warm_env, cwd=corpus))
         edited.append(_children_cpu() - before)
+        floors.append(cpu_timed(parse_file, env=base_env))
     cpu["one file, edited"] = median(edited)
     results["modellint (one file, edited)"] = (median([w for w, _, _ in edited_wall]),
                                                 max(p for _, p, _ in edited_wall))
-    cpu["import libcst"] = median([cpu_timed([sys.executable, "-c", "import libcst"],
-                                             env=base_env) for _ in range(args.runs)])
-    # what no LibCST-based lint of the edited file can go below
-    parse_file = f"import libcst; libcst.parse_module(open({str(one_file)!r}).read())"
-    cpu["import libcst + parse file"] = median([cpu_timed([sys.executable, "-c", parse_file],
-                                                          env=base_env)
-                                                for _ in range(args.runs)])
+    cpu["import libcst"] = median(imports)
+    cpu["import libcst + parse file"] = median(floors)
 
     if cold:
         parsed = [parse_only(corpus) for _ in range(args.runs)]
