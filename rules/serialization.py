@@ -88,6 +88,8 @@ class _TracksModules(StaticRule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.names = _ModuleNames()
+        # what the names hold is asked only where a save can read it
+        self.tracking = True
 
     def _scope(self):
         func = self.context.current_function
@@ -121,12 +123,16 @@ class _TracksModules(StaticRule):
     _node: cst.CSTNode | None = None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if not self.tracking:
+            return
         # parameters shadow module-level names
         for param in (*node.params.posonly_params, *node.params.params,
                       *node.params.kwonly_params):
             self.names.set(id(node), param.name.value, False)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.tracking:
+            return
         self._node = node
         is_module = self._is_module(node.value)
         for target in node.targets:
@@ -232,6 +238,9 @@ class _SavesModules(_TracksModules):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.saves: dict[tuple, cst.BaseExpression] = {}
+        # the names matter only to a `torch.save` (`record_save`): a file without the word
+        # has none, and most files these rules read (for `load`) save nothing
+        self.tracking = "save" in context.source
 
     def record_save(self, node: cst.Call) -> bool:
         """Whether `node` saves a whole module (its path is then remembered)."""
