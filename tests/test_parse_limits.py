@@ -252,3 +252,15 @@ def test_nesting_of_the_fixtures_is_exact_past_small_limits():
         for shallow in (30, 15, 8):
             found = nesting(tree, text, shallow)
             assert found == exact if exact > shallow else found <= shallow, (path, shallow)
+
+
+def test_nodes_built_after_a_parse_are_still_checked():
+    # the parse skips LibCST's node checks for speed; a node a fix builds afterwards is checked
+    import libcst as cst
+
+    from modellint.static.parse import parse_with_libcst
+
+    module = parse_with_libcst("x = 1\n")
+    assert module.code == "x = 1\n"
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("1x")

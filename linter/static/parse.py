@@ -42,6 +42,10 @@ def _no_check(node: cst.CSTNode) -> None:
     return None
 
 
+# LibCST's own, put back after each parse (also when two threads parse at once)
+_CHECK = cst.CSTNode.__dict__["__post_init__"]
+
+
 def _parse_unchecked(text: str) -> cst.Module:
     """`cst.parse_module(text)` without LibCST checking each node as its parser builds it
     (`CSTNode.__post_init__` calls `_validate`): a tenth of the parse, spent proving of a
@@ -49,12 +53,11 @@ def _parse_unchecked(text: str) -> cst.Module:
     says so). Nodes built elsewhere while it runs are not checked either; the fixes a rule
     builds are re-parsed after they are applied."""
     base = cst.CSTNode
-    check = base.__dict__["__post_init__"]
     base.__post_init__ = _no_check  # type: ignore[method-assign, assignment]
     try:
         return cst.parse_module(text)
     finally:
-        base.__post_init__ = check  # type: ignore[method-assign]
+        base.__post_init__ = _CHECK  # type: ignore[method-assign]
 
 
 def call_deeply(function: Callable[..., T], *args: Any) -> T:
