@@ -163,7 +163,15 @@ def main() -> None:
     results: dict[str, tuple[float, float]] = {}
     cpu: dict[str, float] = {}
 
-    cold, peaks, cold_cpu = [], [], []
+    peers: list[tuple[str, list[str]]] = []
+    if not args.skip_peers:
+        bin_dir = ensure_peers(args.peers_venv)
+        peers = [("TorchFix 0.7.0 (--select ALL)", [str(bin_dir / "torchfix"), "--select", "ALL"]),
+                 ("torch-preflight 0.5.0", [str(bin_dir / "torch-preflight"), "check"])]
+    # each round runs modellint cold, LibCST's parse and each peer one after the other, so
+    # that every ratio compares runs made minutes apart at most (a shared machine drifts)
+    cold, peaks, cold_cpu, parsed = [], [], [], []
+    peer_runs: dict[str, list] = {label: [] for label, _ in peers}
     for _ in range(0 if args.skip_cold else args.runs):
         env = dict(base_env, MODELLINT_CACHE_DIR=str(scratch / f"cache-{time.time_ns()}"))
         before = _children_cpu()
@@ -171,6 +179,9 @@ def main() -> None:
         cold_cpu.append(_children_cpu() - before)
         cold.append(wall)
         peaks.append(peak)
+        parsed.append(parse_only(corpus))
+        for label, command in peers:
+            peer_runs[label].append(timed([*command, str(corpus)], cwd=scratch))
     if cold:
         results["modellint (cold)"] = (median(cold), max(peaks))
         cpu["cold"] = median(cold_cpu)
@@ -222,17 +233,9 @@ def main() -> None:
     cpu["import libcst + parse file"] = median(floors)
 
     if cold:
-        parsed = [parse_only(corpus) for _ in range(args.runs)]
         results["libcst parse only"] = (median([wall for wall, _ in parsed]), 0.0)
         cpu["libcst parse only"] = median([used for _, used in parsed])
-
-    if not args.skip_peers:
-        peers = ensure_peers(args.peers_venv)
-        for label, command in (
-            ("TorchFix 0.7.0 (--select ALL)", [str(peers / "torchfix"), "--select", "ALL"]),
-            ("torch-preflight 0.5.0", [str(peers / "torch-preflight"), "check"]),
-        ):
-            runs = [timed([*command, str(corpus)], cwd=scratch) for _ in range(args.runs)]
+        for label, runs in peer_runs.items():
             results[label] = (median([w for w, _, _ in runs]), max(p for _, p, _ in runs))
 
     base = results["modellint (cold)"][0] if cold else results["modellint (warm)"][0]
