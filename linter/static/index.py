@@ -18,7 +18,7 @@ from typing import Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.static.evaluate import PARAM_DEPTH, Evaluation
-from modellint.static.facts import FACTS_VERSION, extract
+from modellint.static.facts import extract
 from modellint.static.facts_cache import (
     CachedDigests,
     Snapshot,
@@ -30,6 +30,7 @@ from modellint.static.facts_cache import (
     read_snapshot,
     text_hash,
 )
+from modellint.static.facts_version import FACTS_VERSION
 from modellint.static.outline import Outline
 
 
