@@ -51,9 +51,11 @@ pairs=0
 differ=0
 
 normalise() {
-    # timings, device names and losses vary between the two runs by design
+    # timings, device names and losses vary between the two runs by design, and so does the
+    # width of a trace table's device column (`cuda:0`, `cpu`)
     sed -E -e 's/[0-9]+(\.[0-9]+)? s\b/T s/g' -e 's/\bcuda(:[0-9]+)?\b/DEVICE/g' \
-        -e 's/\bcpu\b/DEVICE/g' -e 's/last loss [-+0-9.einfa]+/last loss L/g' "$1"
+        -e 's/\bcpu\b/DEVICE/g' -e 's/last loss [-+0-9.einfa]+/last loss L/g' \
+        -e 's/ {2,}/  /g' "$1"
 }
 
 # compare NAME -- COMMAND...: COMMAND run with DEV replaced by the device, then by cpu

@@ -59,6 +59,38 @@ def test_planted_mistake_is_found_at_its_line(file, name, code, line, words):
     assert [f.code for f in outcome.findings] == [code]
 
 
+CLASS_HEAD = """import torch.nn as nn
+
+
+class Shared(nn.Module):
+    head = nn.Linear(10, 3)  # a class attribute: built at import, never registered
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(10, 10)
+
+    def forward(self, x):
+        return self.head(self.fc(x))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_module_the_model_does_not_move_is_one_finding_where_it_is_built(device, tmp_path):
+    # on another device than the cpu (meta here, cuda on a GPU) the forward fails in the
+    # module that `.to(device)` never moved: that failure is the registration mistake,
+    # reported once where the module is built (or called), not a second time as ML701
+    built_in_forward = run_check("module_in_forward.py", "Lazy", device=device)
+    assert [(f.code, f.line) for f in built_in_forward.findings] == [("ML107", 11)]
+    (tmp_path / "shared.py").write_text(CLASS_HEAD)
+    shared = import_file(str(tmp_path / "shared.py"))
+    held_elsewhere = ModelCheck(factory=shared.Shared, label="Shared", device=device).run()
+    assert [(f.code, f.line) for f in held_elsewhere.findings] == [("ML101", 12)]
+    if device != "cpu":
+        for outcome in (built_in_forward, held_elsewhere):
+            assert "on cpu" in outcome.findings[0].message
+            assert f"the forward on {device} failed" in outcome.findings[0].message
+
+
 @pytest.mark.parametrize(("file", "name", "inputs"), [
     ("clean_lenet.py", "LeNet", "[2, 3, 32, 32]"),
     ("clean_digits.py", "DigitsNet", "[2, 1, 28, 28]"),

@@ -318,6 +318,16 @@ class Tracer:
                 return path
         return None
 
+    def unregistered_on_stack(self) -> tuple[nn.Module, str, tuple[str, int, str] | None] | None:
+        """The innermost module still on the stack (where it raised) that the model does not
+        register, as `unregistered` holds it: the module, its parent's path, its call site."""
+        for key, path, _, _ in reversed(self.stack):
+            if path is not None:
+                return None
+            if key in self.unregistered:
+                return self.unregistered[key]
+        return None
+
     def innermost_shapes(self) -> list[list[int]]:
         for _, path, _, shapes in reversed(self.stack):
             if path is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from itertools import chain
+from typing import Any, NamedTuple
 
 from modellint.rule import (
     FORWARD,
@@ -49,6 +51,10 @@ class UnregisteredModuleAtRuntime(RuntimeCheck):
                 "    def forward(self, x):\n        return self.extra(self.fc(x))\n", line=12),
     ]
 
+    def explains(self, run, failure) -> bool:
+        stranded = _stranded(run, failure)
+        return stranded is not None and not stranded.built_where_called
+
     def check(self, run) -> None:
         if run.model is None:
             return
@@ -61,6 +67,14 @@ class UnregisteredModuleAtRuntime(RuntimeCheck):
                        f"{type(plain.value).__name__} holding {len(plain.modules)} module(s) "
                        f"({_kinds(plain.modules)}) that `parameters()`, `.to()` and "
                        f"`state_dict()` never see; wrap it in `{wrapper}`", loc)
+        for failure in run.failures:
+            stranded = _stranded(run, failure)
+            if stranded is not None and not stranded.built_where_called:
+                run.report(self.code, f"a `{stranded.name}` called inside "
+                           f"`{stranded.parent or run.name}` is not registered, so `.to()` "
+                           f"never moved it: it is on {stranded.device} and the forward on "
+                           f"{run.device} failed ({first_line(failure.exc)}); assign it to "
+                           f"`self` or keep it in an nn.ModuleList", stranded.location)
         if run.first is None or run.repeat is None:
             return
         contained = run.contained()
@@ -203,7 +217,19 @@ class ModuleBuiltInForwardAtRuntime(RuntimeCheck):
         "        return act()(self.fc(x))\n",
     ]
 
+    def explains(self, run, failure) -> bool:
+        stranded = _stranded(run, failure)
+        return stranded is not None and stranded.built_where_called
+
     def check(self, run) -> None:
+        for failure in run.failures:
+            stranded = _stranded(run, failure)
+            if stranded is not None and stranded.built_where_called:
+                run.report(self.code, f"a new `{stranded.name}` is built on every call inside "
+                           f"`{stranded.parent or run.name}`, on {stranded.device}: the model's "
+                           f"device never reaches it, and the forward on {run.device} failed "
+                           f"({first_line(failure.exc)}); build it in `__init__`",
+                           stranded.location)
         if run.first is None:
             return
         for key in run.rebuilt_in_forward():
@@ -221,6 +247,39 @@ class ModuleBuiltInForwardAtRuntime(RuntimeCheck):
                     "it is always in training mode (`model.eval()` never reaches it)")
             run.report(self.code, f"a new `{name}` is built on every call inside "
                        f"`{parent or run.name}`: {what}; build it in `__init__`", loc)
+
+
+class _Stranded(NamedTuple):
+    """A module the model does not register, called in a forward that failed, whose weights
+    are on another device than the model's."""
+
+    name: str  # its class
+    parent: str  # the path of the registered module that called it
+    device: str  # where its weights are
+    location: Any  # (file, line): where it is built, else where it is called
+    built_where_called: bool  # built in the function that calls it (on every call)
+
+
+def _stranded(run, failure) -> _Stranded | None:
+    """The module `failure` raised in when the model does not register it and `.to(device)`
+    left it behind (its weights on another device than the run's), else None."""
+    import torch
+
+    if failure.tracer is None:
+        return None
+    held = failure.tracer.unregistered_on_stack()
+    if held is None:
+        return None
+    module, parent, site = held
+    weight = next(chain(module.parameters(), module.buffers()), None)
+    target = torch.device(run.device)
+    if weight is None or (weight.device.type == target.type
+                          and target.index in (None, weight.device.index)):
+        return None
+    name = type(module).__name__
+    built = _construction_line(site[0], site[1], name) if site else None
+    location = built or ((site[0], site[1]) if site else run.location_of(parent))
+    return _Stranded(name, parent, str(weight.device), location, built is not None)
 
 
 def _follows_mode(module) -> bool:
