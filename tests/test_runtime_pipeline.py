@@ -113,7 +113,7 @@ def test_runtime_pass_does_not_run_a_training_scripts_body(modellint, tmp_path):
 def test_definitions_only_keeps_definitions_and_line_numbers():
     from modellint.runtime.build import definitions_only
 
-    tree = definitions_only(TRAINING_SCRIPT, "train.py")
+    tree = definitions_only(TRAINING_SCRIPT, "train.py").tree
     kept = [(type(node).__name__, node.lineno) for node in tree.body]
     assert kept == [("Import", 1), ("Import", 2), ("Import", 3), ("Assign", 5), ("Assign", 6),
                     ("Try", 7), ("ClassDef", 13), ("FunctionDef", 24)]
@@ -121,7 +121,7 @@ def test_definitions_only_keeps_definitions_and_line_numbers():
 
 # the names an `if` reads, and an assignment's value, come from a line that calls something
 NEEDS_A_SKIPPED_NAME = TRAINING_SCRIPT.replace("HIDDEN = 8\n", """\
-use_accel = torch.cuda.is_available()
+use_accel = torch.cuda.mem_get_info()[0] > 2**30
 if use_accel:
     HIDDEN = 16
 else:
@@ -134,7 +134,7 @@ TWICE = use_accel * 2
 def test_a_kept_line_that_needs_a_skipped_name_is_skipped_too(modellint, tmp_path):
     from modellint.runtime.build import definitions_only
 
-    tree = definitions_only(NEEDS_A_SKIPPED_NAME, "train.py")
+    tree = definitions_only(NEEDS_A_SKIPPED_NAME, "train.py").tree
     assert [type(node).__name__ for node in tree.body] == [
         "Import", "Import", "Import", "Assign", "Try", "ClassDef", "FunctionDef"]
     # the import goes through (the `if use_accel:` stopped it with a NameError) and the model
@@ -143,6 +143,82 @@ def test_a_kept_line_that_needs_a_skipped_name_is_skipped_too(modellint, tmp_pat
                                                              "nn.Linear(8, 8)"))
     result = modellint("check", "train.py", *RUNTIME_ONLY)
     assert result.codes() == [("ML703", 24)], result
+
+
+# what tutorial files bind at top level for their models to read
+READS_TOP_LEVEL_VALUES = """\
+import logging
+from functools import partial
+
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+logger = logging.getLogger(__name__)
+Norm = partial(nn.LayerNorm, eps=1e-6)
+SCALE = torch.ones(8) * 2
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        logger.info("building Net")
+        self.fc = nn.Linear(8, 8)
+        self.norm = Norm(8)
+
+    def forward(self, x):
+        return self.norm(self.fc(x.to(device)))
+
+
+class Scaled(Net):
+    def forward(self, x):
+        return super().forward(x) * SCALE
+"""
+
+
+def test_top_level_values_from_pure_calls_are_kept_and_the_others_said(modellint, tmp_path):
+    from modellint.runtime.build import definitions_only
+
+    definitions = definitions_only(READS_TOP_LEVEL_VALUES, "net.py")
+    assert [node.lineno for node in definitions.tree.body] == [1, 2, 4, 5, 7, 8, 9, 13, 24]
+    assert definitions.left_out == {"SCALE": 10}
+    write(tmp_path, "net.py", READS_TOP_LEVEL_VALUES)
+    result = modellint("check", "net.py", "--runtime", "--format", "json")
+    # `Net` is checked (clean); `Scaled` reads what the runtime pass left out: not a failed
+    # forward (ML701) but a model it did not check, which says why
+    assert result.codes() == [("ML002", 24)], result
+    message = result.json()[0]["message"]
+    assert message.startswith("`net.py:Scaled` was not run: ")
+    assert "reads `SCALE` at net.py:26, which net.py:10 binds by running code" in message
+    assert result.rc == 0
+
+
+SEES_THE_GPUS = """\
+import os
+
+import torch.nn as nn
+
+
+class Probe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
+            raise RuntimeError("this model's process can see the machine's GPUs")
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_models_checked_on_the_cpu_or_meta_see_no_gpu(modellint, tmp_path, device):
+    # so that a file's `torch.device("cuda" if torch.cuda.is_available() else "cpu")` picks
+    # the device its models are built on, on a machine with GPUs too
+    write(tmp_path, "probe.py", SEES_THE_GPUS)
+    result = modellint("check", "probe.py", "--runtime", "--device", device, "--format", "json")
+    assert result.codes() == [], result
+    assert result.rc == 0
 
 
 def test_runtime_without_torch_is_one_message_naming_the_extra(modellint, tmp_path):

@@ -12,7 +12,7 @@ import inspect
 import linecache
 import os
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -40,29 +40,57 @@ class BuildError(Exception):
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _constant(node: ast.expr | None) -> bool:
-    """Whether evaluating `node` calls nothing: literals, names, attributes (aliases such as
-    `Norm = nn.LayerNorm`), and containers, operators and comparisons of those."""
+# calls that only read the machine or build a plain value: a file's top level that binds
+# `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` or
+# `logger = logging.getLogger(__name__)` keeps them, as the model's code reads them
+PURE_CALLS = frozenset({
+    "torch.device", "torch.cuda.is_available", "torch.cuda.device_count",
+    "torch.backends.mps.is_available", "torch.backends.cudnn.is_available",
+    "logging.getLogger", "os.environ.get", "os.getenv", "functools.partial",
+    "collections.namedtuple", "typing.TypeVar", "typing.NewType", "math.sqrt", "math.log",
+})
+
+
+def _constant(node: ast.expr | None, bound: _Bound) -> bool:
+    """Whether evaluating `node` calls nothing but `PURE_CALLS`: literals, names, attributes
+    (aliases such as `Norm = nn.LayerNorm`), and containers, operators, comparisons and
+    conditional expressions of those."""
     if node is None or isinstance(node, (ast.Constant, ast.Name)):
         return True
     if isinstance(node, ast.Attribute):
-        return _constant(node.value)
+        return _constant(node.value, bound)
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return all(_constant(e) for e in node.elts)
+        return all(_constant(e, bound) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return all(_constant(k) and _constant(v) for k, v in zip(node.keys, node.values,
-                                                                    strict=True))
+        return all(_constant(k, bound) and _constant(v, bound)
+                   for k, v in zip(node.keys, node.values, strict=True))
     if isinstance(node, ast.UnaryOp):
-        return _constant(node.operand)
+        return _constant(node.operand, bound)
     if isinstance(node, ast.BinOp):
-        return _constant(node.left) and _constant(node.right)
+        return _constant(node.left, bound) and _constant(node.right, bound)
     if isinstance(node, ast.BoolOp):
-        return all(_constant(v) for v in node.values)
+        return all(_constant(v, bound) for v in node.values)
     if isinstance(node, ast.Compare):
-        return _constant(node.left) and all(_constant(c) for c in node.comparators)
+        return _constant(node.left, bound) and all(_constant(c, bound) for c in node.comparators)
     if isinstance(node, ast.Subscript):
-        return _constant(node.value) and _constant(node.slice)
+        return _constant(node.value, bound) and _constant(node.slice, bound)
+    if isinstance(node, ast.IfExp):
+        return all(_constant(part, bound) for part in (node.test, node.body, node.orelse))
+    if isinstance(node, ast.Call):
+        return bound.calls_pure(node.func) and all(
+            _constant(a.value if isinstance(a, ast.Starred) else a, bound) for a in node.args
+        ) and all(_constant(k.value, bound) for k in node.keywords)
     return False
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    """`torch.cuda.is_available` as its parts, None for anything but names and attributes."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else [*head, node.attr]
+    return None
 
 
 def _names(target: ast.expr) -> bool:
@@ -86,6 +114,22 @@ class _Bound:
     def __init__(self) -> None:
         self.names: set[str] = set(_MODULE_NAMES)
         self.any = False
+        self.modules: dict[str, str] = {}  # a bound name -> the module it is (`nn`: torch.nn)
+        # a name only left-out statements bind -> the line of the first of them
+        self.left_out: dict[str, int] = {}
+
+    def calls_pure(self, func: ast.expr) -> bool:
+        parts = _dotted(func)
+        if not parts or parts[0] not in self.modules:
+            return False
+        return ".".join([self.modules[parts[0]], *parts[1:]]) in PURE_CALLS
+
+    def leave_out(self, node: ast.stmt) -> None:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                self.left_out.setdefault(inner.id, node.lineno)
+            elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.left_out.setdefault(inner.name, node.lineno)
 
     def has_all(self, node: ast.AST) -> bool:
         """Whether every name `node` reads is bound: a kept statement that reads a name whose
@@ -99,7 +143,12 @@ class _Bound:
             for alias in node.names:
                 if alias.name == "*":
                     self.any = True
-                self.names.add(alias.asname or alias.name.split(".")[0])
+                bound = alias.asname or alias.name.split(".")[0]
+                self.names.add(bound)
+                if isinstance(node, ast.Import):
+                    self.modules[bound] = alias.name if alias.asname else bound
+                elif node.module and not node.level:
+                    self.modules[bound] = f"{node.module}.{alias.name}"
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.names.add(node.name)
         else:
@@ -118,18 +167,19 @@ def _definitions(body: list[ast.stmt], bound: _Bound) -> list[ast.stmt]:
             kept.append(node)
             bound.bind(node)
         elif isinstance(node, ast.Assign) and all(_names(t) for t in node.targets) and (
-                _constant(node.value)) and bound.has_all(node.value):
+                _constant(node.value, bound)) and bound.has_all(node.value):
             kept.append(node)
             bound.bind(node)
-        elif isinstance(node, ast.AnnAssign) and _names(node.target) and _constant(node.value) \
+        elif isinstance(node, ast.AnnAssign) and _names(node.target) \
+                and _constant(node.value, bound) \
                 and (node.value is None or bound.has_all(node.value)):
             kept.append(node)
             if node.value is not None:
                 bound.bind(node)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             kept.append(node)  # the docstring
-        elif isinstance(node, ast.If) and not _main_guard(node.test) and _constant(node.test) \
-                and bound.has_all(node.test):
+        elif isinstance(node, ast.If) and not _main_guard(node.test) \
+                and _constant(node.test, bound) and bound.has_all(node.test):
             # `if TYPE_CHECKING:`, `if sys.version_info >= (3, 11):`
             node.body = _definitions(node.body, bound) or [ast.Pass()]
             node.orelse = _definitions(node.orelse, bound)
@@ -142,17 +192,46 @@ def _definitions(body: list[ast.stmt], bound: _Bound) -> list[ast.stmt]:
             node.orelse = _definitions(node.orelse, bound)
             node.finalbody = _definitions(node.finalbody, bound)
             kept.append(node)
+        else:
+            bound.leave_out(node)
     return kept
 
 
-def definitions_only(source: str | bytes, filename: str) -> ast.Module:
+class Definitions(NamedTuple):
+    tree: ast.Module
+    left_out: dict[str, int]  # a name only left-out statements bind -> the first one's line
+
+
+def definitions_only(source: str | bytes, filename: str) -> Definitions:
     """A file's definitions without its script body: imports, classes, functions and
-    assignments that call nothing (and `if`/`try` blocks of those) are kept; every other
-    statement, `if __name__ == "__main__":` included, is left out, and so is a kept kind of
-    statement that reads a name only a left-out one binds. Line numbers stay."""
+    assignments that call nothing but `PURE_CALLS` (and `if`/`try` blocks of those) are kept;
+    every other statement, `if __name__ == "__main__":` included, is left out, and so is a
+    kept kind of statement that reads a name only a left-out one binds. Line numbers stay."""
     tree = ast.parse(source, filename)
-    tree.body = _definitions(tree.body, _Bound())
-    return ast.fix_missing_locations(tree)
+    bound = _Bound()
+    tree.body = _definitions(tree.body, bound)
+    left_out = {name: line for name, line in bound.left_out.items() if name not in bound.names}
+    return Definitions(ast.fix_missing_locations(tree), left_out)
+
+
+# a file `import_file` imported -> the names only its left-out statements bind
+_LEFT_OUT: dict[str, dict[str, int]] = {}
+
+
+def left_out_binding(exc: BaseException) -> tuple[str, str, int] | None:
+    """(the name, the file, the line that binds it) when `exc` is the NameError of a name
+    that a file `import_file` imported binds only in a statement the import left out: the
+    runtime pass's doing, not a mistake of the model."""
+    name = getattr(exc, "name", None)
+    tb = exc.__traceback__
+    if not isinstance(exc, NameError) or not isinstance(name, str) or tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    path = tb.tb_frame.f_globals.get("__file__")
+    if not isinstance(path, str) or name not in _LEFT_OUT.get(path, {}):
+        return None
+    return name, path, _LEFT_OUT[path][name]
 
 
 def package_root(path: str) -> tuple[str, str]:
@@ -210,8 +289,10 @@ def import_file(path: str):
     sys.modules[name] = module
     try:
         # bytes: Python's own reading of an encoding declaration
-        code = compile(definitions_only(read_file_bytes(path) if source is None else source,
-                                        path), path, "exec", dont_inherit=True)
+        definitions = definitions_only(read_file_bytes(path) if source is None else source,
+                                       path)
+        _LEFT_OUT[path] = definitions.left_out
+        code = compile(definitions.tree, path, "exec", dont_inherit=True)
         exec(code, module.__dict__)  # noqa: S102 - the file's definitions, as an import would
     except BaseException:
         sys.modules.pop(name, None)

@@ -27,7 +27,12 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func
 
 
 class Worker:
-    def __init__(self) -> None:
+    """The server process that checks each model in a child of its own. `hide_gpus`: the
+    models see no CUDA device (a `--device cpu` or `meta` run), so code that picks its own
+    device with `torch.cuda.is_available()` picks the cpu the models are built on."""
+
+    def __init__(self, *, hide_gpus: bool = False) -> None:
+        self.hide_gpus = hide_gpus
         self.proc: subprocess.Popen | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="modellint-")
         self.where_path = os.path.join(self._tmp.name, "where")
@@ -50,6 +55,8 @@ class Worker:
         keep_out_of_reach()
         env = dict(os.environ)
         env.setdefault("PYTHONFAULTHANDLER", "1")
+        if self.hide_gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ""
         # the working directory goes on sys.path in each model's child, not here: the
         # server imports only torch and modellint
         code = ("import sys; sys.path = [p for p in sys.path if p]; "

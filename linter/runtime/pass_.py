@@ -183,7 +183,7 @@ def run_jobs(jobs: list[ModelJob], device: str, timeout: float, codes: list[str]
     references = [check_reference(cls) for cls in checks]
     named = {"checks": [name for name, _ in references],
              "check_paths": sorted({root for _, root in references if root})}
-    worker = Worker()
+    worker = Worker(hide_gpus=device in ("cpu", "meta"))
     out = []
     try:
         for index, job in enumerate(jobs, 1):

@@ -26,6 +26,7 @@ from modellint.runtime.build import (
     CreationRecorder,
     available_memory,
     build,
+    left_out_binding,
     parameter_count_on_meta,
     required_arguments,
 )
@@ -386,7 +387,27 @@ class Runner:
 
     def _failed(self, phase: str, exc: BaseException, tracer: Tracer | None) -> None:
         site = self.user_code.innermost_traceback(exc.__traceback__)
+        left_out = self._left_out(exc, site)
+        if left_out is not None:
+            what = "was not run" if phase == FORWARD else f"was not checked past its {phase}"
+            self.run_record.report(NOT_CHECKED, f"`{self.run_record.label}` {what}: {left_out}",
+                                   None)
+            return
         self.run_record.failures.append(Failure(phase, exc, tracer, site))
+
+    @staticmethod
+    def _left_out(exc: BaseException, site: tuple[str, int, str] | None) -> str | None:
+        """What to say of a NameError of a name bound only by a line the runtime pass left
+        out of a file (it runs definitions only): not a mistake of the model."""
+        found = left_out_binding(exc)
+        if found is None:
+            return None
+        name, path, line = found
+        at = f" at {short_path(site[0])}:{site[1]}" if site else ""
+        return (f"its code reads `{name}`{at}, which {short_path(path)}:{line} binds by running "
+                f"code, and of a file the runtime pass runs only the definitions (imports, "
+                f"classes, functions, assignments of plain values); bind `{name}` to a "
+                f"constant there, or compute it inside the model")
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> ModelRun:
@@ -523,6 +544,10 @@ class Runner:
     def _build_not_checked(self, failure: Failure) -> None:
         run = self.run_record
         exc, loc = failure.exc, failure.site_location
+        left_out = self._left_out(exc, failure.site)
+        if left_out is not None:
+            run.report(NOT_CHECKED, f"`{run.label}` was not built: {left_out}", None)
+            return
         text = first_line(exc)
         if isinstance(exc, SystemExit):
             text = f"it called sys.exit({exc.code!r})"
