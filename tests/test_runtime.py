@@ -74,7 +74,8 @@ class Shared(nn.Module):
 """
 
 
-@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("device", ["cpu", "meta", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
 def test_module_the_model_does_not_move_is_one_finding_where_it_is_built(device, tmp_path):
     # on another device than the cpu (meta here, cuda on a GPU) the forward fails in the
     # module that `.to(device)` never moved: that failure is the registration mistake,
