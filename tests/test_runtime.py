@@ -104,6 +104,36 @@ def test_clean_models_have_no_findings_and_inferred_inputs_fit(file, name, input
     assert outcome.inputs == inputs
 
 
+DEEP_DOWNSAMPLING = """import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    # five halvings, each normalised per instance: a 32x32 input reaches 1x1, which
+    # InstanceNorm refuses in training mode; the model is made for 256x256
+    def __init__(self):
+        super().__init__()
+        layers, channels = [], 3
+        for width in (16, 32, 64, 128, 128, 128):
+            layers += [nn.Conv2d(channels, width, 4, 2, 1), nn.InstanceNorm2d(width),
+                       nn.LeakyReLU(0.2)]
+            channels = width
+        self.model = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.model(x)
+"""
+
+
+def test_an_inferred_input_too_small_for_the_downsampling_tries_larger_sizes(tmp_path):
+    # not an ML701 at the first size that reaches 1x1: a larger inferred size runs
+    (tmp_path / "encoder.py").write_text(DEEP_DOWNSAMPLING)
+    module = import_file(str(tmp_path / "encoder.py"))
+    outcome = ModelCheck(factory=module.Encoder, label="Encoder").run()
+    assert outcome.findings == []
+    size = int(outcome.inputs.split(", ")[-1].rstrip("]"))
+    assert size >= 128, outcome.inputs
+
+
 def test_constructor_with_arguments_is_ml002_with_config_hint():
     outcome = run_check("needs_args.py", "Configurable", enabled=None)
     assert [f.code for f in outcome.findings] == ["ML002"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -52,6 +53,13 @@ BASE_ATTRS = frozenset(vars(nn.Module()).keys()) | {"training"}
 
 # a finding as the run reports it: code, message and source location (what every pass reports)
 Raw = RawFinding
+
+
+# torch's words for an input whose spatial size the model's downsampling took to nothing
+# (an inferred 32x32 through a U-Net made for 256x256): a larger size may pass
+_TOO_SMALL = re.compile(
+    r"more than 1 spatial element|Output size is too small|Kernel size can't be greater than "
+    r"actual input size|smaller than (the )?kernel|input (image|size) .*too small")
 
 
 @dataclass
@@ -645,9 +653,12 @@ class Runner:
         self._failed(FORWARD, exc, tracer)
 
     def _size_may_cure(self, failures, total: int) -> bool:
-        """Whether trying another input size may help: the failure moves or changes with the
-        size (a Flatten→Linear width), rather than staying put (a channel mismatch)."""
+        """Whether trying another input size may help: the failure says the input is too small
+        for the model's downsampling, or moves or changes with the size (a Flatten→Linear
+        width), rather than staying put (a channel mismatch)."""
         exc = failures[-1][0]
+        if _TOO_SMALL.search(str(exc)):
+            return len(failures) < total
         if isinstance(exc, (AssertionError, ValueError)):
             # the model's own check of the input's size names the size it got: a message that
             # changes with the size says another size may pass (never a mistake of the model)
