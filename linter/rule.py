@@ -31,6 +31,7 @@ import libcst as cst
 
 from modellint.codes import INTERNAL_ERROR, NOT_CHECKED, SCRIPT_FAILED, SYNTAX_ERROR
 from modellint.finding import Fix, Severity
+from modellint.patterns import LazyPattern
 from modellint.runtime.phases import (
     FORWARD,
     MEMORY,
@@ -208,6 +209,7 @@ __all__ = [
     "WRAPPERS",
     "Kind",
     "combine_modes",
+    "LazyPattern",
     # runtime rules: the phases of a model run and their helpers
     "FORWARD",
     "MEMORY",

@@ -7,7 +7,6 @@ are optimizers and schedulers, where they step, where gradients are off.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -20,6 +19,7 @@ from modellint.rule import (
     CallSite,
     FileContext,
     Invalid,
+    LazyPattern,
     Scope,
     Site,
     StaticRule,
@@ -31,8 +31,8 @@ from modellint.rule import (
 )
 from modellint.rule import NESTED_SCOPES as _NESTED
 
-_OPTIMIZER_NAME = re.compile(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
-_SCHEDULER_NAME = re.compile(r"sched")
+_OPTIMIZER_NAME = LazyPattern(r"^(?:.*_)?(?:optimi[sz]er|optim|opt)(?:_.*|\d*)$|optimi[sz]er")
+_SCHEDULER_NAME = LazyPattern(r"sched")
 _NO_GRAD = NO_GRAD | INFERENCE_MODE
 _SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
 
@@ -182,7 +182,7 @@ def _is_false(arg: cst.Arg) -> bool:
 
 
 # a project's own wrapper of no_grad/inference_mode (YOLOv5's `smart_inference_mode`)
-_NO_GRAD_DECORATOR = re.compile(r"(?:^|_)(?:no_grad|inference_mode)$")
+_NO_GRAD_DECORATOR = LazyPattern(r"(?:^|_)(?:no_grad|inference_mode)$")
 
 
 def function_without_grad(context: FileContext, func: cst.CSTNode) -> bool:
@@ -270,7 +270,7 @@ def callee_of(context: FileContext, scope: Scope, call: cst.Call) -> cst.Functio
 # Ignite's events that fire once per iteration (batch) or once per epoch of their engine
 IGNITE_EVENT_PERIODS = {"ITERATION_STARTED": "batch", "ITERATION_COMPLETED": "batch",
                         "EPOCH_STARTED": "epoch", "EPOCH_COMPLETED": "epoch"}
-_IGNITE_EVENTS = re.compile(r"^ignite\.engine\.(?:events\.)?Events\.([A-Z_]+)$")
+_IGNITE_EVENTS = LazyPattern(r"^ignite\.engine\.(?:events\.)?Events\.([A-Z_]+)$")
 IGNITE_ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine"})
 # the methods that Lightning (a `LightningModule`, a `Callback`) and Hugging Face's `Trainer`
 # (a `TrainerCallback`) run once per training batch or once per training epoch
@@ -279,10 +279,10 @@ _LIGHTNING_HOOKS = {"training_step": "batch", "on_train_batch_start": "batch",
                     "on_train_epoch_end": "epoch"}
 _TRANSFORMERS_HOOKS = {"on_step_begin": "batch", "on_step_end": "batch",
                        "on_epoch_begin": "epoch", "on_epoch_end": "epoch"}
-_LIGHTNING_BASES = re.compile(
+_LIGHTNING_BASES = LazyPattern(
     r"^(?:lightning\.pytorch|lightning|pytorch_lightning)(?:\.[\w.]+)?\."
     r"(?:LightningModule|Callback)$")
-_TRANSFORMERS_BASES = re.compile(r"^transformers(?:\.[\w.]+)?\.TrainerCallback$")
+_TRANSFORMERS_BASES = LazyPattern(r"^transformers(?:\.[\w.]+)?\.TrainerCallback$")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from modellint.rule import (
     VARIABLES,
     Fix,
     Invalid,
+    LazyPattern,
     Severity,
     StaticRule,
     Valid,
@@ -604,8 +605,8 @@ class ZeroDimDataIndex(StaticRule):
                 and not _reduction_none(constructor))
 
 
-_LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
-_REBINDS_NEXT = re.compile(r"\bdef\s+next\s*\(|\bnext\s*=[^=]|\bimport\b[^\n]*\bnext\b")
+_LOADER_NAME = LazyPattern(r"loader", re.IGNORECASE)
+_REBINDS_NEXT = LazyPattern(r"\bdef\s+next\s*\(|\bnext\s*=[^=]|\bimport\b[^\n]*\bnext\b")
 
 
 class DataLoaderIteratorNext(StaticRule):

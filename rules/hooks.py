@@ -3,17 +3,24 @@ that are lost, and hooks registered again on every forward call."""
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
-from modellint.rule import Fix, Invalid, Severity, StaticRule, code_nodes, dotted_name, visit
+from modellint.rule import (
+    Fix,
+    Invalid,
+    LazyPattern,
+    Severity,
+    StaticRule,
+    code_nodes,
+    dotted_name,
+    visit,
+)
 from modellint.rules._loops import function_without_grad, is_no_grad_item
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 
-_HOOK_METHOD = re.compile(r"^_?register_\w*hook$")
+_HOOK_METHOD = LazyPattern(r"^_?register_\w*hook$")
 # hooks that see activations (and so can keep the autograd graph alive)
 _FORWARD_HOOKS = frozenset(
     {"register_forward_hook", "register_forward_pre_hook", "register_module_forward_hook",

@@ -3,7 +3,6 @@ deprecated `nn.init` names, and `apply` called once per module."""
 
 from __future__ import annotations
 
-import re
 from typing import ClassVar, cast
 
 import libcst as cst
@@ -17,6 +16,7 @@ from modellint.rule import (
     TENSOR,
     Fix,
     Invalid,
+    LazyPattern,
     Scope,
     StaticRule,
     canonical,
@@ -970,7 +970,7 @@ class ApplyInModulesLoop(StaticRule):
 # -- ML605 ------------------------------------------------------------------------------------
 
 # a layer's parameters and buffers (tensors, or None where optional)
-_TENSOR_ATTRIBUTE = re.compile(
+_TENSOR_ATTRIBUTE = LazyPattern(
     r"weight|bias|running_mean|running_var|num_batches_tracked|in_proj_weight|in_proj_bias|"
     r"bias_[kv]|[qkv]_proj_weight|(weight|bias)_(ih|hh|hr)(_l\d+(_reverse)?)?")
 # torch's base classes of the layers of the attribute table, as the layer they stand for

@@ -20,6 +20,7 @@ from modellint.rule import (
     WRAPPER_ATTRIBUTES,
     Invalid,
     Kind,
+    LazyPattern,
     Severity,
     Site,
     StaticRule,
@@ -126,7 +127,7 @@ class RecurrentDropoutOneLayer(StaticRule):
 # -- ML111 ------------------------------------------------------------------------------------
 
 # per-layer parameters of the recurrent layers: `weight_ih_l1`, `bias_hh_l0_reverse`, ...
-_RECURRENT_WEIGHT = re.compile(r"(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?")
+_RECURRENT_WEIGHT = LazyPattern(r"(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?")
 
 
 _LAYER_ATTRIBUTE_NAMES = frozenset().union(*LAYER_ATTRIBUTES.values())

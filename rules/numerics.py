@@ -14,6 +14,7 @@ from modellint.rule import (
     SOFTMAX_MODULES,
     Fix,
     Invalid,
+    LazyPattern,
     Severity,
     StaticRule,
     argument,
@@ -304,8 +305,8 @@ _ROUNDING_METHODS = frozenset({
     "astype", "floor_", "ceil_", "round_", "trunc_", "type_as",
 })
 # a size computed with the convolution arithmetic: (L + 2p - d(k - 1) - 1) / s + 1
-_CONV_TERMS = re.compile(r"kernel|dilation")
-_STRIDE = re.compile(r"stride")
+_CONV_TERMS = LazyPattern(r"kernel|dilation")
+_STRIDE = LazyPattern(r"stride")
 # where an integer is needed: indexing, sizes, counts
 _SIZE_METHODS = frozenset({
     "view", "reshape", "expand", "repeat", "index_select", "gather", "narrow", "new_zeros",

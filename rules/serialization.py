@@ -14,6 +14,7 @@ from modellint.rule import (
     RETURNS_SELF,
     Fix,
     Invalid,
+    LazyPattern,
     Severity,
     StaticRule,
     Valid,
@@ -726,11 +727,11 @@ class LoadResultAssigned(StaticRule):
 
 # a name that holds the device the code runs on (`device`, `self._device`, `args.gpu`,
 # `local_rank`), not a flag (`use_cuda`) or a count (`n_gpu`)
-_DEVICE_NAME = re.compile(r"^(?:\w+_)?device$|^(?:dev|gpu|gpu_id|local_rank)$")
+_DEVICE_NAME = LazyPattern(r"^(?:\w+_)?device$|^(?:dev|gpu|gpu_id|local_rank)$")
 _CUDA_AVAILABLE = frozenset({"torch.cuda.is_available"})
-_CUDA_WORDS = re.compile(r"cuda|gpu", re.IGNORECASE)
+_CUDA_WORDS = LazyPattern(r"cuda|gpu", re.IGNORECASE)
 # a path or a name that says the file holds a model's (or a training run's) state
-_STATE_WORDS = re.compile(r"ckpt|checkpoint|weight|model|resume|state|snapshot|pretrain|net",
+_STATE_WORDS = LazyPattern(r"ckpt|checkpoint|weight|model|resume|state|snapshot|pretrain|net",
                           re.IGNORECASE)
 _STATE_LOADERS = frozenset({"load_state_dict", "load_objects"})
 

@@ -19,6 +19,7 @@ from modellint.rule import (
     TENSOR_FACTORIES,
     TENSOR_METHODS,
     VARIABLES,
+    LazyPattern,
     Severity,
     argument,
     child_nodes,
@@ -76,9 +77,9 @@ _NO_KERNEL_FUNCTIONS = VARIABLES | frozenset({
     "torch.is_tensor", "torch.numel", "torch.is_floating_point", "torch.is_complex",
     "torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled",
 })
-_ACCELERATOR_STRING = re.compile(r"^(?:cuda(?::\d+)?)$")
-_DEVICE_WORDS = re.compile(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
-_CPU_STRING = re.compile(r"^cpu$")
+_ACCELERATOR_STRING = LazyPattern(r"^(?:cuda(?::\d+)?)$")
+_DEVICE_WORDS = LazyPattern(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
+_CPU_STRING = LazyPattern(r"^cpu$")
 
 
 def _string(expr: cst.BaseExpression) -> str | None:

@@ -19,6 +19,7 @@ from modellint.rule import (
     FileContext,
     Fix,
     Invalid,
+    LazyPattern,
     Severity,
     StaticRule,
     Valid,
@@ -154,7 +155,7 @@ def _reduction_fix(call: cst.Call, legacy: dict[str, cst.Arg]) -> Fix:
 
 # an `if` test that asks which torch is installed: `hasattr(torch, "compiler")`,
 # `torch.__version__ >= ...`, `is_torch_greater_or_equal(...)`, `_TORCH_GE_2_4`
-_COMPAT_TEST = re.compile(r"hasattr|getattr|version|is_torch|TORCH_|available", re.IGNORECASE)
+_COMPAT_TEST = LazyPattern(r"hasattr|getattr|version|is_torch|TORCH_|available", re.IGNORECASE)
 
 
 class _ApiTableRule(StaticRule):

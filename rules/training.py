@@ -29,6 +29,7 @@ from modellint.rule import (
     VALUE_METHODS,
     Fix,
     Invalid,
+    LazyPattern,
     ProjectFunction,
     Severity,
     StaticRule,
@@ -119,8 +120,8 @@ def _train(setup="", epoch_top="", batch_end="", epoch_end=""):
 # -- ML301 ------------------------------------------------------------------------------------
 
 # constructor arguments that count iterations rather than epochs
-_ITERATION_WORDS = re.compile(r"iter|batch|loader|len\(|steps|Steps", re.IGNORECASE)
-_EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
+_ITERATION_WORDS = LazyPattern(r"iter|batch|loader|len\(|steps|Steps", re.IGNORECASE)
+_EPOCH_WORD = LazyPattern(r"epoch", re.IGNORECASE)
 
 
 def counts_iterations(call: cst.Call) -> bool:
@@ -392,7 +393,7 @@ def _epoch_scheduler_call(context, constructor: cst.Call, call: cst.Call | None)
 # training epoch: Lightning's `on_train_epoch_start`, mmengine's `before_train_epoch`,
 # fairseq's `begin_epoch`, Keras-style `on_epoch_begin`. Epoch ends, validation and test
 # epochs are not these.
-_EPOCH_START = re.compile(
+_EPOCH_START = LazyPattern(
     r"^(?:on_)?(?:train(?:ing)?_)?epoch_(?:start|begin)$"
     r"|^(?:on_)?(?:before|begin|start)_(?:train(?:ing)?_)?epoch$"
 )
@@ -916,7 +917,7 @@ class SchedulerBeforeOptimizer(ScopeRule):
 
 # -- ML303 ------------------------------------------------------------------------------------
 
-_ZEROING = re.compile(
+_ZEROING = LazyPattern(
     r"zero_grad|set_to_none|\.grad\s*=|\.grad(?:\.data)?\.(?:zero_|detach_|fill_|mul_|copy_)"
     r"|grad\.zero_|clear_grad"
 )
@@ -1196,7 +1197,7 @@ def _cleared_in_helpers(context, scope: Scope) -> list[str | None]:
 
 # -- ML304 ------------------------------------------------------------------------------------
 
-_DETACHED = re.compile(r"\.(item|detach|tolist|numpy)\(|^float\(|^int\(")
+_DETACHED = LazyPattern(r"\.(item|detach|tolist|numpy)\(|^float\(|^int\(")
 
 
 class LossKeptWithGraph(ScopeRule):
@@ -1551,7 +1552,7 @@ def _expression_has_mode_behaviour(context, expr: cst.BaseExpression, seen) -> b
     return True
 
 
-_MODE_TEXT = re.compile(r"\btraining\b|dropout|\.train\(|\.eval\(")
+_MODE_TEXT = LazyPattern(r"\btraining\b|dropout|\.train\(|\.eval\(")
 
 
 def _class_has_mode_behaviour(context, name: str, seen: frozenset[str]) -> bool:
@@ -1590,7 +1591,7 @@ def _class_has_mode_behaviour(context, name: str, seen: frozenset[str]) -> bool:
 
 
 # the name of held-out data: `val_loader`, `testloader`, `eval_dataset`, `loader_val`
-_HELD_OUT = re.compile(r"(?:^|_)(?:val|valid|validation|test|eval|dev)(?:_|data|loader|set|$)",
+_HELD_OUT = LazyPattern(r"(?:^|_)(?:val|valid|validation|test|eval|dev)(?:_|data|loader|set|$)",
                        re.IGNORECASE)
 
 
@@ -2046,7 +2047,7 @@ def _callers_in_training(context, scope: Scope, name: str) -> str | None:
 
 # -- ML307 ------------------------------------------------------------------------------------
 
-_WANTS_GRAD = re.compile(r"backward|autograd\.grad|requires_grad|enable_grad|\.step\(")
+_WANTS_GRAD = LazyPattern(r"backward|autograd\.grad|requires_grad|enable_grad|\.step\(")
 
 
 class EvalWithoutNoGrad(ScopeRule):

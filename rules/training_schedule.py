@@ -24,6 +24,7 @@ from modellint.rule import (
     VALUE_METHODS,
     VARIABLES,
     Fix,
+    LazyPattern,
     Severity,
     argument,
     code_nodes,
@@ -57,11 +58,11 @@ from modellint.rules._loops import (
 from modellint.rules.training import HEADER
 
 # a loop header or function name that says it counts epochs
-_EPOCH = re.compile(r"epoch", re.IGNORECASE)
+_EPOCH = LazyPattern(r"epoch", re.IGNORECASE)
 # text of an argument that counts iterations (optimizer steps), not epochs: `len(loader)`,
 # `total_steps`, `max_iter`, `num_batches`. Plain `steps` is not enough (`--lr-steps` often
 # lists epochs).
-_ITERATION_COUNT = re.compile(
+_ITERATION_COUNT = LazyPattern(
     r"len\(|iter|batch|(?:total|training|train|num|max|warmup|n|optim|optimizer)_?steps|"
     r"steps_per_epoch|global_step",
     re.IGNORECASE,
@@ -582,7 +583,7 @@ _SIZE_ARGUMENTS = {
 }
 # transformers' schedule builders (`get_linear_schedule_with_warmup`, `get_scheduler`): a
 # `LambdaLR` sized in optimizer steps (`num_training_steps`, `num_warmup_steps`)
-_TRANSFORMERS_SCHEDULE = re.compile(r"^transformers\.(?:optimization\.)?get_\w*schedul")
+_TRANSFORMERS_SCHEDULE = LazyPattern(r"^transformers\.(?:optimization\.)?get_\w*schedul")
 
 
 def _scheduler_built(context, scope: Scope, name: str) -> tuple[str, cst.Call] | None:
@@ -1485,7 +1486,7 @@ class ZeroGradBeforeStep(ScopeRule):
 _SAME_VALUES = VALUE_METHODS | {"data", "type"}
 # a callable whose name says it is a model, a part of one, or a loss (when nothing else is
 # known of it)
-_MODEL_OR_LOSS_NAME = re.compile(
+_MODEL_OR_LOSS_NAME = LazyPattern(
     r"loss|criterion|model|net|encoder|decoder|embed|head|backbone|classifier|generator|"
     r"discriminator|^[gd]$", re.IGNORECASE)
 
@@ -1729,9 +1730,9 @@ class GraphCutBeforeLoss(ScopeRule):
 # -- ML350 ------------------------------------------------------------------------------------
 
 # a discount factor: what makes `r + gamma * q(s')` a temporal-difference target
-_DISCOUNT = re.compile(r"gamma|discount", re.IGNORECASE)
+_DISCOUNT = LazyPattern(r"gamma|discount", re.IGNORECASE)
 # a name that holds a value or Q network: `q_target`, `target_net`, `self.critic`, `qnet`
-_VALUE_NETWORK = re.compile(
+_VALUE_NETWORK = LazyPattern(
     r"^(?:q|v)(?:_|\d|$)|q_?net|value_?net|critic|target_?(?:net|model|q)|(?:^|_)net(?:\d|_|$)|"
     r"(?:^|_)model(?:\d|_|$)|dqn", re.IGNORECASE)
 _CUTS_GRAPH = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})

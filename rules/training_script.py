@@ -21,6 +21,7 @@ from modellint.rule import (
     RETURNS_SELF,
     CallSite,
     Fix,
+    LazyPattern,
     Severity,
     StaticRule,
     argument,
@@ -88,14 +89,14 @@ def _literal(expr: cst.BaseExpression) -> str | None:
     return None
 
 
-_VISITED = re.compile(r"\bval|valid|test|eval|dev_|_dev\b|^dev$", re.IGNORECASE)
+_VISITED = LazyPattern(r"\bval|valid|test|eval|dev_|_dev\b|^dev$", re.IGNORECASE)
 # functions that evaluate rather than train
-_EVALUATING = re.compile(r"val|test|eval|infer|predict|benchmark", re.IGNORECASE)
+_EVALUATING = LazyPattern(r"val|test|eval|infer|predict|benchmark", re.IGNORECASE)
 
 
 # -- ML309 --------------------------------------------------------------------------------------
 
-_ACCELERATOR_STRINGS = re.compile(r"^(?:cuda(?::\d+)?|mps|xpu(?::\d+)?)$")
+_ACCELERATOR_STRINGS = LazyPattern(r"^(?:cuda(?::\d+)?|mps|xpu(?::\d+)?)$")
 
 
 class DataLoaderStarvesDevice(_FileRule):
@@ -245,7 +246,7 @@ _TORCH_DRAWS = frozenset({
     "torch.randn_like", "torch.randint_like", "torch.normal", "torch.bernoulli",
     "torch.multinomial", "torch.poisson", "torch.utils.data.random_split",
 })
-_TORCH_INIT_DRAWS = re.compile(
+_TORCH_INIT_DRAWS = LazyPattern(
     r"^torch\.nn\.init\.(?:uniform_|normal_|trunc_normal_|xavier_\w+|kaiming_\w+|orthogonal_"
     r"|sparse_)$"
 )
@@ -1091,25 +1092,25 @@ def _evaluation_dataset(call: cst.Call) -> bool:
 # -- ML348 --------------------------------------------------------------------------------------
 
 # calls that hand back their first argument's items in the same order
-_ORDER_KEEPING = re.compile(r"^(?:enumerate|iter|\w*tqdm\w*|trange|track|\w*progress\w*)$",
+_ORDER_KEEPING = LazyPattern(r"^(?:enumerate|iter|\w*tqdm\w*|trange|track|\w*progress\w*)$",
                             re.IGNORECASE)
 # a loader's or dataset's name that says it trains: `train_loader`, `trainloader`, `loader_train`
-_TRAINING_NAME = re.compile(r"(?:^|_)train(?:ing)?(?:$|_|loader|set|data|dl|_?ds)",
+_TRAINING_NAME = LazyPattern(r"(?:^|_)train(?:ing)?(?:$|_|loader|set|data|dl|_?ds)",
                             re.IGNORECASE)
 # a loop that carries a recurrent state from batch to batch (truncated backpropagation through
 # time), which needs the batches in order
-_CARRIED_STATE = re.compile(
+_CARRIED_STATE = LazyPattern(
     r"repackage|\b(?:hidden|hid|mems?|hx|h0|hc|h)\b[^\n]*\.detach\(|"
     r"\b(?:\w+_)?(?:hidden|states?|memory|h)\d*\s*=\s*[^\n]*\.detach\(")
 # the project's functions that train on the loader they are given: `train`,
 # `train_one_epoch` (not a framework's `trainer.fit`, which may rebuild the loader)
-_TRAINS = re.compile(r"^_?train(?:_|$)|_train$")
+_TRAINS = LazyPattern(r"^_?train(?:_|$)|_train$")
 # functions that go over the training set without training on it
-_NOT_TRAINING = re.compile(r"val|test|eval|infer|predict|extract|feature|stat|mean|std|calib|"
+_NOT_TRAINING = LazyPattern(r"val|test|eval|infer|predict|extract|feature|stat|mean|std|calib|"
                            r"embed|cache|precompute|visuali[sz]e|plot", re.IGNORECASE)
-_RANDOM_TENSOR = re.compile(r"^torch\.(?:rand|randn|randint|normal|bernoulli|poisson)$")
+_RANDOM_TENSOR = LazyPattern(r"^torch\.(?:rand|randn|randint|normal|bernoulli|poisson)$")
 # datasets that cannot be shuffled by the loader (it raises on `shuffle=True`), or stream
-_STREAMING = re.compile(r"IterableDataset|IterDataPipe|IterableWrapper|webdataset|"
+_STREAMING = LazyPattern(r"IterableDataset|IterDataPipe|IterableWrapper|webdataset|"
                         r"streaming\s*=\s*True")
 
 
@@ -1495,7 +1496,7 @@ _DATA_PARALLEL = _DDP | frozenset({
     "torch.nn.parallel.data_parallel.DataParallel",
 })
 # a condition that tells the wrapper from the bare model (the fix of the YOLOv4 case)
-_WRAPPER_TEST = re.compile(r"DataParallel|DDP|module|isinstance|hasattr|device_count|"
+_WRAPPER_TEST = LazyPattern(r"DataParallel|DDP|module|isinstance|hasattr|device_count|"
                            r"distributed|world_size|local_rank|n_?gpu|multi_?gpu")
 _SAVES = frozenset({"torch.save", "torch.serialization.save"})
 
@@ -1807,9 +1808,9 @@ def _conditions(scope: Scope, site: Site) -> list[cst.BaseExpression]:
 
 # -- ML314 --------------------------------------------------------------------------------------
 
-_RANDOM_FACTORY = re.compile(r"\.(?:rand\w*|normal|bernoulli|multinomial|poisson)$|_like$")
-_DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b", re.IGNORECASE)
-_DEVICE_WORDS = re.compile(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
+_RANDOM_FACTORY = LazyPattern(r"\.(?:rand\w*|normal|bernoulli|multinomial|poisson)$|_like$")
+_DATA_WORDS = LazyPattern(r"loader|batches|dataset|\bdata\b", re.IGNORECASE)
+_DEVICE_WORDS = LazyPattern(r"device|dev\b|gpu|cuda|rank", re.IGNORECASE)
 
 
 class TransferRepeatedEveryStep(ScopeRule):
@@ -2016,8 +2017,8 @@ def _constant_args(call: cst.Call) -> bool:
 
 # -- ML315 --------------------------------------------------------------------------------------
 
-_LOSS_CALLEES = re.compile(r"criterion|loss_fn|loss_func|lossfn|^loss$|^crit$", re.IGNORECASE)
-_GRAD_SCALING = re.compile(r"\.grad\b[^\n]*(?:/=|\*=|\.div_\(|\.mul_\()")
+_LOSS_CALLEES = LazyPattern(r"criterion|loss_fn|loss_func|lossfn|^loss$|^crit$", re.IGNORECASE)
+_GRAD_SCALING = LazyPattern(r"\.grad\b[^\n]*(?:/=|\*=|\.div_\(|\.mul_\()")
 
 
 def _modulo(test: cst.BaseExpression) -> cst.BinaryOperation | None:

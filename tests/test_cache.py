@@ -58,9 +58,9 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     env = cache_env(tmp_path)
     first = cli("net.py", "--format", "json", env=env)
     assert len(entries(tmp_path)) == 1
-    # beside: the file's project facts, their summary, the digests of the run's files and
-    # the summaries of the project's files as one entry
-    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 4
+    # beside: the file's project facts, their summary, the digests of the run's files, the
+    # summaries of the project's files as one entry, and their stats beside their digests
+    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 5
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
@@ -486,3 +486,69 @@ def test_only_the_latest_runs_are_kept_as_one_entry(cli, tmp_path):
         entry.unlink()
     assert cli(".", env=env).rc == 0
     assert entries(tmp_path) == []
+
+
+class _FactsStore:
+    """The facts half of the cache, in memory."""
+
+    def __init__(self):
+        self.entries = {}
+
+    def get_facts(self, key, required=()):
+        found = self.entries.get(key)
+        return dict(found) if found is not None and set(required) <= found.keys() else None
+
+    def put_facts(self, key, facts):
+        self.entries[key] = facts
+
+
+def test_a_file_whose_stat_is_unchanged_is_not_read_again_and_any_write_is_seen(
+        tmp_path, monkeypatch):
+    import hashlib
+    import os
+
+    import modellint.static.discover as discover
+    from modellint.static import facts_cache
+
+    monkeypatch.setattr(facts_cache, "_STAT_MARGIN_NS", 0)  # no file counts as just changed
+    reads = []
+    real_read = discover.read_file_bytes
+    monkeypatch.setattr(discover, "read_file_bytes",
+                        lambda path, limit: reads.append(path) or real_read(path, limit))
+    files = [(name, tmp_path / name) for name in ("a.py", "b.py")]
+    for name, path in files:
+        path.write_text(f"NAME = {name!r}\n")
+    store = _FactsStore()
+    first = facts_cache.content_digests(files, store)
+    assert first == {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files}
+    assert len(reads) == 2
+    reads.clear()
+    assert facts_cache.content_digests(files, store) == first
+    assert reads == []
+    # the same size, the modification time put back: its change time still moved
+    path = files[0][1]
+    stat = path.stat()
+    path.write_text("NAME = 'A.py'\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    third = facts_cache.content_digests(files, store)
+    assert reads == [path]
+    assert third["a.py"] == hashlib.sha256(b"NAME = 'A.py'\n").hexdigest() != first["a.py"]
+    assert third["b.py"] == first["b.py"]
+
+
+def test_a_file_changed_just_before_its_stat_was_recorded_is_read_again(tmp_path, monkeypatch):
+    import modellint.static.discover as discover
+    from modellint.static import facts_cache
+
+    reads = []
+    real_read = discover.read_file_bytes
+    monkeypatch.setattr(discover, "read_file_bytes",
+                        lambda path, limit: reads.append(path) or real_read(path, limit))
+    files = [("a.py", tmp_path / "a.py")]
+    files[0][1].write_text("x = 1\n")
+    store = _FactsStore()
+    facts_cache.content_digests(files, store)
+    facts_cache.content_digests(files, store)
+    # written within the margin of the record: a write in the same tick of the file system's
+    # clock could leave its stat as it was
+    assert len(reads) == 2

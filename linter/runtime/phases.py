@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from modellint import codes
+from modellint.patterns import LazyPattern
 
 # the phases a check can need; building the model and inspecting it always happen
 FORWARD = "forward"  # an eval-mode forward on the given, configured or inferred input
@@ -22,7 +23,7 @@ PHASES = (FORWARD, REPEAT, TWIN, TRAIN, MEMORY)
 NOT_CHECKED = codes.NOT_CHECKED
 INTERNAL = codes.INTERNAL_ERROR
 
-OOM = re.compile(r"out of memory|can't allocate memory|CUDA error: out of memory", re.I)
+OOM = LazyPattern(r"out of memory|can't allocate memory|CUDA error: out of memory", re.I)
 
 
 def first_line(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -206,22 +207,74 @@ def _limit(path: Any) -> int:
 _PARALLEL_FROM = 64
 
 
-def snapshot_key(files: list[tuple[str, Any]]) -> tuple[str, dict[str, str]]:
+def snapshot_key(files: list[tuple[str, Any]], cache: Any = None
+                 ) -> tuple[str, dict[str, str]]:
     """(the key of the index of exactly these files' bytes, the sha256 of each file that
-    could be read: the results cache's keys take it instead of reading the file again)."""
+    could be read: the results cache's keys take it instead of reading the file again).
+    With a `cache`, a file whose stat says it has not changed is not read (`content_digests`)."""
+    contents = content_digests(files, cache)
+    digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
+    empty = hashlib.sha256(b"").hexdigest()
+    for display, _ in files:
+        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(bytes.fromhex(contents.get(display, empty)))
+    return digest.hexdigest(), contents
+
+
+# a file changed less than this long before its stat was recorded may change again within the
+# file system's timestamp granularity without changing its stat: it is read again
+_STAT_MARGIN_NS = 2_000_000_000
+
+
+def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
+    """The sha256 of the bytes of each file that can be read. A file whose stat (mode, size,
+    modification and change times, inode, device) is the one the cache recorded beside its
+    digest is not read again, as git trusts a clean stat: its change time moves on every
+    write and no program sets it. A file changed just before that record was made is read
+    again (`_STAT_MARGIN_NS`)."""
     from modellint.static.discover import read_file_bytes
 
-    digest = hashlib.sha256(f"project-index-snapshot={FACTS_VERSION}".encode())
+    key = _stats_key(files)
+    stored = cache.get_facts(key, required=("at", "files")) if cache is not None else None
+    known = stored["files"] if stored is not None and isinstance(stored["files"], dict) else {}
+    trusted_before = stored["at"] - _STAT_MARGIN_NS if stored is not None and isinstance(
+        stored["at"], int) else 0
+    at = time.time_ns()
     contents: dict[str, str] = {}
+    recorded: dict[str, list] = {}
+    settled = False
     for display, path in files:
         try:
-            content = contents[display] = hashlib.sha256(
-                read_file_bytes(path, _limit(path))).hexdigest()
+            info = os.stat(path)
         except OSError:
-            content = hashlib.sha256(b"").hexdigest()
+            continue
+        stat_of = [info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino,
+                   info.st_dev]
+        last = known.get(display)
+        if (isinstance(last, list) and len(last) == 7 and last[:6] == stat_of
+                and max(info.st_mtime_ns, info.st_ctime_ns) < trusted_before
+                and isinstance(last[6], str)):
+            contents[display] = last[6]
+            recorded[display] = last
+            continue
+        # read again though unchanged, as it had changed just before the record was made:
+        # the record made now trusts it from the next run on
+        settled = settled or max(info.st_mtime_ns, info.st_ctime_ns) < at - _STAT_MARGIN_NS
+        try:
+            contents[display] = hashlib.sha256(read_file_bytes(path, _limit(path))).hexdigest()
+        except OSError:
+            continue
+        recorded[display] = [*stat_of, contents[display]]
+    if cache is not None and (settled or recorded != known):
+        cache.put_facts(key, {"at": at, "files": recorded})
+    return contents
+
+
+def _stats_key(files: list[tuple[str, Any]]) -> str:
+    digest = hashlib.sha256(f"project-stats={FACTS_VERSION}".encode())
+    for display, _ in files:
         digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
-        digest.update(bytes.fromhex(content))
-    return digest.hexdigest(), contents
+    return digest.hexdigest()
 
 
 Snapshot = tuple["str | None", dict[str, str], "dict[str, str] | None"]
@@ -237,7 +290,7 @@ def read_snapshot(files: list[tuple[str, Any]], cache: Any) -> Snapshot:
     """(the key of the index of exactly these files' bytes (`snapshot_key`), the sha256 of
     each file that could be read, the digests of files that the cache holds under that key,
     or None when it holds no entry there); `files` sorted by display path."""
-    snapshot, contents = snapshot_key(files) if cache is not None else (None, {})
+    snapshot, contents = snapshot_key(files, cache) if cache is not None else (None, {})
     known: dict[str, str] | None = None
     if snapshot is not None:
         stored = cache.get_facts(snapshot, required=("digests",))
@@ -300,10 +353,13 @@ def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jo
     # the cache first, in this process; only the files it misses are parsed (by `jobs`
     # processes when there are many)
     known: dict = {}
+    direct: dict = {}
     if cache is not None:
         stored = cache.get_facts(_summaries_key(files), required=("files",))
         if stored is not None and isinstance(stored["files"], dict):
             known = stored["files"]
+            if isinstance(stored.get("direct"), dict):
+                direct = stored["direct"]
     found = [_cached_facts(task, known) for task in tasks]
     missing = [number for number, item in enumerate(found) if item is _MISSING]
     extracted: list = []
@@ -320,12 +376,16 @@ def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jo
     for number, item in zip(missing, extracted, strict=True):
         found[number] = item
     summaries = {}
+    unchanged = []  # the files read from the summaries entry as they were
     for item in found:
         if item is None:
             continue
         if callable(item[2]):
             index.add_summary(*item)
             summaries[item[0]] = item[1]
+            last = known.get(item[0])
+            if isinstance(last, list) and last and last[0] == index.contents.get(item[0]):
+                unchanged.append(item[0])
         else:
             display, facts, digest, known_digest, outline = item
             index.add(display, facts, digest)
@@ -336,15 +396,19 @@ def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jo
                                       "digest": known_digest, "text": digest}
             if outline is not None:
                 index.outlines[display] = outline
+    # the files an unchanged file imports are the same among the same files: the entry is
+    # keyed by them (`_summaries_key`)
+    index.known_imports({display: direct[display] for display in unchanged
+                         if isinstance(direct.get(display), list)})
+    for path in sorted(linted):
+        if path in index.files:
+            index.digest(path)  # once here, not in each worker
     if cache is not None and (missing or not known):
         # the next run (one file edited, as pre-commit makes) reads this one entry instead of
         # one per file
         cache.put_facts(_summaries_key(files), {"files": {
             display: [index.contents[display], summary] for display, summary in summaries.items()
-            if display in index.contents}})
-    for path in sorted(linted):
-        if path in index.files:
-            index.digest(path)  # once here, not in each worker
+            if display in index.contents}, "direct": index.direct_imports()})
 
 
 def text_hash(text: str) -> str:

@@ -278,6 +278,17 @@ class ProjectIndex(Evaluation):
             found = self._direct[path] = sorted(targets)
         return found
 
+    def known_imports(self, direct: Mapping[str, list[str]]) -> None:
+        """The project files that files import directly, as a run on the same files found
+        them (`direct_imports`): not resolved again."""
+        for path, targets in direct.items():
+            if all(isinstance(target, str) for target in targets):
+                self._direct[path] = targets
+
+    def direct_imports(self) -> dict[str, list[str]]:
+        """The project files each file imports directly, where this run resolved them."""
+        return dict(self._direct)
+
     def importers(self, path: str) -> list[str]:
         """The project files that import `path` directly (their call sites of its functions
         are facts of its findings)."""

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
+from modellint.patterns import LazyPattern
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
 from modellint.static.outline import parse
 
@@ -50,15 +51,15 @@ PYTHON_CELL_MAGICS = frozenset(
     {"time", "timeit", "capture", "prun", "debug", "python", "python3", "tensorflow_version"})
 # joined between two cells; the number is the cell's (a comment: invisible to the rules)
 _SEPARATOR = "# %% modellint-cell {}"
-_SEPARATOR_RE = re.compile(r"^# %% modellint-cell (\d+)$", re.M)
+_SEPARATOR_RE = LazyPattern(r"^# %% modellint-cell (\d+)$", re.M)
 # a masked line ends in this comment; restoring puts the original line back
 _MASK_TAG = "# modellint-masked {}"
-_MASK_RE = re.compile(r"# modellint-masked (\d+)$")
-_LINE_END = re.compile(r"\r\n|\r|\n")
-_WS = re.compile(r"[ \t\n\r]*")
+_MASK_RE = LazyPattern(r"# modellint-masked (\d+)$")
+_LINE_END = LazyPattern(r"\r\n|\r|\n")
+_WS = LazyPattern(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 # a line IPython would run as a magic, a shell command or a help request
-_MAGIC = re.compile(
+_MAGIC = LazyPattern(
     r"(?P<indent>[ \t]*)(?:"
     r"[%!]"  # %matplotlib inline, !pip install x
     r"|\?"  # ?obj, ??obj
@@ -67,8 +68,8 @@ _MAGIC = re.compile(
     r")"
 )
 # a quick look for any line that _MAGIC could match
-_ANY_MAGIC = re.compile(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.M)
-_FILE_NOQA = re.compile(r"[ \t\f]*#[ \t\f]*modellint:[ \t\f]*noqa\b.*", re.I)
+_ANY_MAGIC = LazyPattern(r"^[ \t]*[%!?]|\?[ \t]*$|=[ \t]*[%!]", re.M)
+_FILE_NOQA = LazyPattern(r"[ \t\f]*#[ \t\f]*modellint:[ \t\f]*noqa\b.*", re.I)
 
 
 class NotebookError(ValueError):
