@@ -393,11 +393,10 @@ def test_a_planted_plugin_manifest_is_not_believed(tmp_path):
     cold, _ = _probe(tmp_path, ".")
     manifests = list((tmp_path / "xdg" / "modellint" / "registry").glob("*.json"))
     assert len(manifests) == 1
-    entry = json.loads(manifests[0].read_text())
-    payload = json.loads(entry["payload"])
-    del payload["rules"]["ML308"]
-    entry["payload"] = json.dumps(payload)
-    manifests[0].write_text(json.dumps(entry))
+    header, _, payload = manifests[0].read_bytes().partition(b"\n")
+    manifest = json.loads(payload)
+    del manifest["rules"]["ML308"]
+    manifests[0].write_bytes(header + b"\n" + json.dumps(manifest).encode())
     found, imported = _probe(tmp_path, ".", "--no-cache")
     assert found == cold
     found, imported = _probe(tmp_path, ".")

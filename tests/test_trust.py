@@ -350,20 +350,19 @@ def findings_entry(folder: Path) -> Path:
     """The one cache entry under `folder` that holds a file's findings (the others hold the
     project facts of a file)."""
     [entry] = [path for path in folder.rglob("*.json")
-               if "findings" in json.loads(json.loads(path.read_bytes())["payload"])]
+               if "findings" in json.loads(path.read_bytes().partition(b"\n")[2])]
     return entry
 
 
 def forge_no_findings(entry: Path, key_home: Path) -> None:
     """What an attacker commits: the entry their own modellint wrote for the bad file, its
     findings emptied and signed again with their own key."""
-    data = json.loads(entry.read_bytes())
+    header = entry.read_bytes().partition(b"\n")[0]
     payload = json.dumps({"findings": [], "classes": []})
-    data["payload"] = payload
     key = (key_home / "modellint" / "key").read_bytes()
     message = f"{entry.parent.name}/{entry.stem}\0{payload}".encode()
-    data["mac"] = hmac.new(key, message, hashlib.sha256).hexdigest()
-    entry.write_text(json.dumps(data))
+    mac = hmac.new(key, message, hashlib.sha256).hexdigest()
+    entry.write_bytes(header.rsplit(b" ", 1)[0] + f" {mac}\n{payload}".encode())
 
 
 def planted_repo(tmp_path: Path, *args: str) -> Path:

@@ -3,8 +3,9 @@
 Layout: `<cache dir>/<settings key>/<file key>.json`. The settings key hashes modellint's
 version, the enabled rules, their options and the source of every module that defines a rule
 (so editing or upgrading a plugin re-lints); the file key hashes the file's path and bytes and
-the codes disabled for it. Entries are JSON (never pickle), validated on read, and written to a
-temporary file then renamed, so two concurrent runs never see half an entry.
+the codes disabled for it. An entry is a header line (`modellint-cache <format> <signature>`)
+and a JSON object (never pickle), validated on read, and written to a temporary file then
+renamed, so two concurrent runs never see half an entry.
 
 The linted repository may hold a cache folder of its own making, so nothing in one is trusted:
 each entry carries an HMAC with a per-user key kept outside the repository (created 0600 in
@@ -39,7 +40,9 @@ from modellint.safe_write import UnsafePath, enter_folder
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
-FORMAT = 5  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings; 5: file keys hash the sha256 of the bytes
+FORMAT = 6  # 3: a notebook's findings carry `cell` and `notebook_line`; 4: the file's model classes beside its findings; 5: file keys hash the sha256 of the bytes; 6: an entry is a header line and its JSON as is
+# an entry's first line: this and its signature (`Cache._mac`), then the JSON it signs
+_HEADER = f"modellint-cache {FORMAT} ".encode()
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 FACTS_DIR_NAME = "facts"
@@ -277,12 +280,11 @@ class Cache:
         format, or not signed with this user's key (forged) — never trusted."""
         try:
             raw, _ = _read_regular(folder / f"{key}.json", MAX_ENTRY_BYTES)
-            data = json.loads(raw)
-            if not isinstance(data, dict) or data.get("format") != FORMAT:
+            header, _, payload = raw.partition(b"\n")
+            if not header.startswith(_HEADER):
                 raise ValueError("unknown cache format")
-            payload, mac = data["payload"], data["mac"]
-            if not (isinstance(payload, str) and isinstance(mac, str)
-                    and hmac.compare_digest(mac, self._mac(key, payload.encode()))):
+            mac = header[len(_HEADER):].decode("ascii")
+            if not hmac.compare_digest(mac, self._mac(key, payload)):
                 raise ValueError("not an entry of this user's modellint")
             stored = json.loads(payload)
             if not isinstance(stored, dict):
@@ -292,10 +294,10 @@ class Cache:
             return None
 
     def _write_signed(self, folder: Path, key: str, stored: dict) -> None:
-        payload = json.dumps(stored)
-        entry = {"format": FORMAT, "mac": self._mac(key, payload.encode()), "payload": payload}
+        payload = json.dumps(stored).encode()
         try:
-            _write_atomically(folder / f"{key}.json", json.dumps(entry).encode())
+            _write_atomically(folder / f"{key}.json",
+                              _HEADER + self._mac(key, payload).encode() + b"\n" + payload)
         except OSError:
             pass  # a read-only or full disk only costs speed
 
