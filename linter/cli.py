@@ -9,7 +9,6 @@ import atexit
 import gc
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -220,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - never show a user a bare traceback
         if debug:
+            import traceback
+
             traceback.print_exc()
         print(
             f"modellint: internal error: {type(exc).__name__}: {printable(str(exc))}"

@@ -9,8 +9,6 @@ import difflib
 import os
 import re
 import stat
-import tempfile
-import traceback
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +19,13 @@ import libcst as cst
 
 from modellint.finding import Finding
 from modellint.report import printable
-from modellint.static.parse import SYNTAX_ERROR, call_deeply, parse_with_libcst
+from modellint.safe_write import new_temporary
+from modellint.static.parse import (
+    SYNTAX_ERROR,
+    call_deeply,
+    parse_with_libcst,
+    traceback_text,
+)
 
 if TYPE_CHECKING:
     from modellint.static.linter import Linter
@@ -232,7 +236,7 @@ def fix_rounds(source: FixSource, result: Any, unsafe: bool) -> Fixing:
             new_text, fixed = apply_fixes_deeply(
                 result.module, result.findings, unsafe, result.source)
         except Exception as exc:  # noqa: BLE001 - a rule built a fix LibCST cannot apply
-            fixing.tracebacks.append("".join(traceback.format_exception(exc)))
+            fixing.tracebacks.append(traceback_text(exc))
             return left_unchanged(
                 result, f"applying the fixes failed ({type(exc).__name__}: {exc})")
         if fixed == 0 or new_text == text:
@@ -350,9 +354,8 @@ def write_atomically(
     if not os.access(real, os.W_OK) or not before.st_mode & 0o222:
         raise WriteError(f"{path} is not writable; not fixed")
     try:
-        fd, temp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(real)}.", suffix=".modellint", dir=os.path.dirname(real)
-        )
+        fd, temp = new_temporary(os.path.dirname(real), f".{os.path.basename(real)}.",
+                                 ".modellint")
     except OSError as exc:
         raise WriteError(f"cannot write beside {path}: {exc.strerror}; not fixed") from None
     try:

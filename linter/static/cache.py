@@ -29,14 +29,13 @@ import re
 import secrets
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from modellint.finding import Finding, Fix, Severity
-from modellint.safe_write import UnsafePath, enter_folder
+from modellint.safe_write import UnsafePath, enter_folder, new_temporary
 
 CACHE_DIR_NAME = ".modellint_cache"
 ENV_VAR = "MODELLINT_CACHE_DIR"
@@ -97,7 +96,7 @@ def secret_key(directory: Path) -> bytes:
     path = directory / KEY_FILE_NAME
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not os.path.lexists(path):
-        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=directory)  # mode 0600
+        fd, temp = new_temporary(directory, ".tmp-")  # mode 0600
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(secrets.token_bytes(KEY_BYTES))
@@ -502,7 +501,7 @@ def _finding(item: dict[str, Any]) -> Finding:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    fd, temp = new_temporary(path.parent, ".tmp-")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -6,7 +6,6 @@ import ast
 import bisect
 import contextlib
 import sys
-import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,7 @@ from modellint.static.parse import (
     SYNTAX_ERROR,
     call_deeply,
     parse_with_libcst,
+    traceback_text,
 )
 from modellint.static.source import DecodeError, decode
 from modellint.static.walk import dispatch_table, every_node, walk
@@ -350,7 +350,7 @@ def too_much_code(size: int, limit: int) -> str:
 
 def _rule_failed(path: str, rule: type[StaticRule], exc: BaseException,
                  tracebacks: list[str]) -> RawFinding:
-    tracebacks.append("".join(traceback.format_exception(exc)))
+    tracebacks.append(traceback_text(exc))
     return engine_error(
         INTERNAL_ERROR, path,
         f"rule {rule.code} ({rule.name}) failed: {type(exc).__name__}: {exc}", 1, 1)
@@ -388,7 +388,7 @@ def run_rules(
     except RecursionError:
         raise
     except Exception as exc:  # noqa: BLE001 - the engine itself failed on this file
-        tracebacks.append("".join(traceback.format_exception(exc)))
+        tracebacks.append(traceback_text(exc))
         findings.append(engine_error(
             INTERNAL_ERROR, path, f"modellint failed on this file: {type(exc).__name__}: {exc}",
             1, 1))

@@ -224,6 +224,10 @@ def snapshot_key(files: list[tuple[str, Any]], cache: Any = None
 # a file changed less than this long before its stat was recorded may change again within the
 # file system's timestamp granularity without changing its stat: it is read again
 _STAT_MARGIN_NS = 2_000_000_000
+# the entries of a whole project (the stats of its files, their summaries) are written again
+# once more than this many files differ from them; fewer are read on their own, each run
+# (pre-commit edits a file or two: rewriting half a megabyte of JSON for each cost more)
+_STALE_FILES = 32
 
 
 def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
@@ -231,7 +235,8 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
     modification and change times, inode, device) is the one the cache recorded beside its
     digest is not read again, as git trusts a clean stat: its change time moves on every
     write and no program sets it. A file changed just before that record was made is read
-    again (`_STAT_MARGIN_NS`)."""
+    again (`_STAT_MARGIN_NS`). The record is made again when more than `_STALE_FILES` files
+    were read."""
     from modellint.static.discover import read_file_bytes
 
     key = _stats_key(files)
@@ -242,7 +247,7 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
     at = time.time_ns()
     contents: dict[str, str] = {}
     recorded: dict[str, list] = {}
-    settled = False
+    read = 0
     for display, path in files:
         try:
             info = os.stat(path)
@@ -257,15 +262,13 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
             contents[display] = last[6]
             recorded[display] = last
             continue
-        # read again though unchanged, as it had changed just before the record was made:
-        # the record made now trusts it from the next run on
-        settled = settled or max(info.st_mtime_ns, info.st_ctime_ns) < at - _STAT_MARGIN_NS
+        read += 1
         try:
             contents[display] = hashlib.sha256(read_file_bytes(path, _limit(path))).hexdigest()
         except OSError:
             continue
         recorded[display] = [*stat_of, contents[display]]
-    if cache is not None and (settled or recorded != known):
+    if cache is not None and (stored is None or read > _STALE_FILES):
         cache.put_facts(key, {"at": at, "files": recorded})
     return contents
 
@@ -403,7 +406,8 @@ def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jo
     for path in sorted(linted):
         if path in index.files:
             index.digest(path)  # once here, not in each worker
-    if cache is not None and (missing or not known):
+    stale = sum(item is not None for item in found) - len(unchanged)
+    if cache is not None and (not known or stale > _STALE_FILES):
         # the next run (one file edited, as pre-commit makes) reads this one entry instead of
         # one per file
         cache.put_facts(_summaries_key(files), {"files": {

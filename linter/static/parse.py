@@ -88,3 +88,11 @@ def call_deeply(function: Callable[..., T], *args: Any) -> T:
     if not ok:
         raise value
     return value
+
+
+def traceback_text(exc: BaseException) -> str:
+    """`exc`'s traceback as Python prints it (kept for `--show-tracebacks`); `traceback` is
+    imported only when something failed."""
+    import traceback
+
+    return "".join(traceback.format_exception(exc))

@@ -8,7 +8,6 @@ import hashlib
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -130,9 +129,10 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
         return _lint_file(display, path, disabled, opts, stdin)
     except Exception as exc:  # noqa: BLE001 - one file must not stop the run
         from modellint.static.engine import INTERNAL_ERROR
+        from modellint.static.parse import traceback_text
 
         outcome = FileOutcome(path=display)
-        outcome.tracebacks.append("".join(traceback.format_exception(exc)))
+        outcome.tracebacks.append(traceback_text(exc))
         outcome.findings.append(_file_finding(
             INTERNAL_ERROR, display,
             f"modellint failed on this file: {type(exc).__name__}: {exc}"))
