@@ -26,5 +26,8 @@ class LazyPattern:
             setattr(self, method, getattr(compiled, method))
         return getattr(compiled, name)
 
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:
+        return LazyPattern, self._source
+
     def __repr__(self) -> str:
         return f"LazyPattern({self._source[0]!r}, {self._source[1]!r})"

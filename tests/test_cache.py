@@ -488,23 +488,29 @@ def test_only_the_latest_runs_are_kept_as_one_entry(cli, tmp_path):
 
 
 class _FactsStore:
-    """The facts half of the cache, in memory."""
+    """The facts half of the cache: each entry's JSON in memory, an empty file beside it for
+    when it was written."""
 
-    def __init__(self):
+    def __init__(self, folder):
+        self.folder = folder
         self.entries = {}
 
-    def get_facts(self, key, required=()):
+    def get_facts_written(self, key, required=()):
         found = self.entries.get(key)
-        return dict(found) if found is not None and set(required) <= found.keys() else None
+        if found is None or not set(required) <= found.keys():
+            return None
+        return dict(found), (self.folder / key).stat()
 
     def put_facts(self, key, facts):
         self.entries[key] = facts
+        (self.folder / key).write_bytes(b"")
 
 
 def test_a_file_whose_stat_is_unchanged_is_not_read_again_and_any_write_is_seen(
         tmp_path, monkeypatch):
     import hashlib
     import os
+    import time
 
     import modellint.static.discover as discover
     from modellint.static import facts_cache
@@ -517,7 +523,8 @@ def test_a_file_whose_stat_is_unchanged_is_not_read_again_and_any_write_is_seen(
     files = [(name, tmp_path / name) for name in ("a.py", "b.py")]
     for name, path in files:
         path.write_text(f"NAME = {name!r}\n")
-    store = _FactsStore()
+    time.sleep(0.05)  # past the tick of the file system's clock they were written in
+    store = _FactsStore(tmp_path)
     first = facts_cache.content_digests(files, store)
     assert first == {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files}
     assert len(reads) == 2
@@ -545,9 +552,27 @@ def test_a_file_changed_just_before_its_stat_was_recorded_is_read_again(tmp_path
                         lambda path, limit: reads.append(path) or real_read(path, limit))
     files = [("a.py", tmp_path / "a.py")]
     files[0][1].write_text("x = 1\n")
-    store = _FactsStore()
+    store = _FactsStore(tmp_path)
     facts_cache.content_digests(files, store)
     facts_cache.content_digests(files, store)
     # written within the margin of the record: a write in the same tick of the file system's
     # clock could leave its stat as it was
     assert len(reads) == 2
+
+
+def test_a_file_the_index_cannot_read_for_a_while_is_not_taken_as_imported(cli, tmp_path):
+    """The project's summaries entry keeps which files each file imports; while `models.py`
+    cannot be decoded the index holds no such file, and what `train.py` imports is resolved
+    again, not taken from the entry (a reused target once ended the run with a KeyError)."""
+    _project(tmp_path)
+    env = cache_env(tmp_path)
+    first = cli("train.py", "--format", "json", env=env)
+    assert ("ML308", 7) in first.codes()
+    good = (tmp_path / "models.py").read_bytes()
+    (tmp_path / "models.py").write_bytes(b"\xff\xfe not utf-8 \x80\n")
+    broken = cli("train.py", "--format", "json", env=env)
+    assert "internal error" not in broken.err and broken.rc in (0, 1), broken
+    (tmp_path / "models.py").write_bytes(good)
+    again = cli("train.py", "--format", "json", env=env)
+    assert again.codes() == first.codes()
+    assert again.codes() == cli("train.py", "--format", "json", "--no-cache", env=env).codes()

@@ -193,6 +193,29 @@ def test_top_level_values_from_pure_calls_are_kept_and_the_others_said(modellint
     assert result.rc == 0
 
 
+SHADOWS_A_PURE_CALL = """\
+from os import getenv
+
+
+def getenv(name):
+    raise SystemExit("the file's own getenv ran")
+
+
+WIDTH = getenv("WIDTH")
+squares = [x * x for x in range(3)]
+"""
+
+
+def test_only_calls_of_the_modules_named_are_kept_and_only_top_level_names_left_out():
+    from modellint.runtime.build import definitions_only
+
+    definitions = definitions_only(SHADOWS_A_PURE_CALL, "net.py")
+    # `getenv` is the file's own function by then: calling it is not reading the machine
+    assert [node.lineno for node in definitions.tree.body] == [1, 4]
+    # a comprehension's variable is its own, not a name of the module
+    assert definitions.left_out == {"WIDTH": 8, "squares": 9}
+
+
 SEES_THE_GPUS = """\
 import os
 

@@ -125,11 +125,20 @@ class _Bound:
         return ".".join([self.modules[parts[0]], *parts[1:]]) in PURE_CALLS
 
     def leave_out(self, node: ast.stmt) -> None:
-        for inner in ast.walk(node):
+        """Record the module-level names `node` binds (not those of the functions, classes and
+        comprehensions inside it, which are their own)."""
+        pending: list[ast.AST] = [node]
+        while pending:
+            inner = pending.pop()
             if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
                 self.left_out.setdefault(inner.id, node.lineno)
             elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.left_out.setdefault(inner.name, node.lineno)
+                continue
+            elif isinstance(inner, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                                    ast.GeneratorExp)):
+                continue
+            pending.extend(ast.iter_child_nodes(inner))
 
     def has_all(self, node: ast.AST) -> bool:
         """Whether every name `node` reads is bound: a kept statement that reads a name whose
@@ -151,6 +160,7 @@ class _Bound:
                     self.modules[bound] = f"{node.module}.{alias.name}"
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.names.add(node.name)
+            self.modules.pop(node.name, None)  # no longer the module it was imported as
         else:
             targets = node.targets if isinstance(node, ast.Assign) else [
                 getattr(node, "target", None)]
@@ -158,6 +168,7 @@ class _Bound:
                 for name in ast.walk(target) if target is not None else ():
                     if isinstance(name, ast.Name):
                         self.names.add(name.id)
+                        self.modules.pop(name.id, None)
 
 
 def _definitions(body: list[ast.stmt], bound: _Bound) -> list[ast.stmt]:

@@ -240,10 +240,17 @@ class Cache:
                   ) -> dict | None:
         """The project facts of a file (`modellint.static.facts.extract`) stored under `key`
         (or another JSON object with the `required` keys)."""
-        facts = self._read_signed(self.facts_directory, key)
-        if facts is None or not set(required) <= facts.keys():
+        found = self.get_facts_written(key, required)
+        return found[0] if found is not None else None
+
+    def get_facts_written(self, key: str, required: tuple[str, ...]
+                          ) -> tuple[dict, os.stat_result] | None:
+        """`get_facts`, with the stat of the entry (when it was written, by the clock of the
+        file system that holds it)."""
+        found = self._read_entry(self.facts_directory, key)
+        if found is None or not set(required) <= found[0].keys():
             return None
-        return facts
+        return found
 
     def put_facts(self, key: str, facts: dict) -> None:
         self._write_signed(self.facts_directory, key, facts)
@@ -277,8 +284,13 @@ class Cache:
     def _read_signed(self, folder: Path, key: str) -> dict | None:
         """The JSON object stored under `key` in `folder`, or None: missing, corrupt, of another
         format, or not signed with this user's key (forged) — never trusted."""
+        found = self._read_entry(folder, key)
+        return found[0] if found is not None else None
+
+    def _read_entry(self, folder: Path, key: str) -> tuple[dict, os.stat_result] | None:
+        """`_read_signed`, with the stat of the entry's file."""
         try:
-            raw, _ = _read_regular(folder / f"{key}.json", MAX_ENTRY_BYTES)
+            raw, info = _read_regular(folder / f"{key}.json", MAX_ENTRY_BYTES)
             header, _, payload = raw.partition(b"\n")
             if not header.startswith(_HEADER):
                 raise ValueError("unknown cache format")
@@ -288,7 +300,7 @@ class Cache:
             stored = json.loads(payload)
             if not isinstance(stored, dict):
                 raise ValueError("bad cache entry")
-            return stored
+            return stored, info
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

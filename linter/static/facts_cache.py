@@ -234,16 +234,28 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
     """The sha256 of the bytes of each file that can be read. A file whose stat (mode, size,
     modification and change times, inode, device) is the one the cache recorded beside its
     digest is not read again, as git trusts a clean stat: its change time moves on every
-    write and no program sets it. A file changed just before that record was made is read
-    again (`_STAT_MARGIN_NS`). The record is made again when more than `_STALE_FILES` files
-    were read."""
+    write and no program sets it (on POSIX systems; elsewhere every file is read). A file
+    that changed less than `_STAT_MARGIN_NS` before its stat was taken, by the clock of its
+    own file system (that of the record, which must be on the same one), is read again: a
+    write in the same tick of that clock could leave its stat as it was. The record is made
+    again when more than `_STALE_FILES` files were read."""
     from modellint.static.discover import read_file_bytes
 
     key = _stats_key(files)
-    stored = cache.get_facts(key, required=("at", "files")) if cache is not None else None
-    known = stored["files"] if stored is not None and isinstance(stored["files"], dict) else {}
-    trusted_before = stored["at"] - _STAT_MARGIN_NS if stored is not None and isinstance(
-        stored["at"], int) else 0
+    found = (cache.get_facts_written(key, required=("at", "took", "files"))
+             if cache is not None else None)
+    known: dict = {}
+    trusted_before, device = 0, None
+    if found is not None and isinstance(found[0]["files"], dict):
+        stored, written = found
+        known = stored["files"]
+        if os.name == "posix" and isinstance(stored["at"], int) and isinstance(
+                stored["took"], int):
+            # the stats were taken between `at` (this machine's clock) and `took` before the
+            # record was written (the file system's clock)
+            trusted_before = min(stored["at"], written.st_mtime_ns - stored["took"]
+                                 ) - _STAT_MARGIN_NS
+            device = written.st_dev
     at = time.time_ns()
     contents: dict[str, str] = {}
     recorded: dict[str, list] = {}
@@ -257,6 +269,7 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
                    info.st_dev]
         last = known.get(display)
         if (isinstance(last, list) and len(last) == 7 and last[:6] == stat_of
+                and info.st_dev == device
                 and max(info.st_mtime_ns, info.st_ctime_ns) < trusted_before
                 and isinstance(last[6], str)):
             contents[display] = last[6]
@@ -268,8 +281,8 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
         except OSError:
             continue
         recorded[display] = [*stat_of, contents[display]]
-    if cache is not None and (stored is None or read > _STALE_FILES):
-        cache.put_facts(key, {"at": at, "files": recorded})
+    if cache is not None and (found is None or read > _STALE_FILES):
+        cache.put_facts(key, {"at": at, "took": time.time_ns() - at, "files": recorded})
     return contents
 
 
@@ -399,10 +412,13 @@ def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jo
                                       "digest": known_digest, "text": digest}
             if outline is not None:
                 index.outlines[display] = outline
-    # the files an unchanged file imports are the same among the same files: the entry is
-    # keyed by them (`_summaries_key`)
-    index.known_imports({display: direct[display] for display in unchanged
-                         if isinstance(direct.get(display), list)})
+    # the files an unchanged file imports are the same among the same files, every one of
+    # them in the index (the entry is keyed by their names, `_summaries_key`, and keeps what
+    # it found only when it had them all)
+    complete = all(item is not None for item in found)
+    if complete:
+        index.known_imports({display: direct[display] for display in unchanged
+                             if isinstance(direct.get(display), list)})
     for path in sorted(linted):
         if path in index.files:
             index.digest(path)  # once here, not in each worker
@@ -412,7 +428,7 @@ def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jo
         # one per file
         cache.put_facts(_summaries_key(files), {"files": {
             display: [index.contents[display], summary] for display, summary in summaries.items()
-            if display in index.contents}, "direct": index.direct_imports()})
+            if display in index.contents}, "direct": index.direct_imports() if complete else {}})
 
 
 def text_hash(text: str) -> str:

@@ -282,7 +282,8 @@ class ProjectIndex(Evaluation):
         """The project files that files import directly, as a run on the same files found
         them (`direct_imports`): not resolved again."""
         for path, targets in direct.items():
-            if all(isinstance(target, str) for target in targets):
+            if all(isinstance(target, str) and (target in self._files or target in self._pending)
+                   for target in targets):
                 self._direct[path] = targets
 
     def direct_imports(self) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ from modellint.rule import (
     FORWARD,
     REPEAT,
     Invalid,
+    LazyPattern,
     RuntimeCheck,
     attribute_location,
     first_line,
@@ -249,6 +250,12 @@ class ModuleBuiltInForwardAtRuntime(RuntimeCheck):
                        f"`{parent or run.name}`: {what}; build it in `__init__`", loc)
 
 
+# torch's words for tensors on two devices ("Expected all tensors to be on the same device",
+# "Tensor on device cpu is not on the expected device meta!", a convolution's "Input type
+# (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same")
+_DEVICE_FAILURE = LazyPattern(r"device|Input type \(\S+\) and weight type")
+
+
 class _Stranded(NamedTuple):
     """A module the model does not register, called in a forward that failed, whose weights
     are on another device than the model's."""
@@ -265,7 +272,7 @@ def _stranded(run, failure) -> _Stranded | None:
     left it behind (its weights on another device than the run's), else None."""
     import torch
 
-    if failure.tracer is None:
+    if failure.tracer is None or not _DEVICE_FAILURE.search(str(failure.exc)):
         return None
     held = failure.tracer.unregistered_on_stack()
     if held is None:
