@@ -162,14 +162,15 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         if cached is not None:
             outcome.findings, outcome.classes = cached
             return outcome
-    from modellint.fix import (
-        PythonText,
-        WriteError,
-        applicable,
-        fix_rounds,
-        unified_diff,
-        write_atomically,
-    )
+    if wants_fix:  # a lint that fixes nothing does not import the fixes
+        from modellint.fix import (
+            PythonText,
+            WriteError,
+            applicable,
+            fix_rounds,
+            unified_diff,
+            write_atomically,
+        )
     from modellint.static.engine import SYNTAX_ERROR
 
     linter = opts.linter()
