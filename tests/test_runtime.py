@@ -134,6 +134,45 @@ def test_an_inferred_input_too_small_for_the_downsampling_tries_larger_sizes(tmp
     assert size >= 128, outcome.inputs
 
 
+ENDS_IN_NORMALISATION = """import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    # what a ViT backbone returns: its last LayerNorm's output, whose features sum to a
+    # constant (and a softmax's probabilities, which sum to one)
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.norm = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.norm(self.fc(x)), torch.softmax(self.head(x), dim=-1)
+"""
+
+
+def test_the_train_pass_reaches_the_layers_before_a_last_layernorm_or_softmax(tmp_path):
+    from modellint.rule import TRAIN, RuntimeCheck
+
+    gradients = {}
+
+    class GradientNorms(RuntimeCheck):
+        code = "ML706"
+        needs = frozenset({TRAIN})
+
+        def check(self, run):
+            gradients.update({name: p.grad.norm().item()
+                              for name, p in run.model.named_parameters()})
+
+    (tmp_path / "encoder.py").write_text(ENDS_IN_NORMALISATION)
+    module = import_file(str(tmp_path / "encoder.py"))
+    ModelCheck(factory=module.Encoder, label="Encoder", checks=[GradientNorms()]).run()
+    # a plain sum of the outputs gave these layers a gradient of rounding noise (or exactly
+    # zero: ML706 on DINO's ViT)
+    assert gradients["fc.weight"] > 1e-2 and gradients["head.weight"] > 1e-2, gradients
+
+
 def test_constructor_with_arguments_is_ml002_with_config_hint():
     outcome = run_check("needs_args.py", "Configurable", enabled=None)
     assert [f.code for f in outcome.findings] == ["ML002"]

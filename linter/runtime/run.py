@@ -55,6 +55,14 @@ BASE_ATTRS = frozenset(vars(nn.Module()).keys()) | {"training"}
 Raw = RawFinding
 
 
+def _probe_weights(output: torch.Tensor) -> torch.Tensor:
+    """Fixed random weights of the stand-in loss, the weighted sum of the outputs: their plain
+    sum has no gradient through a last LayerNorm or softmax (whose outputs sum to a constant),
+    and every layer before one looked dead (ML706 on DINO's ViT)."""
+    generator = torch.Generator(device=output.device).manual_seed(0)
+    return torch.randn(output.shape, generator=generator, device=output.device)
+
+
 # torch's words for an input whose spatial size the model's downsampling took to nothing
 # (an inferred 32x32 through a U-Net made for 256x256): a larger size may pass
 _TOO_SMALL = re.compile(
@@ -782,7 +790,8 @@ class Runner:
             self.where("backward")
             with torch.enable_grad():  # whatever grad mode the model's code left set
                 # a tensor, never sum()'s start 0: `outputs` is not empty
-                loss = cast(torch.Tensor, sum(t.float().sum() for t in outputs))
+                loss = cast(torch.Tensor, sum((t.float() * _probe_weights(t)).sum()
+                                              for t in outputs))
                 loss.backward()
         except KeyboardInterrupt:
             raise
