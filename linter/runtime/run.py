@@ -812,7 +812,8 @@ class Runner:
     def _called_outputs(self, args, kwargs) -> Tracer | None:
         """A train-mode forward of a model whose forward returns no tensor (it stores or
         logs its result), keeping the outputs of the modules it calls: the backward of their
-        sum reaches every parameter a called module uses. None when there are none."""
+        weighted sum (`_probe_weights`) reaches every parameter a called module uses. None when
+        there are none."""
         model = self.run_record.model
         assert model is not None
         model.zero_grad(set_to_none=True)
