@@ -24,7 +24,6 @@ class UnsafePath(Exception):
     """A place modellint does not write to; the message says which name and why."""
 
 
-
 def new_temporary(folder: str | os.PathLike, prefix: str, suffix: str = "") -> tuple[int, str]:
     """(descriptor, path) of a new file of mode 0600 in `folder`, open for writing, made as
     `tempfile.mkstemp` makes one (a name that did not exist, no link followed), without
@@ -38,6 +37,7 @@ def new_temporary(folder: str | os.PathLike, prefix: str, suffix: str = "") -> t
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free name for a temporary file", str(folder))
+
 
 def _below(path: str, folders: Sequence[str]) -> bool:
     return any(path != folder and os.path.commonpath([path, folder]) == folder

@@ -65,7 +65,13 @@ def _summary_key(content: str) -> str:
 
 def _summaries_key(files: list[tuple[str, Any]]) -> str:
     """The cache key of the summaries of a project's files (by their display paths)."""
-    digest = hashlib.sha256(f"project-summaries={FACTS_VERSION}".encode())
+    return _project_key("project-summaries", files)
+
+
+def _project_key(kind: str, files: list[tuple[str, Any]]) -> str:
+    """The cache key of an entry of `kind` about exactly these files (by their display
+    paths)."""
+    digest = hashlib.sha256(f"{kind}={FACTS_VERSION}".encode())
     for display, _ in files:
         digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
     return digest.hexdigest()
@@ -241,7 +247,7 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
     again when more than `_STALE_FILES` files were read."""
     from modellint.static.discover import read_file_bytes
 
-    key = _stats_key(files)
+    key = _project_key("project-stats", files)
     found = (cache.get_facts_written(key, required=("at", "took", "files"))
              if cache is not None else None)
     known: dict = {}
@@ -284,13 +290,6 @@ def content_digests(files: list[tuple[str, Any]], cache: Any) -> dict[str, str]:
     if cache is not None and (found is None or read > _STALE_FILES):
         cache.put_facts(key, {"at": at, "took": time.time_ns() - at, "files": recorded})
     return contents
-
-
-def _stats_key(files: list[tuple[str, Any]]) -> str:
-    digest = hashlib.sha256(f"project-stats={FACTS_VERSION}".encode())
-    for display, _ in files:
-        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
-    return digest.hexdigest()
 
 
 Snapshot = tuple["str | None", dict[str, str], "dict[str, str] | None"]

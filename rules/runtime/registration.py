@@ -240,9 +240,7 @@ class ModuleBuiltInForwardAtRuntime(RuntimeCheck):
                 True for _ in module.buffers())
             if not holds_state and not _follows_mode(module):
                 continue  # an activation, a pad, a loss: built anew, it behaves the same
-            loc = (site[0], site[1]) if site else run.location_of(parent)
-            if site:
-                loc = _construction_line(site[0], site[1], name) or loc
+            loc, _ = _where_built(run, parent, site, name)
             what = ("its weights are re-initialised each forward and never trained"
                     if holds_state else
                     "it is always in training mode (`model.eval()` never reaches it)")
@@ -284,9 +282,17 @@ def _stranded(run, failure) -> _Stranded | None:
                           and target.index in (None, weight.device.index)):
         return None
     name = type(module).__name__
-    built = _construction_line(site[0], site[1], name) if site else None
-    location = built or ((site[0], site[1]) if site else run.location_of(parent))
-    return _Stranded(name, parent, str(weight.device), location, built is not None)
+    location, built = _where_built(run, parent, site, name)
+    return _Stranded(name, parent, str(weight.device), location, built)
+
+
+def _where_built(run, parent: str, site, type_name: str) -> tuple[Any, bool]:
+    """(where a module the model does not register is built, in the function that calls it
+    at `site`, else where it is called or its parent was built; whether it is built there)."""
+    built = _construction_line(site[0], site[1], type_name) if site else None
+    if built is not None:
+        return built, True
+    return ((site[0], site[1]) if site else run.location_of(parent)), False
 
 
 def _follows_mode(module) -> bool:
