@@ -93,11 +93,11 @@ compare() {
 
 ml=("$python" -m modellint)
 compare runtime-pass -- "${ml[@]}" check --runtime --device @DEV@ --format concise \
-    --no-cache "${runtime_files[@]}"
+    --no-cache -- "${runtime_files[@]}"
 # a model that moves a tensor to the device its file picks at top level: clean on each (with
 # --device cpu its process sees no GPU, and the file picks the cpu)
 compare runtime-top-level-device -- "${ml[@]}" check --runtime --device @DEV@ --format concise \
-    --no-cache fixtures/device/top_level_device.py
+    --no-cache -- fixtures/device/top_level_device.py
 compare trace-lenet -- "${ml[@]}" trace --device @DEV@ fixtures/runtime/clean_lenet.py:LeNet
 compare trace-text -- "${ml[@]}" trace --device @DEV@ fixtures/runtime/clean_text.py:TextClassifier
 compare trace-shape-bug -- "${ml[@]}" trace --device @DEV@ \
