@@ -11,13 +11,13 @@ import re
 import stat
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import libcst as cst
 
 from modellint.finding import Finding
+from modellint.records import field, record
 from modellint.report import printable
 from modellint.safe_write import new_temporary
 from modellint.static.parse import (
@@ -193,7 +193,7 @@ def cell_text_fixes(book: Notebook, findings: Iterable[Finding], unsafe: bool
     return sources, fixed
 
 
-@dataclass
+@record
 class Fixing:
     """What `fix_rounds` did to a source."""
 

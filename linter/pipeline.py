@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modellint.finding import Finding, RawFinding, Related, line_finding, make_finding
+from modellint.records import field, record, replace
 
 
 def _no_notebook(path: str) -> Any:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Origin:
     """What the findings of one pass (or one model of it, or one file of the static pass)
     need to be shown: the rules that document their codes, how a file is named in the report,

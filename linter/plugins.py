@@ -14,9 +14,10 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from modellint.records import field, record
 
 if TYPE_CHECKING:  # the rule API imports LibCST, which `--version` does not need
     import pluggy
@@ -54,7 +55,7 @@ class PluginError(Exception):
     """A plugin could not be loaded or registered something invalid (exit 2)."""
 
 
-@dataclass
+@record
 class Registry:
     manager: pluggy.PluginManager
     rules: dict[str, type[Rule]] = field(default_factory=dict)
@@ -255,7 +256,7 @@ MANIFEST_FORMAT = 3
 LIGHT_FORMATS = ("text", "concise", "json", "github")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleInfo:
     """A rule as the manifest knows it: enough to select rules and key the cache."""
 
@@ -303,7 +304,7 @@ class _Reporters(Mapping):
         return len(self._where)
 
 
-@dataclass
+@record
 class LightRegistry:
     """The plugins as a manifest knows them: `rules` are RuleInfos (`load` gives the real
     Registry), `sources` the rule modules' (file, sha256) for the cache key."""

@@ -15,7 +15,6 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from modellint.plugins import (
     load_registry,
     save_manifest,
 )
+from modellint.records import field, record
 from modellint.suppress import hidden_codes, shown_codes
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace", "server", "run")
@@ -58,7 +58,7 @@ def _tell_stderr(message: str) -> None:
     print(f"modellint: {printable(message)}", file=sys.stderr)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Overrides:
     """What the caller sets over the configuration: selectors (codes, prefixes or rule
     names), plugins, a configuration file of its choice, and settings of the passes."""
@@ -77,7 +77,7 @@ class Overrides:
     fail_on_unchecked: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuntimeSettings:
     """How `check --runtime` runs the models: the overrides over `[tool.modellint.runtime]`."""
 
@@ -88,7 +88,7 @@ class RuntimeSettings:
     progress: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Settings:
     """One configuration resolved with the caller's overrides, and what it selects.
 
@@ -229,7 +229,7 @@ def rule_classes(rules, load: Callable[[], Registry]) -> list:
     return [registry.rules[rule.code] for rule in rules]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CheckOptions:
     """What a `check` does beside selecting: fixes, the process pool, the cache, the runtime
     pass."""
@@ -322,7 +322,7 @@ class FileSettings:
                 for code, rule in settings.registry.rules.items()}
 
 
-@dataclass
+@record
 class Plan:
     """The files a check lints: (display, path, codes disabled in it) each, grouped by the
     settings that govern them."""
@@ -338,7 +338,7 @@ class Plan:
     stdin_name: str | None = None
 
 
-@dataclass
+@record
 class CheckResult:
     """What a check found: every file's outcome (its findings, fixes, messages), the findings
     of the run in order, and what the runtime pass tried."""

@@ -10,12 +10,12 @@ statement it is in, carries a `# noqa` that covers it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from modellint import codes
 from modellint.finding import Finding
+from modellint.records import field, record
 from modellint.static.noqa import comments, file_exemption, line_suppresses, python_lines
 
 # what the engine reports about a file it could not lint (syntax error, internal error):
@@ -38,7 +38,7 @@ def hidden_codes(config, shown: Iterable[str], path: Path) -> frozenset[str]:
     return frozenset(code for code in shown if ignored and matches(code, ignored))
 
 
-@dataclass
+@record
 class FileSuppressions:
     """What hides findings in one file."""
 

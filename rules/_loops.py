@@ -7,7 +7,7 @@ are optimizers and schedulers, where they step, where gradients are off.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -285,8 +285,7 @@ _LIGHTNING_BASES = LazyPattern(
 _TRANSFORMERS_BASES = LazyPattern(r"^transformers(?:\.[\w.]+)?\.TrainerCallback$")
 
 
-@dataclass(frozen=True)
-class Callback:
+class Callback(NamedTuple):
     """A function that a training framework runs once per batch or once per epoch
     (`callback_of`): `period` is `batch` or `epoch`; `hook` says how, for a message
     (`a handler of `Events.ITERATION_COMPLETED``, `Lightning's `training_step``); `outer` is

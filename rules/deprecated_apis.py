@@ -8,11 +8,10 @@ every entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class DeprecatedApi:
+class DeprecatedApi(NamedTuple):
     """One deprecated (or removed) torch API.
 
     `fix`: "rename" (the replacement takes the same arguments: a safe fix), "rename-one-arg"

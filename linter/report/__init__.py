@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from modellint.finding import Finding
+from modellint.records import field, record
 
 # What a terminal or log viewer would act on rather than show: C0 and C1 control characters
 # (ESC starts ANSI sequences, \x9b is a one-byte CSI, \n and \r start a new line), the Unicode
@@ -34,7 +34,7 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(_escape, text)
 
 
-@dataclass
+@record
 class Summary:
     files_checked: int = 0
     # files a .gitignore kept out of the folders walked (not linted)
@@ -59,7 +59,7 @@ def fixable(finding: Finding, summary: Summary) -> bool:
     return finding.fix is not None and (finding.fix.safe or summary.unsafe_fixes)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleCount:
     """One row of `--statistics`: how often a rule was reported, and how many it can fix."""
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import libcst as cst
 
+from modellint.records import field, record
 from modellint.static.imports import dotted_name
 from modellint.static.walk import LEAF_TYPES, child_nodes, visit
 
@@ -14,7 +13,7 @@ REGISTERING_METHODS = frozenset(
 )
 
 
-@dataclass
+@record
 class MethodInfo:
     node: cst.FunctionDef
     self_name: str | None
@@ -23,7 +22,7 @@ class MethodInfo:
     calls_on_self: set[str] = field(default_factory=set)
 
 
-@dataclass
+@record
 class ClassInfo:
     node: cst.ClassDef
     methods: dict[str, MethodInfo] = field(default_factory=dict)

@@ -8,7 +8,6 @@ import contextlib
 import sys
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import libcst as cst
@@ -18,6 +17,7 @@ from modellint import codes
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.finding import Finding, Fix, RawFinding, Severity, Span
 from modellint.pipeline import Origin, findings_of
+from modellint.records import field, record, replace
 from modellint.rule import StaticRule
 from modellint.static.context import FileContext
 from modellint.static.outline import MAIN_STACK_NESTING, Outline
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 INTERNAL_ERROR = (codes.INTERNAL_ERROR, "internal-error")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _EngineCode:
     """Names one of the engine's own codes for the pipeline (their rule classes are in
     `modellint.rules.core`, which the static pass does not import)."""
@@ -50,7 +50,7 @@ class _EngineCode:
 ENGINE_CODES = {code: _EngineCode(name) for code, name in (SYNTAX_ERROR, INTERNAL_ERROR)}
 
 
-@dataclass
+@record
 class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)

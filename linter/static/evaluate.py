@@ -9,9 +9,9 @@ What it cannot know is None.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from modellint.records import fields, record
 from modellint.static import kinds as K
 from modellint.static.facts import BUILTINS
 from modellint.static.kinds import Kind
@@ -49,7 +49,7 @@ EFFECT_DEPTH = 4
 PARAM_DEPTH = 3
 
 
-@dataclass
+@record
 class Where:
     """Where a summary is evaluated: the file, the class (for `self.x`), and the names local
     to the function (`local(name)` gives the summary of its value, UNKNOWN for a parameter,
@@ -1005,9 +1005,8 @@ def _mentions(summary: Any, name: str) -> bool:
         return any(_mentions(value, name) for value in summary.values())
     if isinstance(summary, tuple):
         return any(_mentions(part, name) for part in summary)
-    names = getattr(summary, "FIELDS", None)
-    if names is not None and not isinstance(summary, Known):
-        return any(_mentions(getattr(summary, field), name) for field in names)
+    if isinstance(summary, Summary) and not isinstance(summary, Known):
+        return any(_mentions(getattr(summary, field), name) for field in fields(summary))
     return False
 
 

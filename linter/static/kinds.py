@@ -8,7 +8,7 @@ the scheduler table against the `torch.optim.lr_scheduler` of the installed torc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from modellint.records import record, replace
 
 MODULE = "module"
 TENSOR = "tensor"
@@ -28,7 +28,7 @@ TUPLE = "tuple"
 DICT = "dict"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Kind:
     """What a value holds, as far as it is known. Fields that do not apply, or are not known,
     are None.

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from modellint.pipeline import Origin, findings_of
+from modellint.records import record, replace
 from modellint.static.engine import (
     ENGINE_CODES,
     SYNTAX_ERROR,
@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from modellint.rule import StaticRule
 
 
-@dataclass
+@record
 class NotebookLint:
     findings: list[Finding]  # each with its cell
     result: FileResult  # the engine's result for the joined source (its module, for --fix)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Linter:
     rules: Sequence[type[StaticRule]]
     options: dict[str, Any]

@@ -30,12 +30,12 @@ import json
 import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.patterns import LazyPattern
+from modellint.records import field, record, replace
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
 from modellint.static.outline import parse
 
@@ -81,7 +81,7 @@ class NotebookError(ValueError):
         self.column = column
 
 
-@dataclass
+@record
 class CodeCell:
     number: int  # 1-based position among all cells, as ruff counts
     source: str  # what Jupyter shows (a list source joined)
@@ -101,7 +101,7 @@ class CodeCell:
     added_newline: bool = False  # joining added a "\n" after its last line
 
 
-@dataclass
+@record
 class Notebook:
     text: str  # the notebook's JSON text
     cells: list[CodeCell]  # every code cell, in order

@@ -13,8 +13,8 @@ import collections
 import itertools
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from modellint.records import record
 from modellint.static.noqa import python_lines
 
 # LibCST's native parser recurses on the C stack once per level of nesting and kills the process
@@ -26,7 +26,7 @@ MAIN_STACK_NESTING = 3_000
 StatementLines = list[tuple[int, list[int] | None]]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outline:
     # how deeply LibCST will nest the tree: exact when deeper than MAIN_STACK_NESTING
     nesting: int

@@ -27,7 +27,8 @@ import io
 import re
 import tokenize
 import warnings
-from dataclasses import dataclass
+
+from modellint.records import record
 
 # syntax errors recovered from in one file; the rest of a file with more is not linted (a file
 # that is not Python at all would otherwise cost a parse per line)
@@ -62,7 +63,7 @@ _INDENTED_BLOCK = re.compile(r"expected an indented block after .* on line (\d+)
 _WRONG_INDENT = ("unexpected indent", "unindent does not match", "inconsistent use of tabs")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edit:
     """Replace columns `start` to `end` (0-based, characters) of line `line` by `text`."""
 
@@ -72,7 +73,7 @@ class Edit:
     text: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     """One syntax error: CPython's message and position, the lines of the statement that was
     blanked for it, and the edits of its mechanical fix (none when there is none)."""
@@ -86,7 +87,7 @@ class Problem:
     fix_description: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Recovery:
     """`text` with the statements of `problems` blanked (as many lines, every other line as it
     was), and CPython's parse of it (None only when Python cannot parse even the blanked text:

@@ -9,12 +9,12 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.finding import Finding, Fix
+from modellint.records import field, record, replace
 from modellint.static import notebook
 from modellint.static.cache import Cache
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # rerun imports none of them (see `StaticOptions.load_rules`)
 
 
-@dataclass
+@record
 class StaticOptions:
     rules: Sequence[type[StaticRule]]
     options: dict[str, Any]
@@ -81,7 +81,7 @@ class StaticOptions:
         return self.options.get("max_code_bytes", DEFAULT_MAX_CODE_BYTES)
 
 
-@dataclass
+@record
 class FileOutcome:
     path: str
     findings: list[Finding] = field(default_factory=list)

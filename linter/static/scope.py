@@ -11,11 +11,11 @@ It is computed once per function and shared by every rule of the file.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
+from modellint.records import field, record
 from modellint.static.imports import dotted_name
 from modellint.static.nodes import NESTED_SCOPES, source_of
 from modellint.static.walk import LEAF_TYPES, child_nodes
@@ -34,7 +34,7 @@ _STATEMENTS = (
 
 
 
-@dataclass
+@record
 class Site:
     """One node of the scope: its position in source order, the enclosing loops/withs/ifs
     (outermost first) and the statement it belongs to."""
@@ -58,14 +58,14 @@ class Site:
         return ()
 
 
-@dataclass
+@record
 class CallSite(Site):
     """The site of a call (`Scope.calls`)."""
 
     node: cst.Call
 
 
-@dataclass
+@record
 class Assignment:
     target: str
     # the value assigned, when the target is the whole of one assignment's targets
@@ -82,7 +82,7 @@ class Assignment:
     position: int | None = None
 
 
-@dataclass
+@record
 class Scope:
     root: cst.CSTNode
     sites: list[Site] = field(default_factory=list)

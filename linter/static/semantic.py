@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import ast
 import builtins
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from modellint.records import record
 from modellint.static import kinds as K
 from modellint.static.evaluate import Where, _locals
 from modellint.static.facts import extract, name_summary
@@ -666,7 +666,7 @@ def _comprehensions(scope: Scope) -> tuple[list, dict]:
     return found, orders
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Effect:
     """What a call does (`SemanticModel.call_effects`): `effect` is `eval`, `train`,
     `zero_grad`, `step` (of an optimizer or a scheduler: ask what the target holds) or
@@ -677,7 +677,7 @@ class Effect:
     target: str | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProjectFunction:
     """A function of the project (`cls` None) or a method of its class `cls`, in `path`."""
 
@@ -686,7 +686,7 @@ class ProjectFunction:
     name: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stepped:
     """What a project function calls `.step()` on (`SemanticModel.steps_in`): what the model
     knows it holds (None when not known) and its last name (`optimizer` of
@@ -696,7 +696,7 @@ class Stepped:
     name: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PassedArgument:
     """What one call of a project function passes for one of its parameters
     (`SemanticModel.arguments_passed`): the caller's file, the plain name passed (None when
@@ -744,7 +744,7 @@ def _argument(call: cst.Call, params: list[str], offset: int, name: str):
 # -- what `children()` yields ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Submodule:
     """A submodule of a module, as the project builds it: the attribute that holds it, its
     class (`torch.nn.Conv2d`, a project class `models.py:Block`, a builder such as

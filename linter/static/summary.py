@@ -32,212 +32,153 @@ parameter of a project function: what its call sites pass), Known (a kind alread
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import Any, ClassVar
 
-_R = TypeVar("_R", bound=type)
-# a field left out of the hash (a dict: not hashable)
-_UNHASHED = object()
+from modellint.records import field, record
 
 
-class _Frozen:
-    """What `@dataclass(frozen=True)` forbids: setting or deleting a field."""
-
-    FIELDS: ClassVar[tuple[str, ...]] = ()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-
-@dataclass_transform(frozen_default=True)
-def _frozen(cls: _R) -> _R:
-    """A frozen value class, as `@dataclass(frozen=True)` makes it (`__init__`, `__eq__`,
-    `__hash__` and `__repr__` from its annotations; a default as the class attribute), at a
-    tenth of the cost: these classes are made at every start of modellint, one edited file's
-    lint included, where dataclasses took a tenth of what modellint's imports cost."""
-    names = tuple(name for name, annotation in cls.__dict__.get("__annotations__", {}).items()
-                  if not str(annotation).startswith("ClassVar"))
-    defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
-    hashed = tuple(name for name in names if defaults.get(name) is not _UNHASHED)
-    for name, default in list(defaults.items()):
-        if default is _UNHASHED:
-            delattr(cls, name)
-            del defaults[name]
-    params = ", ".join(f"{name}=_defaults[{name!r}]" if name in defaults else name
-                       for name in names)
-
-    def fields_of(prefix: str, chosen: tuple[str, ...]) -> str:
-        return "".join(f"{prefix}.{name}, " for name in chosen)
-
-    shown = ", ".join(f"{name}={{self.{name}!r}}" for name in names)
-    source = (
-        f"def __init__(self, {params}):\n"
-        + "".join(f"    _set(self, {name!r}, {name})\n" for name in names)
-        + "    pass\n"
-        "def __eq__(self, other):\n"
-        "    if other.__class__ is not self.__class__:\n"
-        "        return NotImplemented\n"
-        f"    return ({fields_of('self', names)}) == ({fields_of('other', names)})\n"
-        "def __hash__(self):\n"
-        f"    return hash(({fields_of('self', hashed)}))\n"
-        "def __repr__(self):\n"
-        f"    return f\"{cls.__name__}({shown})\"\n"
-    )
-    namespace: dict[str, Any] = {"_set": object.__setattr__, "_defaults": defaults}
-    exec(source, namespace)  # noqa: S102 - our own text, made from our own class
-    for method in ("__init__", "__eq__", "__hash__", "__repr__"):
-        function = namespace[method]
-        function.__qualname__ = f"{cls.__qualname__}.{method}"
-        type.__setattr__(cls, method, function)
-    type.__setattr__(cls, "FIELDS", names)
-    return cls
-
-
-@_frozen
-class Ref(_Frozen):
+@record(frozen=True)
+class Ref:
     TAG: ClassVar[str] = "ref"
     name: str
 
 
-@_frozen
-class SelfAttr(_Frozen):
+@record(frozen=True)
+class SelfAttr:
     TAG: ClassVar[str] = "self"
     attr: str
 
 
-@_frozen
-class This(_Frozen):
+@record(frozen=True)
+class This:
     TAG: ClassVar[str] = "this"
 
 
-@_frozen
-class Call(_Frozen):
+@record(frozen=True)
+class Call:
     TAG: ClassVar[str] = "call"
     func: Summary
     args: tuple[Summary, ...]
-    keywords: dict[str, Summary] = _UNHASHED  # type: ignore[assignment]
+    keywords: dict[str, Summary] = field(hash=False)  # a dict: not hashable
 
 
-@_frozen
-class Attr(_Frozen):
+@record(frozen=True)
+class Attr:
     TAG: ClassVar[str] = "attr"
     base: Summary
     name: str
 
 
-@_frozen
-class Sub(_Frozen):
+@record(frozen=True)
+class Sub:
     TAG: ClassVar[str] = "sub"
     base: Summary
     key: str | None
 
 
-@_frozen
-class Item(_Frozen):
+@record(frozen=True)
+class Item:
     TAG: ClassVar[str] = "item"
     base: Summary
     position: int
 
 
-@_frozen
-class Iter(_Frozen):
+@record(frozen=True)
+class Iter:
     TAG: ClassVar[str] = "iter"
     iterable: Summary
 
 
-@_frozen
-class Num(_Frozen):
+@record(frozen=True)
+class Num:
     TAG: ClassVar[str] = "num"
     value: float
 
 
-@_frozen
-class Const(_Frozen):
+@record(frozen=True)
+class Const:
     TAG: ClassVar[str] = "const"
     name: str  # "True", "False", "None"
 
 
-@_frozen
-class Str(_Frozen):
+@record(frozen=True)
+class Str:
     TAG: ClassVar[str] = "str"
 
 
-@_frozen
-class Seq(_Frozen):
+@record(frozen=True)
+class Seq:
     TAG: ClassVar[str] = "seq"
     items: tuple[Summary, ...]
 
 
-@_frozen
-class DictDisplay(_Frozen):
+@record(frozen=True)
+class DictDisplay:
     TAG: ClassVar[str] = "dict"
     entries: tuple[tuple[str | None, Summary], ...]
 
 
-@_frozen
-class Comp(_Frozen):
+@record(frozen=True)
+class Comp:
     TAG: ClassVar[str] = "comp"
     element: Summary
     bound: tuple[tuple[str, Summary], ...]
     is_dict: bool
 
 
-@_frozen
-class BinOp(_Frozen):
+@record(frozen=True)
+class BinOp:
     TAG: ClassVar[str] = "bin"
     op: str
     left: Summary
     right: Summary
 
 
-@_frozen
-class UnaryOp(_Frozen):
+@record(frozen=True)
+class UnaryOp:
     TAG: ClassVar[str] = "unary"
     op: str
     operand: Summary
 
 
-@_frozen
-class Slice(_Frozen):
+@record(frozen=True)
+class Slice:
     TAG: ClassVar[str] = "slice"
     base: Summary
 
 
-@_frozen
-class Join(_Frozen):
+@record(frozen=True)
+class Join:
     TAG: ClassVar[str] = "join"
     values: tuple[Summary, ...]
     name: str | None = None
 
 
-@_frozen
-class Op(_Frozen):
+@record(frozen=True)
+class Op:
     TAG: ClassVar[str] = "op"
 
 
-@_frozen
-class Unknown(_Frozen):
+@record(frozen=True)
+class Unknown:
     TAG: ClassVar[str] = "?"
 
 
-@_frozen
-class Mutated(_Frozen):
+@record(frozen=True)
+class Mutated:
     TAG: ClassVar[str] = "mutated"
     value: Summary
 
 
-@_frozen
-class Local(_Frozen):
+@record(frozen=True)
+class Local:
     TAG: ClassVar[str] = "local"
     value: Summary
     order: int
 
 
-@_frozen
-class Param(_Frozen):
+@record(frozen=True)
+class Param:
     TAG: ClassVar[str] = "param"
     path: str
     cls: str | None
@@ -245,8 +186,8 @@ class Param(_Frozen):
     name: str
 
 
-@_frozen
-class Known(_Frozen):
+@record(frozen=True)
+class Known:
     TAG: ClassVar[str] = "kind"
     kind: Any  # a `Kind`
 

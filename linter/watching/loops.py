@@ -15,9 +15,10 @@ import functools
 import inspect
 import linecache
 import operator
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
+
+from modellint.records import record
 
 Site = tuple[str, int, str]
 
@@ -27,7 +28,7 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Loop:
     site: Site  # the loop's first line
     header: bool  # the line being run is in the loop's header (`for x in loader:` itself)
