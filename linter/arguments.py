@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,9 +23,38 @@ FORMATS = ("text", "concise", "json", "github", "sarif")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+def _terminal_width() -> int:
+    """The width `shutil.get_terminal_size` gives ($COLUMNS, else the terminal's, else 80),
+    found as it finds it without importing `shutil` (and its compression modules) for it."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, on the width of the terminal (argparse makes one to check each option
+    it is given, and each looked the width up through `shutil`)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_width() - 2 if width is None else width)
+
+
 class Parser(argparse.ArgumentParser):
     # the subcommand of the command line being parsed: suggestions come from its options only
     command: str | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # exit 2 with our prefix, like argparse but no usage dump
         raise UsageError(message + _suggestion(self, message))

@@ -13,10 +13,10 @@ Built-in rules and third-party plugins import only this module (and `modellint.h
 - one function's `Scope` (`scope_of(context, node)`: its `Site`s, `CallSite`s, loops) and
   the semantic model's answers (`Effect`, `ProjectFunction`, `PassedArgument`, `Stepped`);
 - for runtime rules, the phases of a model run (`FORWARD`, `TRAIN`, ...) and their helpers
-  (`describe`, `first_line`, `shape_text`, `source_line`, ...); `BASE_ATTRS` and
-  `size_text`, which need torch, are imported on first use;
+  (`describe`, `first_line`, `shape_text`, `source_line`, ...), imported on first use
+  (`BASE_ATTRS` and `size_text` import torch);
 - for `modellint run` rules, `source_tree(filename)`: the parsed source of a file the run
-  executes.
+  executes (imported on first use too).
 """
 
 from __future__ import annotations
@@ -25,29 +25,13 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
 from modellint.codes import INTERNAL_ERROR, NOT_CHECKED, SCRIPT_FAILED, SYNTAX_ERROR
 from modellint.finding import Fix, Severity
 from modellint.patterns import LazyPattern
-from modellint.runtime.phases import (
-    FORWARD,
-    MEMORY,
-    OOM,
-    PHASES,
-    REPEAT,
-    TRAIN,
-    TWIN,
-    attribute_location,
-    describe,
-    fingerprints_differ,
-    first_line,
-    shape_text,
-    short_path,
-)
-from modellint.runtime.sources import source_line
 from modellint.static.classes import REGISTERING_METHODS, first_param_name
 from modellint.static.context import FileContext
 from modellint.static.imports import canonical, dotted_name
@@ -115,7 +99,25 @@ from modellint.static.nodes import (
 from modellint.static.scope import LOOPS, Assignment, CallSite, Scope, Site, scope_of
 from modellint.static.semantic import Effect, PassedArgument, ProjectFunction, Stepped
 from modellint.static.walk import child_nodes, code_nodes, visit
-from modellint.watching.loops import source_tree
+
+if TYPE_CHECKING:
+    from modellint.runtime.phases import (
+        FORWARD,
+        MEMORY,
+        OOM,
+        PHASES,
+        REPEAT,
+        TRAIN,
+        TWIN,
+        attribute_location,
+        describe,
+        fingerprints_differ,
+        first_line,
+        shape_text,
+        short_path,
+    )
+    from modellint.runtime.sources import source_line
+    from modellint.watching.loops import source_tree
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -229,13 +231,22 @@ __all__ = [
     "source_tree",
 ]
 
-# runtime helpers whose modules import torch: a static-only run never imports them
-_NEED_TORCH = {"BASE_ATTRS": "modellint.runtime.run", "size_text": "modellint.runtime.memory"}
+# the helpers of runtime rules and `modellint run` rules, imported when one of those rules asks:
+# a static run does not need them (and some modules import torch)
+_LAZY = {
+    **dict.fromkeys(("FORWARD", "MEMORY", "OOM", "PHASES", "REPEAT", "TRAIN", "TWIN",
+                     "attribute_location", "describe", "fingerprints_differ", "first_line",
+                     "shape_text", "short_path"), "modellint.runtime.phases"),
+    "source_line": "modellint.runtime.sources",
+    "source_tree": "modellint.watching.loops",
+    "BASE_ATTRS": "modellint.runtime.run",
+    "size_text": "modellint.runtime.memory",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _NEED_TORCH:
-        return getattr(importlib.import_module(_NEED_TORCH[name]), name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -133,15 +133,37 @@ _RECURRENT_WEIGHT = LazyPattern(r"(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?")
 _LAYER_ATTRIBUTE_NAMES = frozenset().union(*LAYER_ATTRIBUTES.values())
 # attribute name -> whether it is close to an attribute of some layer other than itself
 _NEAR_MISS: dict[str, bool] = {}
+# (character, how many times it came before) -> a bit; a layer attribute -> (length, its bits)
+_LETTER_BITS: dict[tuple[str, int], int] = {}
+_ATTRIBUTE_BITS: dict[str, tuple[int, int]] = {}
+
+
+def _letters(word: str) -> int:
+    """The multiset of the letters of `word` as bits: the number of bits two words share is
+    the number of letters they share, counted with repeats."""
+    bits, seen = 0, {}
+    for letter in word:
+        count = seen[letter] = seen.get(letter, 0) + 1
+        bits |= 1 << _LETTER_BITS.setdefault((letter, count), len(_LETTER_BITS))
+    return bits
 
 
 def _near_miss(attr: str) -> bool:
     """Whether `attr` could be a misspelling of some layer's attribute: when not, no layer
-    can make it one, and what the value is need not be asked (most attribute reads)."""
+    can make it one, and what the value is need not be asked (most attribute reads).
+
+    The attributes that share too few letters with `attr` are left out before difflib is
+    asked, by the bound it applies itself (`quick_ratio`), at a tenth of its cost."""
     near = _NEAR_MISS.get(attr)
     if near is None:
-        others = _LAYER_ATTRIBUTE_NAMES - {attr}
-        near = _NEAR_MISS[attr] = bool(difflib.get_close_matches(attr, others, n=1, cutoff=0.75))
+        if not _ATTRIBUTE_BITS:
+            _ATTRIBUTE_BITS.update((name, (len(name), _letters(name)))
+                                   for name in sorted(_LAYER_ATTRIBUTE_NAMES))
+        bits, size = _letters(attr), len(attr)
+        others = [name for name, (length, letters) in _ATTRIBUTE_BITS.items()
+                  if 2 * (bits & letters).bit_count() >= 0.75 * (size + length) and name != attr]
+        near = _NEAR_MISS[attr] = bool(
+            others and difflib.get_close_matches(attr, others, n=1, cutoff=0.75))
     return near
 
 

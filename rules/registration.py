@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-
 import libcst as cst
 
 from modellint.hookspecs import hookimpl
@@ -1005,6 +1003,8 @@ class UndefinedModuleAttribute(StaticRule):
                 self.check_class(cls)
 
     def check_class(self, node: cst.ClassDef) -> None:
+        import difflib  # for a message: most runs report nothing
+
         infos = self.context.base_class_infos(node)
         if infos is None or any(info.dynamic for info in infos):
             return

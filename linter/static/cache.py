@@ -26,7 +26,6 @@ import hmac
 import json
 import os
 import re
-import secrets
 import stat
 import sys
 import time
@@ -99,7 +98,7 @@ def secret_key(directory: Path) -> bytes:
         fd, temp = new_temporary(directory, ".tmp-")  # mode 0600
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(secrets.token_bytes(KEY_BYTES))
+                handle.write(os.urandom(KEY_BYTES))  # what secrets.token_bytes does
             try:
                 os.link(temp, path)  # never replaces a key that another run made meanwhile
             except FileExistsError:
