@@ -9,9 +9,11 @@ import re
 import reprlib
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from modellint.records import record
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,7 +74,7 @@ class ConfigError(Exception):
     """A configuration problem (exit 2); the message names the key and the file."""
 
 
-@dataclass
+@record
 class Config:
     select: list[str] | None = None
     extend_select: list[str] = field(default_factory=list)

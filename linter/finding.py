@@ -4,8 +4,10 @@ and what the passes report before it is made, `RawFinding`."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from modellint.records import record
 
 
 class Severity(str, enum.Enum):
@@ -18,7 +20,7 @@ class Severity(str, enum.Enum):
         return {"error": 0, "warning": 1, "info": 2}[self.value]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fix:
     """Replace LibCST nodes of the parsed file by new ones (or, in a file that does not
     parse, edit its text: `edits`).
@@ -40,7 +42,7 @@ class Fix:
         return "safe" if self.safe else "unsafe"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Related:
     """Another line that takes part in a finding's mistake (SARIF's relatedLocations): the
     optimizer a replaced layer still feeds, the backward of a loss that is kept."""
@@ -50,7 +52,7 @@ class Related:
     message: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Span:
     """Where in its line a finding is, for a pass that knows (the static pass's reported
     node): its first column (from 1), the line and column it ends at, and the first line of
@@ -63,7 +65,7 @@ class Span:
     statement_line: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RawFinding:
     """What every pass reports, through `report(code, message, location)`: the code, the
     message and where, a file and a line of it (None: in no file), and the other lines of
@@ -96,7 +98,7 @@ class RawFinding:
                          for r in data.get("related") or ()))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     code: str
     name: str

@@ -11,13 +11,14 @@ import re
 import stat
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import libcst as cst
 
 from modellint.finding import Finding
-from modellint.records import field, record
+from modellint.records import record
 from modellint.report import printable
 from modellint.safe_write import new_temporary
 from modellint.static.parse import (

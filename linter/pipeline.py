@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import field, replace
 from typing import Any
 
 from modellint.finding import Finding, RawFinding, Related, line_finding, make_finding
-from modellint.records import field, record, replace
+from modellint.records import record
 
 
 def _no_notebook(path: str) -> Any:

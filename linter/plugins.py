@@ -14,10 +14,11 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modellint.records import field, record
+from modellint.records import record
 
 if TYPE_CHECKING:  # the rule API imports LibCST, which `--version` does not need
     import pluggy

@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
@@ -32,6 +32,7 @@ import libcst as cst
 from modellint.codes import INTERNAL_ERROR, NOT_CHECKED, SCRIPT_FAILED, SYNTAX_ERROR
 from modellint.finding import Fix, Severity
 from modellint.patterns import LazyPattern
+from modellint.records import record
 from modellint.static.classes import REGISTERING_METHODS, first_param_name
 from modellint.static.context import FileContext
 from modellint.static.imports import canonical, dotted_name
@@ -262,7 +263,7 @@ def snippet(expr: cst.BaseExpression, limit: int = 40) -> str:
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Valid:
     """Code on which the rule must report nothing."""
 
@@ -270,7 +271,7 @@ class Valid:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Invalid:
     """Code on which the rule must report at `line` (1-based); `fixed` is the expected source
     after the rule's fixes (safe and unsafe) are applied, when the rule can fix it."""

@@ -25,7 +25,7 @@ import threading
 import tokenize
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from modellint.fix import (
     fix_rounds,
 )
 from modellint.plugins import PluginError
+from modellint.records import record
 from modellint.static import noqa
 from modellint.static.engine import INTERNAL_ERROR, SYNTAX_ERROR, FileResult, error_finding
 from modellint.static.linter import Linter
@@ -66,7 +67,7 @@ _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]")
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@record
 class Project:
     """The settings for the files under one config (or none): what `check` would use."""
 
@@ -83,7 +84,7 @@ class Project:
     reading: bool = False  # a thread is reading the project for its index
 
 
-@dataclass
+@record
 class Linted:
     """The last lint of a document or a notebook, kept for code actions."""
 

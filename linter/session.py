@@ -15,6 +15,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from modellint.plugins import (
     load_registry,
     save_manifest,
 )
-from modellint.records import field, record
+from modellint.records import record
 from modellint.suppress import hidden_codes, shown_codes
 
 SUBCOMMANDS = ("check", "rules", "rule", "trace", "server", "run")

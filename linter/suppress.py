@@ -10,12 +10,13 @@ statement it is in, carries a `# noqa` that covers it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 
 from modellint import codes
 from modellint.finding import Finding
-from modellint.records import field, record
+from modellint.records import record
 from modellint.static.noqa import comments, file_exemption, line_suppresses, python_lines
 
 # what the engine reports about a file it could not lint (syntax error, internal error):

@@ -141,7 +141,8 @@ _ATTRIBUTE_BITS: dict[str, tuple[int, int]] = {}
 def _letters(word: str) -> int:
     """The multiset of the letters of `word` as bits: the number of bits two words share is
     the number of letters they share, counted with repeats."""
-    bits, seen = 0, {}
+    bits = 0
+    seen: dict[str, int] = {}
     for letter in word:
         count = seen[letter] = seen.get(letter, 0) + 1
         bits |= 1 << _LETTER_BITS.setdefault((letter, count), len(_LETTER_BITS))

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import field
 from typing import IO, Any
 
 from modellint.finding import Finding
-from modellint.records import field, record
+from modellint.records import record
 
 # What a terminal or log viewer would act on rather than show: C0 and C1 control characters
 # (ESC starts ANSI sequences, \x9b is a one-byte CSI, \n and \r start a new line), the Unicode

@@ -6,19 +6,20 @@ test, already builds the model and its inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import torch
 from torch import nn
 
 from modellint.finding import Finding, RawFinding, Severity
+from modellint.records import record
 from modellint.runtime.engine import ModelCheck, default_registry, runtime_codes
 from modellint.runtime.sources import class_location
 from modellint.runtime.specs import normalise_inputs
 
 
-@dataclass
+@record
 class Report:
     """What `check_model` found: `findings`, `ok` (no error or warning), `trace` (one row per
     module call of the first forward: path, type, input/output shapes, params, device, dtype)."""

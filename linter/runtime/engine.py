@@ -9,12 +9,13 @@ run by `modellint.runtime.run.Runner`; what is checked is the rule classes'.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from torch import nn
 
 from modellint.plugins import default_registry
+from modellint.records import record
 from modellint.runtime.phases import INTERNAL, NOT_CHECKED, first_line  # noqa: F401
 from modellint.runtime.run import Raw, Runner
 
@@ -35,7 +36,7 @@ def checks_for(codes: Iterable[str] | None, registry=None) -> list[Any]:
     return [chosen[code]() for code in sorted(chosen)]
 
 
-@dataclass
+@record
 class Outcome:
     findings: list[Raw] = field(default_factory=list)
     rows: list[Any] = field(default_factory=list)

@@ -4,11 +4,12 @@ input (Conv, Linear, Embedding, RNN, Transformer layers), with batch 2."""
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
+
+from modellint.records import record
 
 BATCH = 2
 SEQ = 16
@@ -59,7 +60,7 @@ def _spec(shape, dtype="float32", low=0, high=2, name=None) -> dict[str, Any]:
     return {"shape": list(shape), "dtype": dtype, "low": low, "high": high, "name": name}
 
 
-@dataclass
+@record
 class Inference:
     """Candidate inputs for a model, in the order to try them; `source` names the layer."""
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import torch
 from torch import nn
+
+from modellint.records import record
 
 # optimizer state tensors per trainable parameter (same shape and dtype as the parameter):
 # SGD with momentum keeps `momentum_buffer` (none with momentum=0), Adam/AdamW keep
@@ -135,7 +137,7 @@ class ActivationMeter:
         return out
 
 
-@dataclass
+@record
 class MemoryEstimate:
     """Bytes of one training step: parameters, gradients, optimizer state, activations."""
 

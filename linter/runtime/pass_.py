@@ -6,10 +6,11 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from modellint.finding import Finding, RawFinding
+from modellint.records import record
 from modellint.report import printable
 from modellint.runtime.phases import short_path
 from modellint.runtime.specs import (
@@ -68,7 +69,7 @@ def _progress(enabled: bool, index: int, total: int, label: str, seconds: float 
     sys.stderr.flush()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LintedFile:
     """A file the static pass linted: as displayed, its real path, and the model classes it
     indexed there ((name, line), see `modellint.static.outline.model_classes`)."""
@@ -78,7 +79,7 @@ class LintedFile:
     classes: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuntimeOutcome:
     """What the runtime pass adds to a check: the findings (the static pass's and its own),
     and how many models it tried and could not check (an import, a build or an input that

@@ -15,13 +15,14 @@ import inspect
 import re
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, cast
 
 import torch
 from torch import nn
 
 from modellint.finding import RawFinding
+from modellint.records import record
 from modellint.runtime import inputs as inputs_mod
 from modellint.runtime.build import (
     CreationRecorder,
@@ -70,7 +71,7 @@ _TOO_SMALL = re.compile(
     r"actual input size|smaller than (the )?kernel|input (image|size) .*too small")
 
 
-@dataclass
+@record
 class Failure:
     """A phase that raised: where the model was (`tracer.innermost()`), the exception, the
     innermost frame of the user's code."""
@@ -97,7 +98,7 @@ class Failure:
         return (self.site[0], self.site[1]) if self.site else None
 
 
-@dataclass
+@record
 class Twin:
     """The TWIN phase: a fresh instance that loaded the model's state_dict (or the reason it
     could not), its forward's tracer and output."""
@@ -110,7 +111,7 @@ class Twin:
     matches: bool | None = None
 
 
-@dataclass
+@record
 class PlainAttribute:
     """A module attribute that holds what registration should own: a plain tensor, or a
     plain container of modules or parameters the model does not register."""

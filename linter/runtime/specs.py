@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from modellint.records import record
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8",
           "uint8", "bool")
@@ -21,7 +23,7 @@ class SpecError(ValueError):
     """A bad target or input spec; the message says which and how to write it."""
 
 
-@dataclass
+@record
 class ModelJob:
     """One model for a worker: where it comes from, how to build it, what to feed it."""
 

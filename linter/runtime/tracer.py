@@ -10,13 +10,14 @@ but missing from `named_modules()` are collected for ML101/ML107.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch.nn.modules import module as module_hooks
 
+from modellint.records import record
 from modellint.runtime.phases import (  # noqa: F401 - imported from here too
     describe,
     fingerprints_differ,
@@ -50,7 +51,7 @@ def shapes_of(value: Any) -> list[list[int]]:
     return [list(t.shape) for t in tensors_in(value)]
 
 
-@dataclass
+@record
 class Row:
     index: int
     path: str
@@ -71,7 +72,7 @@ class Row:
         }
 
 
-@dataclass
+@record
 class Mismatch:
     path: str
     what: str  # "device" or "dtype"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import field
+
 import libcst as cst
 
-from modellint.records import field, record
+from modellint.records import record
 from modellint.static.imports import dotted_name
 from modellint.static.walk import LEAF_TYPES, child_nodes, visit
 

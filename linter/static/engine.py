@@ -8,6 +8,7 @@ import contextlib
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import libcst as cst
@@ -17,7 +18,7 @@ from modellint import codes
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.finding import Finding, Fix, RawFinding, Severity, Span
 from modellint.pipeline import Origin, findings_of
-from modellint.records import field, record, replace
+from modellint.records import record
 from modellint.rule import StaticRule
 from modellint.static.context import FileContext
 from modellint.static.outline import MAIN_STACK_NESTING, Outline

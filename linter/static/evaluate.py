@@ -9,9 +9,10 @@ What it cannot know is None.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from modellint.records import fields, record
+from modellint.records import record
 from modellint.static import kinds as K
 from modellint.static.facts import BUILTINS
 from modellint.static.kinds import Kind
@@ -1006,7 +1007,7 @@ def _mentions(summary: Any, name: str) -> bool:
     if isinstance(summary, tuple):
         return any(_mentions(part, name) for part in summary)
     if isinstance(summary, Summary) and not isinstance(summary, Known):
-        return any(_mentions(getattr(summary, field), name) for field in fields(summary))
+        return any(_mentions(getattr(summary, field.name), name) for field in fields(summary))
     return False
 
 

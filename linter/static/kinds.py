@@ -8,7 +8,9 @@ the scheduler table against the `torch.optim.lr_scheduler` of the installed torc
 
 from __future__ import annotations
 
-from modellint.records import record, replace
+from dataclasses import replace
+
+from modellint.records import record
 
 MODULE = "module"
 TENSOR = "tensor"

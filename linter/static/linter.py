@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from modellint.pipeline import Origin, findings_of
-from modellint.records import record, replace
+from modellint.records import record
 from modellint.static.engine import (
     ENGINE_CODES,
     SYNTAX_ERROR,

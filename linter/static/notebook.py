@@ -30,12 +30,13 @@ import json
 import re
 import warnings
 from collections.abc import Sequence
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.patterns import LazyPattern
-from modellint.records import field, record, replace
+from modellint.records import record
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
 from modellint.static.outline import parse
 

@@ -9,12 +9,13 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.finding import Finding, Fix
-from modellint.records import field, record, replace
+from modellint.records import record
 from modellint.static import notebook
 from modellint.static.cache import Cache
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes

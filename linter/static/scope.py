@@ -11,11 +11,12 @@ It is computed once per function and shared by every rule of the file.
 from __future__ import annotations
 
 import weakref
+from dataclasses import field
 from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
-from modellint.records import field, record
+from modellint.records import record
 from modellint.static.imports import dotted_name
 from modellint.static.nodes import NESTED_SCOPES, source_of
 from modellint.static.walk import LEAF_TYPES, child_nodes

@@ -32,9 +32,10 @@ parameter of a project function: what its call sites pass), Known (a kind alread
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import field
 from typing import Any, ClassVar
 
-from modellint.records import field, record
+from modellint.records import record
 
 
 @record(frozen=True)

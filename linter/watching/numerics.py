@@ -15,10 +15,12 @@ from __future__ import annotations
 import types
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from modellint.records import record
 
 if TYPE_CHECKING:
     from modellint.watching.record import Recorder, Site
@@ -31,7 +33,7 @@ _PASS_THROUGH = ("ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0"
 _SOFTMAX = {"LogSoftmaxBackward0": "log_softmax", "SoftmaxBackward0": "softmax"}
 
 
-@dataclass
+@record
 class Clip:
     """One call of a clipping function: the gradients it left, to tell whether the step
     that follows applies them."""
@@ -42,7 +44,7 @@ class Clip:
     grads: dict[int, tuple[Any, Any, int]]  # id(param) -> (param, weakref to its grad, version)
 
 
-@dataclass
+@record
 class ClipRecord:
     """Per optimizer: steps that came after a clip of its parameters, and those whose
     gradients a `backward()` after the clip had changed."""
@@ -51,7 +53,7 @@ class ClipRecord:
     late: list[tuple[Clip, Site | None]] = field(default_factory=list)  # (clip, backward after)
 
 
-@dataclass
+@record
 class LossMisuse:
     function: str
     site: Site | None
@@ -59,7 +61,7 @@ class LossMisuse:
     calls: int = 1
 
 
-@dataclass
+@record
 class NumericsRecord:
     pending: list[Clip] = field(default_factory=list)
     clips: dict[int, ClipRecord] = field(default_factory=dict)  # id(optimizer) -> record

@@ -25,7 +25,7 @@ import sys
 import time
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from modellint.finding import RawFinding
+from modellint.records import record
 from modellint.runtime.phases import first_line
 from modellint.runtime.sources import UserCode
 from modellint.watching import numerics
@@ -62,7 +63,7 @@ class _Sentinel:
     __slots__ = ("__weakref__",)
 
 
-@dataclass
+@record
 class OptimizerRecord:
     optimizer: Any
     index: int
@@ -97,7 +98,7 @@ class OptimizerRecord:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
 
 
-@dataclass
+@record
 class SchedulerRecord:
     scheduler: Any
     created: Site | None = None
@@ -112,7 +113,7 @@ class SchedulerRecord:
         return type(self.scheduler).__name__
 
 
-@dataclass
+@record
 class ManualRecord:
     """Training without an optimizer step (`p.data.add_(-lr * p.grad)` over
     `model.parameters()`): a few trainable parameters with gradients, whose values are compared
@@ -128,7 +129,7 @@ class ManualRecord:
     uncleared: list[Site | None] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Forward:
     """One top-level call of a model with parameters."""
 
@@ -141,7 +142,7 @@ class Forward:
     needs_grad: bool = False  # its output requires a gradient
 
 
-@dataclass
+@record
 class ModelRecord:
     model: Any
     name: str
@@ -154,7 +155,7 @@ class ModelRecord:
     inputs: dict[tuple[str, str, str], Site | None] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class LoaderRecord:
     loader: Any
     epochs: int = 0
@@ -166,7 +167,7 @@ class LoaderRecord:
     passes: int = 0
 
 
-@dataclass
+@record
 class SamplerRecord:
     sampler: Any
     epochs_seen: list[int] = field(default_factory=list)
@@ -174,7 +175,7 @@ class SamplerRecord:
     epoch_loop: Site | None = None  # the loop around that, if any: where set_epoch belongs
 
 
-@dataclass
+@record
 class NonFinite:
     what: str  # "loss" or "gradient"
     step: int
