@@ -6,8 +6,8 @@ modellint makes some sixty such classes at every start, one edited file's lint i
 where that was a fifth of all that modellint adds to LibCST's own start. A record is made by
 `@dataclass` with no method to write (its fields, `dataclasses.fields`, `replace`, `asdict`
 and `is_dataclass` are the dataclass's own); its `__init__`, the one method that would be
-slower made generic, is compiled when the class makes its first instance (many classes make
-none in a run); `__eq__`, `__hash__` and `__repr__` read the fields with
+slower made generic, is compiled once the class has made a few instances (most classes make
+only a few in a run, many none); `__eq__`, `__hash__` and `__repr__` read the fields with
 `operator.attrgetter`. Fields are declared as for a dataclass: annotations, a default as the
 value, or `dataclasses.field(default=..., default_factory=..., repr=False, compare=False,
 hash=False)`.
@@ -61,7 +61,14 @@ def _make(cls: _R, frozen: bool) -> _R:
                       if (spec.compare if spec.hash is None else spec.hash)])
     shown = tuple(spec.name for spec in chosen if spec.repr)
 
+    made = 0
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        nonlocal made
+        made += 1
+        if made <= _COMPILE_AFTER:
+            _bind(self, chosen, frozen, args, kwargs)
+            return
         init = _compiled_init(cls, chosen, frozen)
         type.__setattr__(cls, "__init__", init)
         init(self, *args, **kwargs)
@@ -102,6 +109,40 @@ def _values(names: list[str]) -> Callable[[Any], tuple]:
         only = operator.attrgetter(names[0])
         return lambda item: (only(item),)
     return lambda item: ()
+
+
+# a class's first instances are made by `_bind`; past these, by an `__init__` compiled for it
+# (most classes make a handful of instances in a run: compiling costs more than binding them)
+_COMPILE_AFTER = 16
+
+
+def _bind(self: Any, chosen: tuple[Field, ...], frozen: bool, args: tuple,
+          kwargs: dict[str, Any]) -> None:
+    """What the compiled `__init__` does, field by field."""
+    if len(args) > len(chosen):
+        raise TypeError(f"{type(self).__qualname__}() takes {len(chosen)} arguments, "
+                        f"{len(args)} were given")
+    setter = object.__setattr__ if frozen else setattr
+    for position, spec in enumerate(chosen):
+        if position < len(args):
+            if spec.name in kwargs:
+                raise TypeError(f"{type(self).__qualname__}() got multiple values for "
+                                f"argument {spec.name!r}")
+            value = args[position]
+        elif spec.name in kwargs:
+            value = kwargs.pop(spec.name)
+        elif spec.default_factory is not MISSING:
+            value = spec.default_factory()
+        elif spec.default is not MISSING:
+            value = spec.default
+        else:
+            raise TypeError(f"{type(self).__qualname__}() missing argument {spec.name!r}")
+        setter(self, spec.name, value)
+    if kwargs:
+        raise TypeError(f"{type(self).__qualname__}() got an unexpected keyword argument "
+                        f"{next(iter(kwargs))!r}")
+    if hasattr(self, "__post_init__"):
+        self.__post_init__()
 
 
 def _compiled_init(cls: type, chosen: tuple[Field, ...], frozen: bool) -> Callable[..., None]:

@@ -99,7 +99,7 @@ from modellint.static.nodes import (
 )
 from modellint.static.scope import LOOPS, Assignment, CallSite, Scope, Site, scope_of
 from modellint.static.semantic import Effect, PassedArgument, ProjectFunction, Stepped
-from modellint.static.walk import child_nodes, code_nodes, visit
+from modellint.static.walk import child_nodes, code_nodes, visit, visitor_names
 
 if TYPE_CHECKING:
     from modellint.runtime.phases import (
@@ -376,7 +376,7 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # computed once per class at import, before worker processes fork
-        cls._visitor_names = _visitor_names(cls)
+        cls._visitor_names = visitor_names(cls, StaticRule)
         if not isinstance(cls.needs, frozenset) or not cls.needs <= NEEDS:
             raise TypeError(f"{cls.__qualname__}.needs must be a frozenset of {sorted(NEEDS)}, "
                             f"not {cls.needs!r}")
@@ -400,18 +400,6 @@ class StaticRule(Rule, cst.BatchableCSTVisitor):
             context.running_rule = None
 
         return call
-
-
-def _visitor_names(cls: type) -> tuple[str, ...]:
-    # only the rule's own classes: LibCST's base defines a no-op stub for every node type
-    names = set()
-    for klass in cls.__mro__:
-        if klass is StaticRule:
-            break
-        for name, attr in vars(klass).items():
-            if name.startswith(("visit_", "leave_")) and callable(attr):
-                names.add(name)
-    return tuple(sorted(names))
 
 
 class RuntimeCheck:

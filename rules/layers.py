@@ -168,6 +168,30 @@ def _near_miss(attr: str) -> bool:
     return near
 
 
+def _misspelt(attr: str, layer: str) -> str | None:
+    """The attribute of the torch layer `layer` that `attr` is a misspelling of, or None."""
+    known = LAYER_ATTRIBUTES[layer]
+    if attr in known or _RECURRENT_WEIGHT.fullmatch(attr) or any(
+            attr.startswith(f"{name}_") for name in known):
+        return None  # `weight_g`, `weight_orig`, `bias_mask`: added by weight_norm, pruning ...
+    close = difflib.get_close_matches(attr, sorted(known), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+# attribute name -> whether it is a misspelling of an attribute of some layer of the table
+_REPORTABLE: dict[str, bool] = {}
+
+
+def _reportable(attr: str) -> bool:
+    """Whether some layer would have `attr` reported: when none would, what the value is
+    need not be asked (most attribute reads, `.weight` and `.bias` among them)."""
+    found = _REPORTABLE.get(attr)
+    if found is None:
+        found = _REPORTABLE[attr] = _near_miss(attr) and any(
+            _misspelt(attr, layer) is not None for layer in LAYER_ATTRIBUTES)
+    return found
+
+
 def _torch_layer(kind: Kind | None) -> str | None:
     """`Conv2d` when `kind` is an instance of a torch layer of the attribute table."""
     if kind is None or kind.kind != MODULE or not kind.cls:
@@ -283,17 +307,13 @@ class LayerAttributeTypo(_SiteTracker):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         attr = node.attr.value
-        if attr.startswith("_") or attr in MODULE_ATTRIBUTES or not _near_miss(attr):
+        if attr.startswith("_") or attr in MODULE_ATTRIBUTES or not _reportable(attr):
             return
         layer = _torch_layer(self.kind_at(node.value))
         if layer is None:
             return
-        known = LAYER_ATTRIBUTES[layer]
-        if attr in known or _RECURRENT_WEIGHT.fullmatch(attr) or any(
-                attr.startswith(f"{name}_") for name in known):
-            return  # `weight_g`, `weight_orig`, `bias_mask`: added by weight_norm, pruning ...
-        close = difflib.get_close_matches(attr, sorted(known), n=1, cutoff=0.75)
-        if not close:
+        meant = _misspelt(attr, layer)
+        if meant is None:
             return
         if not self._assigned(node) and attr in self._set_names():
             return  # the project sets an attribute of that name on its objects: its own
@@ -301,8 +321,8 @@ class LayerAttributeTypo(_SiteTracker):
         self.report(
             node,
             f"`{owner}` is an `nn.{layer}`, which has no attribute `{attr}`: did you mean "
-            f"`{close[0]}`? (read, `{attr}` raises AttributeError; assigned, it adds a new "
-            f"attribute and `{owner}.{close[0]}` stays as it was)",
+            f"`{meant}`? (read, `{attr}` raises AttributeError; assigned, it adds a new "
+            f"attribute and `{owner}.{meant}` stays as it was)",
         )
 
 

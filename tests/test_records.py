@@ -116,3 +116,25 @@ def test_mistakes_in_a_declaration_are_refused():
         class Order:
             first: int = 0
             second: int
+
+
+def test_the_first_instances_and_the_later_ones_are_made_alike():
+    @record(frozen=True)
+    class Fresh:
+        x: int
+        y: int = 0
+        extra: list = field(default_factory=list)
+
+    def refused() -> None:
+        for wrong_args, wrong_keywords in (((), {}), ((1, 2, [], 4), {}), ((1,), {"x": 1}),
+                                           ((1,), {"z": 1})):
+            with pytest.raises(TypeError):
+                Fresh(*wrong_args, **wrong_keywords)
+
+    refused()  # made field by field
+    made = [Fresh(n, y=n * 2) if n % 2 else Fresh(x=n) for n in range(40)]
+    refused()  # by the compiled __init__
+    assert [(f.x, f.y, f.extra) for f in made] == [
+        (n, n * 2 if n % 2 else 0, []) for n in range(40)]
+    assert len({id(f.extra) for f in made}) == 40  # a new list each
+    assert Fresh.__init__.__qualname__.endswith("Fresh.__init__")

@@ -30,7 +30,7 @@ from modellint.static.parse import (
     traceback_text,
 )
 from modellint.static.source import DecodeError, decode
-from modellint.static.walk import dispatch_table, every_node, walk
+from modellint.static.walk import dispatch_table, every_node, visitor_names, walk
 from modellint.suppress import FileSuppressions
 
 if TYPE_CHECKING:
@@ -84,11 +84,7 @@ class _Tracker(cst.BatchableCSTVisitor):
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         # LibCST filters methods on __name__, which would drop the `visit_X = _statement` aliases
-        cls._visitor_names = tuple(
-            name for name in dir(cls)
-            if name.startswith(("visit_", "leave_"))
-            and not getattr(getattr(cls, name), "_is_no_op", False)
-        )
+        cls._visitor_names = visitor_names(cls, _Tracker)
 
     def get_visitors(self):
         return {name: getattr(self, name) for name in self._visitor_names}

@@ -87,6 +87,19 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     return children
 
 
+def visitor_names(cls: type, base: type) -> tuple[str, ...]:
+    """The `visit_X` and `leave_X` methods of `cls` defined below `base` in its classes (LibCST's
+    visitor defines a no-op stub for every node type; looking them all up took milliseconds)."""
+    names = set()
+    for klass in cls.__mro__:
+        if klass is base:
+            break
+        for name, attr in vars(klass).items():
+            if name.startswith(("visit_", "leave_")) and callable(attr):
+                names.add(name)
+    return tuple(sorted(names))
+
+
 Dispatch = dict[str, list[Callable[[cst.CSTNode], None]]]
 
 
