@@ -119,10 +119,16 @@ def load_registry(
     from modellint import hookspecs
 
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    hookspecs.apply_marks(hookspecs)
     manager.add_hookspecs(hookspecs)
     registry = Registry(manager)
+
+    def register(plugin: object, name: str) -> None:
+        hookspecs.apply_marks(plugin)
+        manager.register(plugin, name=name)
+
     for name in BUILTIN_PLUGINS:
-        manager.register(_import(name, name), name=name)
+        register(_import(name, name), name)
     if entry_points:
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             if manager.has_plugin(ep.name):
@@ -133,7 +139,7 @@ def load_registry(
                 raise PluginError(
                     f"plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}"
                 ) from None
-            manager.register(plugin, name=ep.name)
+            register(plugin, ep.name)
             if ep.dist is not None:
                 registry.versions[ep.name] = f"{ep.dist.name}=={ep.dist.version}"
     config_plugins = list(config_plugins)
@@ -144,7 +150,7 @@ def load_registry(
     for name in [*config_plugins, *extra_plugins]:
         if manager.has_plugin(name):
             continue
-        manager.register(_import(name, name), name=name)
+        register(_import(name, name), name)
     _collect(registry)
     return registry
 
