@@ -258,7 +258,7 @@ def _collect(registry: Registry) -> None:
 # packages with its size and mtime: installing, upgrading or editing a plugin (or modellint)
 # makes it stale, and that run imports the plugins and writes a new one.
 
-MANIFEST_FORMAT = 3
+MANIFEST_FORMAT = 4
 # the built-in formats that read nothing of the rules but their codes (SARIF describes them)
 LIGHT_FORMATS = ("text", "concise", "json", "github")
 
@@ -279,6 +279,9 @@ class RuleInfo:
     # what its static check reads (`modellint.static.needs`): whether a run of it needs the
     # project index (None: unknown, everything)
     needs: frozenset[str] | None = None
+    # words of which one must occur in a file for its static check to run there (`triggers`
+    # of a StaticRule; empty: it runs on every file)
+    triggers: tuple[str, ...] = ()
 
 
 def is_static(rule) -> bool:
@@ -376,9 +379,11 @@ def light_registry(store) -> LightRegistry | None:
             if _stamp(file) != stamp:
                 return None
         rules = {code: RuleInfo(code, name, bool(default), tuple(passes), bool(static), module,
-                                qualname, frozenset(needs))
-                 for code, (name, default, passes, static, module, qualname, needs)
+                                qualname, frozenset(needs), tuple(triggers))
+                 for code, (name, default, passes, static, module, qualname, needs, triggers)
                  in manifest["rules"].items()}
+        if not all(isinstance(word, str) for rule in rules.values() for word in rule.triggers):
+            return None
         reporters = {fmt: (module, qualname)
                      for fmt, (module, qualname) in manifest["reporters"].items()}
         sources = {module: (file, hashed) for module, (file, hashed)
@@ -391,14 +396,23 @@ def light_registry(store) -> LightRegistry | None:
     return LightRegistry(rules, _Reporters(reporters), origins, sources)
 
 
-def builtin_rule_classes(rules: Iterable[RuleInfo]) -> list[type] | None:
+def builtin_rule_classes(rules: Iterable[RuleInfo], texts: Iterable[str] | None = None
+                         ) -> list[type] | None:
     """The classes of `rules` when all are modellint's own, imported from their modules
     without loading the plugins (no entry point scan: a third of loading them); else None.
-    A built-in plugin's hook only returns its module's classes, so they are the same."""
+    A built-in plugin's hook only returns its module's classes, so they are the same.
+
+    With the `texts` of the files a run lints, a module none of whose rules can run on any of
+    them (its `triggers` occur in none) is not imported, and its rules are left out: the
+    engine would not run them."""
+    rules = list(rules)
+    if any(rule.module.rsplit(".", 1)[0] not in _BUILTIN_PACKAGES for rule in rules):
+        return None
+    if texts is not None:
+        wanted = _modules_wanted(rules, texts)
+        rules = [rule for rule in rules if rule.module in wanted]
     found = []
     for rule in rules:
-        if rule.module.rsplit(".", 1)[0] not in _BUILTIN_PACKAGES:
-            return None
         loaded: Any = importlib.import_module(rule.module)
         for part in rule.qualname.split("."):
             loaded = getattr(loaded, part)
@@ -407,6 +421,27 @@ def builtin_rule_classes(rules: Iterable[RuleInfo]) -> list[type] | None:
 
 
 _BUILTIN_PACKAGES = frozenset({"modellint.rules", "modellint.rules.runtime"})
+
+
+def _modules_wanted(rules: list[RuleInfo], texts: Iterable[str]) -> set[str]:
+    """The modules of `rules` with a rule that runs on one of `texts` (read until every
+    module has one)."""
+    words: dict[str, set[str]] = {}
+    wanted = set()
+    for rule in rules:
+        if not rule.triggers:
+            wanted.add(rule.module)
+        else:
+            words.setdefault(rule.module, set()).update(rule.triggers)
+    waiting = {module: found for module, found in words.items() if module not in wanted}
+    for text in texts:
+        if not waiting:
+            break
+        for module in [module for module, found in waiting.items()
+                       if any(word in text for word in found)]:
+            wanted.add(module)
+            del waiting[module]
+    return wanted
 
 
 def save_manifest(store, registry: Registry) -> None:
@@ -424,8 +459,10 @@ def save_manifest(store, registry: Registry) -> None:
         module, qualname = rule.__module__, rule.__qualname__
         if "<" in qualname:
             return
-        rules[code] = [rule.name, bool(rule.default_enabled), list(rule.passes), is_static(rule),
-                       module, qualname, sorted(needs_of(rule)) if is_static(rule) else []]
+        static = is_static(rule)
+        rules[code] = [rule.name, bool(rule.default_enabled), list(rule.passes), static,
+                       module, qualname, sorted(needs_of(rule)) if static else [],
+                       list(getattr(rule, "triggers", ())) if static else []]
         loaded = sys.modules.get(module)
         file = getattr(loaded, "__file__", None)
         if file and module not in sources:

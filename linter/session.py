@@ -217,13 +217,14 @@ def linted_tree(config: Config, explicit_config: bool, paths: Sequence[str]) -> 
     return named if config.source is None or explicit_config else (config.root, *named)
 
 
-def rule_classes(rules, load: Callable[[], Registry]) -> list:
+def rule_classes(rules, load: Callable[[], Registry], texts=None) -> list:
     """The rule classes of a run whose registry came from the manifest (`rules`: RuleInfos):
-    the built-in ones imported where the manifest says they are; with a rule of an installed
-    plugin, every plugin is loaded as usual (`load`: its hooks run)."""
+    the built-in ones imported where the manifest says they are (with the `texts` it lints,
+    those that can run on them: `builtin_rule_classes`); with a rule of an installed plugin,
+    every plugin is loaded as usual (`load`: its hooks run)."""
     from modellint.plugins import builtin_rule_classes
 
-    found = builtin_rule_classes(rules)
+    found = builtin_rule_classes(rules, texts)
     if found is not None:
         return found
     registry = load()
@@ -430,8 +431,9 @@ class Session:
         return StaticOptions(
             project=project,
             rules=[] if light else list(settings.static_rules),
-            load_rules=(lambda: rule_classes(settings.static_rules,
-                                             lambda: self.load_registry(settings.config)))
+            load_rules=(lambda texts: rule_classes(settings.static_rules,
+                                                   lambda: self.load_registry(settings.config),
+                                                   texts))
             if light else None,
             options=settings.rule_options(),
             fix=options.fix,

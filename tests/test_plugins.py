@@ -246,3 +246,49 @@ def test_a_run_from_the_manifest_imports_the_same_built_in_rule_classes(tmp_path
     assert builtin_rule_classes(infos) == [registry.rules[info.code] for info in infos]
     other = RuleInfo("XMP101", "no-print", True, ("static",), True, "modellint_example.rules", "NoPrint")
     assert builtin_rule_classes([*infos, other]) is None
+
+
+def test_a_run_imports_only_the_rule_modules_that_can_run_on_its_files(tmp_path):
+    """Given the texts a run lints, the manifest's rules whose `triggers` occur in none of
+    them are left out, module by module (the engine would skip them), and those modules are
+    not imported; a module with a rule that runs on every file always is."""
+    import json
+    import subprocess
+    import sys
+
+    from modellint.plugins import builtin_rule_classes, light_registry, load_registry, save_manifest
+    from modellint.static.cache import Cache
+
+    registry = load_registry(entry_points=False)
+    store = Cache(tmp_path / "cache", "settings", key_directory=tmp_path / "key")
+    assert store.prepare()
+    save_manifest(store, registry)
+    light = light_registry(store)
+    assert light is not None
+    infos = [info for info in light.rules.values() if info.static]
+    by_module: dict[str, list] = {}
+    for info in infos:
+        by_module.setdefault(info.module, []).append(info)
+    text = "import torch\n\nx = torch.ones(3)\n"
+    kept = builtin_rule_classes(infos, [text])
+    assert kept is not None and {rule.code for rule in kept} == {
+        info.code for module in by_module.values()
+        if any(not i.triggers or any(word in text for word in i.triggers) for i in module)
+        for info in module}
+    left_out = {module for module, rules in by_module.items()
+                if all(i.triggers and not any(w in text for w in i.triggers) for i in rules)}
+    assert left_out and not left_out & {rule.__module__ for rule in kept}
+    assert builtin_rule_classes(infos, [text, "import numpy"]) == kept
+    assert [r.code for r in builtin_rule_classes(infos, [])] == [  # type: ignore[union-attr]
+        i.code for i in infos if any(not j.triggers for j in by_module[i.module])]
+    assert builtin_rule_classes(infos) == [registry.rules[info.code] for info in infos]
+    # a left-out module is not imported by the run (a fresh process)
+    rows = json.dumps([[i.code, i.name, i.default_enabled, list(i.passes), i.static, i.module,
+                        i.qualname, sorted(i.needs or ()), list(i.triggers)] for i in infos])
+    probe = ("import json, sys\nfrom modellint.plugins import RuleInfo, builtin_rule_classes\n"
+             f"infos = [RuleInfo(*row[:7], frozenset(row[7]), tuple(row[8])) "
+             f"for row in json.loads({rows!r})]\n"
+             f"builtin_rule_classes(infos, [{text!r}])\n"
+             f"print(sorted(m for m in {sorted(left_out)!r} if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stderr

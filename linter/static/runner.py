@@ -8,7 +8,7 @@ import hashlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -19,6 +19,7 @@ from modellint.records import record
 from modellint.static import notebook
 from modellint.static.cache import Cache
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
+from modellint.static.source import DecodeError, decode
 
 if TYPE_CHECKING:
     from modellint.rule import StaticRule
@@ -46,16 +47,19 @@ class StaticOptions:
     # few files: `discover.project_files`)
     project: Sequence[tuple[str, Path]] = ()
     # when set, gives `rules` on first need: a file that misses the cache (a warm run then
-    # never imports the rules, nor LibCST)
-    load_rules: Callable[[], Sequence[type[StaticRule]]] | None = None
+    # never imports the rules, nor LibCST); given the texts of the files to lint, only the
+    # rules that can run on them (None: every rule)
+    load_rules: Callable[[Iterable[str] | None], Sequence[type[StaticRule]]] | None = None
     # the codes of `rules` that read the project's other files (`needs.project_codes`); None:
     # found from `rules`
     project_codes: frozenset[str] | None = None
 
-    def static_rules(self) -> Sequence[type[StaticRule]]:
+    def static_rules(self, texts: Iterable[str] | None = None) -> Sequence[type[StaticRule]]:
+        """The run's rules; loaded on the first call, those that can run on `texts` when it
+        gives them (every text the run will lint)."""
         if self.load_rules is not None:
             loader, self.load_rules = self.load_rules, None
-            self.rules = list(loader())
+            self.rules = list(loader(texts))
         return self.rules
 
     def has_rules(self) -> bool:
@@ -425,12 +429,30 @@ def _run_all(
         if isinstance(opts.index, CachedDigests):  # the lint reads facts
             opts.index = opts.index.index()
         # before the workers are forked, so that they share what the rules imported
-        opts.static_rules()
+        opts.static_rules(None if opts.fix or opts.diff else _texts(
+            [tasks[n][1] for n in missed]))
         for number, outcome in zip(missed, _run([tasks[n] for n in missed], opts), strict=True):
             outcomes[number] = outcome
     if cached is not None:
         cached.keep(outcomes, bool(missed))
     return outcomes  # type: ignore[return-value]
+
+
+def _texts(paths: list[Path]) -> Iterator[str] | None:
+    """The texts of the Python files `paths`, as the lint decodes them (one that cannot be read
+    or decoded is not linted by the rules); None when one is a notebook (its JSON is not the
+    text of its cells)."""
+    if not all(str(path).endswith((".py", ".pyi")) for path in paths):
+        return None
+
+    def read() -> Iterator[str]:
+        for path in paths:
+            try:
+                yield decode(read_file_bytes(path, MAX_FILE_BYTES))[0]
+            except (OSError, DecodeError):
+                continue
+
+    return read()
 
 
 class _CachedRun:
