@@ -30,7 +30,13 @@ from modellint.static.parse import (
     traceback_text,
 )
 from modellint.static.source import DecodeError, decode
-from modellint.static.walk import dispatch_table, every_node, visitor_names, walk
+from modellint.static.walk import (
+    dispatch_table,
+    every_node,
+    forget_children,
+    visitor_names,
+    walk,
+)
 from modellint.suppress import FileSuppressions
 
 if TYPE_CHECKING:
@@ -231,10 +237,13 @@ def lint_source(
     index (`modellint.static.index.ProjectIndex`), None for a file alone. `notebook`: the
     notebook whose joined code cells `data` is (`modellint.static.notebook.Notebook`): its
     findings are then placed in their cells."""
-    result = _lint_source(path, data, rules, options, disabled_codes, False, tree, index)
-    if result.too_deep:
-        result = call_deeply(_lint_source, path, data, rules, options, disabled_codes, True,
-                             tree, index)
+    try:
+        result = _lint_source(path, data, rules, options, disabled_codes, False, tree, index)
+        if result.too_deep:
+            result = call_deeply(_lint_source, path, data, rules, options, disabled_codes,
+                                 True, tree, index)
+    finally:
+        forget_children()
     if result.raws:
         # the one findings pipeline of every pass (modellint.pipeline): spans, suppression
         # (modellint.suppress), notebook cells, each finding once

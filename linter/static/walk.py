@@ -66,9 +66,23 @@ def _is_node(cls: type) -> bool:
     return known
 
 
-def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+# node id -> (the node, its code children): the walk, the scopes and the class outlines ask
+# for the children of the same nodes (half the asks, on a model file); kept while one file is
+# linted (`forget_children`), each node held so that no other object takes its id meanwhile
+_CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+
+
+def forget_children() -> None:
+    """Drop what `child_nodes` keeps: the engine's lint of one file is over."""
+    _CHILDREN.clear()
+
+
+def child_nodes(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     """The code-bearing children of `node` in source order (the nodes `walk` goes to next:
     no whitespace, punctuation or operators); much cheaper than LibCST's `children`."""
+    cached = _CHILDREN.get(id(node))
+    if cached is not None:
+        return cached[1]
     children: list[cst.CSTNode] = []
     is_node = _IS_NODE
     for field in _FIELDS.get(type(node)) or _child_fields(type(node)):
@@ -84,7 +98,8 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
             known = is_node.get(cls)
             if known or (known is None and _is_node(cls)):
                 children.append(value)
-    return children
+    found = _CHILDREN[id(node)] = (node, tuple(children))
+    return found[1]
 
 
 def visitor_names(cls: type, base: type) -> tuple[str, ...]:
@@ -142,9 +157,7 @@ def walk(root: cst.CSTNode, table: Dispatch) -> None:
             push(_Leaving(node))
         if not enter or cls in leaf_types:
             continue
-        children = child_nodes(node)
-        children.reverse()
-        extend(children)
+        extend(reversed(child_nodes(node)))
 
 
 class _Leaving:
@@ -171,9 +184,7 @@ def code_nodes(
         yield node
         if (stop and isinstance(node, stop)) or type(node) in LEAF_TYPES:
             continue
-        children = child_nodes(node)
-        children.reverse()
-        extend(children)
+        extend(reversed(child_nodes(node)))
 
 
 _ALL_FIELDS: dict[type, tuple[str, ...]] = {}
