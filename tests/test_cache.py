@@ -59,8 +59,9 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     first = cli("net.py", "--format", "json", env=env)
     assert len(entries(tmp_path)) == 1
     # beside: the file's project facts, their summary, the digests of the run's files, the
-    # summaries of the project's files as one entry, and their stats beside their digests
-    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 5
+    # summaries of the project's files as one entry, their imports as another, and their
+    # stats beside their digests
+    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 6
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
@@ -427,6 +428,39 @@ def test_a_changed_file_parses_only_the_facts_that_are_looked_up(tmp_path):
     assert changed.files["models.py"] == fresh.files["models.py"]
     assert set(changed._pending) == {"other.py"}
     assert dict(changed.files) == dict(fresh.files) and not changed._pending
+
+
+def test_the_project_entry_keeps_the_imports_apart_and_a_run_reads_them_when_asked(tmp_path):
+    """The summaries of the project's files, one entry, come without their imports (most of
+    it): a run on an edited file keeps which files each file imports and reads no imports;
+    asked for an unchanged file's imports, the index reads them from the project's imports
+    entry, without parsing that file's facts."""
+    from pathlib import Path
+
+    from modellint.static.cache import Cache
+    from modellint.static.facts_cache import _imports_key, _summaries_key
+    from modellint.static.index import index_files
+
+    write(tmp_path, "models.py", MODEL_LOGITS)
+    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "other.py", "import torch\nfrom models import Net\n\nx = torch.ones(2)\n")
+    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
+    assert cache.prepare()
+    files = [(name, Path(tmp_path / name)) for name in ("models.py", "other.py", "train.py")]
+    index_files(files, cache, linted=["train.py"])  # which files each one imports, found
+    summaries = cache.get_facts(_summaries_key(files), required=("files",))
+    imports = cache.get_facts(_imports_key(files), required=("files",))
+    assert summaries is not None and imports is not None
+    assert not any("imports" in summary for _, summary in summaries["files"].values())
+    assert set(imports["files"]) == {"models.py", "other.py", "train.py"}
+    write(tmp_path, "train.py", TRAIN + "\n\nLATER = 1\n")
+    changed = index_files(files, cache, linted=["train.py"])
+    fresh = index_files(files, None)
+    assert all(changed.digest(path) == fresh.digest(path) for path, _ in files)
+    assert changed.importers("models.py") == fresh.importers("models.py")
+    assert changed._unchanged_imports is None  # the entry of the imports was not read
+    assert changed._imports_of("other.py") == fresh.files["other.py"]["imports"]
+    assert changed._unchanged_imports is not None and "other.py" in changed._pending
 
 
 def test_manifests_of_other_environments_unused_for_a_week_are_removed(tmp_path):

@@ -99,6 +99,10 @@ class ProjectIndex(Evaluation):
         self.outlines: dict[str, tuple[bytes, Outline]] = {}
         # files whose facts are parsed on first use (`add_summary`): path -> (summary, loader)
         self._pending: dict[str, tuple[dict, Callable[[], dict]]] = {}
+        # gives display -> (sha256 of the bytes, imports) of the files whose cached summary
+        # came without their imports (`facts_cache.fill_index`); read on first need
+        self.imports_of_unchanged: Callable[[], dict[str, tuple[str, dict]]] | None = None
+        self._unchanged_imports: dict[str, tuple[str, dict]] | None = None
         for path, facts in (files or {}).items():
             self.add(path, facts)
 
@@ -148,9 +152,10 @@ class ProjectIndex(Evaluation):
         return other
 
     def add_summary(self, path: str, summary: dict, load: Callable[[], dict]) -> None:
-        """A file known by its summary (`summary_of`): its imports, the digest of its facts
-        and of its text; `load()` gives its facts when a rule looks them up."""
-        self.add(path, {"imports": summary["imports"], "notebook": summary["notebook"]},
+        """A file known by its summary (`summary_of`): its imports (or not: then read from its
+        facts, when asked), the digest of its facts and of its text; `load()` gives its facts
+        when a rule looks them up."""
+        self.add(path, {"imports": summary.get("imports", {}), "notebook": summary["notebook"]},
                  summary["text"])
         del self._files[path]
         self._pending[path] = (summary, load)
@@ -164,10 +169,19 @@ class ProjectIndex(Evaluation):
         return found
 
     def _imports_of(self, path: str) -> dict | None:
-        """A file's imports, without parsing its facts."""
+        """A file's imports, without parsing its facts: from its summary, or the project's
+        imports entry when the summary came without them."""
         pending = self._pending.get(path)
-        if pending is not None:
+        if pending is not None and "imports" in pending[0]:
             return pending[0]["imports"]
+        if pending is not None:
+            if self._unchanged_imports is None:
+                load = self.imports_of_unchanged
+                self._unchanged_imports = load() if load is not None else {}
+            stored = self._unchanged_imports.get(path)
+            if stored is not None and stored[0] == self.contents.get(path):
+                return stored[1]
+            return self._facts_of(path)["imports"]  # type: ignore[index]
         facts = self._files.get(path)
         return facts["imports"] if facts is not None else None
 
