@@ -404,21 +404,27 @@ def test_a_planted_plugin_manifest_is_not_believed(tmp_path):
     assert found == cold and "modellint.rules.core" in imported
 
 
+def _three_files(tmp_path, other: str):
+    """(a cache, the project's files): models.py, train.py that imports it, and `other`."""
+    from pathlib import Path
+
+    from modellint.static.cache import Cache
+
+    write(tmp_path, "models.py", MODEL_LOGITS)
+    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "other.py", other)
+    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
+    assert cache.prepare()
+    return cache, [(name, Path(tmp_path / name)) for name in ("models.py", "other.py", "train.py")]
+
+
 def test_a_changed_file_parses_only_the_facts_that_are_looked_up(tmp_path):
     """After an edit the snapshot misses: the other files come from their cached summaries
     (imports, digests), and a file's facts are parsed when a rule looks them up; the digests
     are those an index without cache computes."""
-    from pathlib import Path
-
-    from modellint.static.cache import Cache
     from modellint.static.index import index_files
 
-    write(tmp_path, "models.py", MODEL_LOGITS)
-    write(tmp_path, "train.py", TRAIN)
-    write(tmp_path, "other.py", "import torch\n\nx = torch.ones(2)\n")
-    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
-    assert cache.prepare()
-    files = [(name, Path(tmp_path / name)) for name in ("models.py", "other.py", "train.py")]
+    cache, files = _three_files(tmp_path, "import torch\n\nx = torch.ones(2)\n")
     index_files(files, cache)
     write(tmp_path, "train.py", TRAIN + "\n\nLATER = 1\n")
     changed = index_files(files, cache)
@@ -435,18 +441,10 @@ def test_the_project_entry_keeps_the_imports_apart_and_a_run_reads_them_when_ask
     it): a run on an edited file keeps which files each file imports and reads no imports;
     asked for an unchanged file's imports, the index reads them from the project's imports
     entry, without parsing that file's facts."""
-    from pathlib import Path
-
-    from modellint.static.cache import Cache
     from modellint.static.facts_cache import _imports_key, _summaries_key
     from modellint.static.index import index_files
 
-    write(tmp_path, "models.py", MODEL_LOGITS)
-    write(tmp_path, "train.py", TRAIN)
-    write(tmp_path, "other.py", "import torch\nfrom models import Net\n\nx = torch.ones(2)\n")
-    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
-    assert cache.prepare()
-    files = [(name, Path(tmp_path / name)) for name in ("models.py", "other.py", "train.py")]
+    cache, files = _three_files(tmp_path, "import torch\nfrom models import Net\n\nx = 1\n")
     index_files(files, cache, linted=["train.py"])  # which files each one imports, found
     summaries = cache.get_facts(_summaries_key(files), required=("files",))
     imports = cache.get_facts(_imports_key(files), required=("files",))

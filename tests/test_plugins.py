@@ -223,17 +223,9 @@ def test_example_plugin_runtime_rule_is_listed_documented_and_passes_its_example
         assert lines == [example.line], example.code
 
 
-def test_a_run_from_the_manifest_imports_the_same_built_in_rule_classes(tmp_path):
-    """A file that misses the cache of a run whose plugins came from the manifest imports the
-    built-in rules where the manifest says they live: the very classes the plugins register.
-    A rule of another plugin in the run makes it load the plugins as usual."""
-    from modellint.plugins import (
-        RuleInfo,
-        builtin_rule_classes,
-        light_registry,
-        load_registry,
-        save_manifest,
-    )
+def _built_in_manifest(tmp_path):
+    """(the registry of the built-in plugins, the registry its saved manifest gives)."""
+    from modellint.plugins import light_registry, load_registry, save_manifest
     from modellint.static.cache import Cache
 
     registry = load_registry(entry_points=False)
@@ -242,6 +234,16 @@ def test_a_run_from_the_manifest_imports_the_same_built_in_rule_classes(tmp_path
     save_manifest(store, registry)
     light = light_registry(store)
     assert light is not None
+    return registry, light
+
+
+def test_a_run_from_the_manifest_imports_the_same_built_in_rule_classes(tmp_path):
+    """A file that misses the cache of a run whose plugins came from the manifest imports the
+    built-in rules where the manifest says they live: the very classes the plugins register.
+    A rule of another plugin in the run makes it load the plugins as usual."""
+    from modellint.plugins import RuleInfo, builtin_rule_classes
+
+    registry, light = _built_in_manifest(tmp_path)
     infos = list(light.rules.values())
     assert builtin_rule_classes(infos) == [registry.rules[info.code] for info in infos]
     other = RuleInfo("XMP101", "no-print", True, ("static",), True, "modellint_example.rules", "NoPrint")
@@ -256,15 +258,9 @@ def test_a_run_imports_only_the_rule_modules_that_can_run_on_its_files(tmp_path)
     import subprocess
     import sys
 
-    from modellint.plugins import builtin_rule_classes, light_registry, load_registry, save_manifest
-    from modellint.static.cache import Cache
+    from modellint.plugins import builtin_rule_classes
 
-    registry = load_registry(entry_points=False)
-    store = Cache(tmp_path / "cache", "settings", key_directory=tmp_path / "key")
-    assert store.prepare()
-    save_manifest(store, registry)
-    light = light_registry(store)
-    assert light is not None
+    registry, light = _built_in_manifest(tmp_path)
     infos = [info for info in light.rules.values() if info.static]
     by_module: dict[str, list] = {}
     for info in infos:
