@@ -124,7 +124,11 @@ def load_registry(
     registry = Registry(manager)
 
     def register(plugin: object, name: str) -> None:
-        hookspecs.apply_marks(plugin)
+        try:
+            hookspecs.apply_marks(plugin)
+        except TypeError as exc:  # `@hookimpl(tryFirst=True)`: pluggy's marker refuses it
+            raise PluginError(f"plugin {name!r} failed to load: {type(exc).__name__}: {exc}"
+                              ) from None
         manager.register(plugin, name=name)
 
     for name in BUILTIN_PLUGINS:

@@ -18,9 +18,16 @@ from __future__ import annotations
 import dataclasses
 import operator
 import reprlib
+import sys
 from collections.abc import Callable
 from dataclasses import MISSING, Field, FrozenInstanceError, field
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import Any, TypeVar, overload
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # what it tells type checkers, Python 3.10 does without
+    def dataclass_transform(**_: Any) -> Any:
+        return lambda decorated: decorated
 
 _R = TypeVar("_R", bound=type)
 

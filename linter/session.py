@@ -217,18 +217,22 @@ def linted_tree(config: Config, explicit_config: bool, paths: Sequence[str]) -> 
     return named if config.source is None or explicit_config else (config.root, *named)
 
 
-def rule_classes(rules, load: Callable[[], Registry], texts=None) -> list:
-    """The rule classes of a run whose registry came from the manifest (`rules`: RuleInfos):
-    the built-in ones imported where the manifest says they are (with the `texts` it lints,
-    those that can run on them: `builtin_rule_classes`); with a rule of an installed plugin,
-    every plugin is loaded as usual (`load`: its hooks run)."""
+def rule_classes(rules, load: Callable[[], Registry], texts=None
+                 ) -> tuple[list, frozenset[str]]:
+    """(the rule classes of a run whose registry came from the manifest (`rules`:
+    RuleInfos), the trigger words of the rules left out): the built-in ones imported where
+    the manifest says they are (with the `texts` it lints, those that can run on them:
+    `builtin_rule_classes`); with a rule of an installed plugin, every plugin is loaded as
+    usual (`load`: its hooks run)."""
     from modellint.plugins import builtin_rule_classes
 
     found = builtin_rule_classes(rules, texts)
     if found is not None:
-        return found
+        kept = {rule.code for rule in found}  # type: ignore[attr-defined]
+        return found, frozenset(word for rule in rules if rule.code not in kept
+                                for word in rule.triggers)
     registry = load()
-    return [registry.rules[rule.code] for rule in rules]
+    return [registry.rules[rule.code] for rule in rules], frozenset()
 
 
 @record(frozen=True)

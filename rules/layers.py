@@ -133,39 +133,60 @@ _RECURRENT_WEIGHT = LazyPattern(r"(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?")
 _LAYER_ATTRIBUTE_NAMES = frozenset().union(*LAYER_ATTRIBUTES.values())
 # attribute name -> whether it is close to an attribute of some layer other than itself
 _NEAR_MISS: dict[str, bool] = {}
-# (character, how many times it came before) -> a bit; a layer attribute -> (length, its bits)
-_LETTER_BITS: dict[tuple[str, int], int] = {}
-_ATTRIBUTE_BITS: dict[str, tuple[int, int]] = {}
+# ((letter, how many times it came so far) -> a bit, for the letters of the layers' attribute
+# names; each name -> (its length, its bits)): made whole on first use, then only read
+_LETTER_TABLES: tuple[dict[tuple[str, int], int], dict[str, tuple[int, int]]] | None = None
 
 
-def _letters(word: str) -> int:
-    """The multiset of the letters of `word` as bits: the number of bits two words share is
-    the number of letters they share, counted with repeats."""
+def _letters(word: str, positions: dict[tuple[str, int], int]) -> int:
+    """The letters of `word` (counted with repeats) that attribute names have, as bits: the
+    number of bits two words share is the number of letters they share."""
     bits = 0
     seen: dict[str, int] = {}
     for letter in word:
         count = seen[letter] = seen.get(letter, 0) + 1
-        bits |= 1 << _LETTER_BITS.setdefault((letter, count), len(_LETTER_BITS))
+        position = positions.get((letter, count))
+        if position is not None:
+            bits |= 1 << position
     return bits
+
+
+def _letter_tables() -> tuple[dict[tuple[str, int], int], dict[str, tuple[int, int]]]:
+    global _LETTER_TABLES
+    if _LETTER_TABLES is None:
+        names = sorted(_LAYER_ATTRIBUTE_NAMES)
+        positions: dict[tuple[str, int], int] = {}
+        for name in names:
+            seen: dict[str, int] = {}
+            for letter in name:
+                count = seen[letter] = seen.get(letter, 0) + 1
+                positions.setdefault((letter, count), len(positions))
+        _LETTER_TABLES = positions, {name: (len(name), _letters(name, positions))
+                                     for name in names}
+    return _LETTER_TABLES
 
 
 def _near_miss(attr: str) -> bool:
     """Whether `attr` could be a misspelling of some layer's attribute: when not, no layer
     can make it one, and what the value is need not be asked (most attribute reads).
 
-    The attributes that share too few letters with `attr` are left out before difflib is
-    asked, by the bound it applies itself (`quick_ratio`), at a tenth of its cost."""
+    The attributes too long or too short for it, or that share too few letters with it, are
+    left out before difflib is asked, by the bounds it applies itself (`real_quick_ratio`,
+    `quick_ratio`), at a tenth of its cost."""
     near = _NEAR_MISS.get(attr)
     if near is None:
-        if not _ATTRIBUTE_BITS:
-            _ATTRIBUTE_BITS.update((name, (len(name), _letters(name)))
-                                   for name in sorted(_LAYER_ATTRIBUTE_NAMES))
-        bits, size = _letters(attr), len(attr)
-        others = [name for name, (length, letters) in _ATTRIBUTE_BITS.items()
+        positions, names = _letter_tables()
+        size = len(attr)
+        bits = _letters(attr, positions) if size <= 2 * _LONGEST_NAME else 0
+        others = [name for name, (length, letters) in names.items()
                   if 2 * (bits & letters).bit_count() >= 0.75 * (size + length) and name != attr]
         near = _NEAR_MISS[attr] = bool(
             others and difflib.get_close_matches(attr, others, n=1, cutoff=0.75))
     return near
+
+
+# a name more than twice this long is close to none (`real_quick_ratio` < 0.75 beyond 5/3)
+_LONGEST_NAME = max(map(len, _LAYER_ATTRIBUTE_NAMES))
 
 
 def _misspelt(attr: str, layer: str) -> str | None:

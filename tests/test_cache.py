@@ -418,6 +418,48 @@ def _three_files(tmp_path, other: str):
     return cache, [(name, Path(tmp_path / name)) for name in ("models.py", "other.py", "train.py")]
 
 
+# `check` in a fresh interpreter, whose choice of rules reads the file as it was before the
+# edit (`runner._texts`): the file changed between the two reads
+STALE_CHOICE_PROBE = """\
+import sys
+from modellint.cli import main
+from modellint.static import runner
+runner._texts = lambda paths: iter(["x = 1\\n"])
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_file_edited_after_the_run_chose_its_rules_is_linted_with_every_rule(tmp_path):
+    """The run reads the files it lints to leave out the rule modules that cannot run on them;
+    a file saved again before its lint reads it holds words of a rule left out: it is linted
+    with every rule, and what is cached for it is what a run without the cache finds."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import _env
+
+    write(tmp_path, "m.py", "import torch\nimport torch.nn.functional as F\n\n"
+                            "y = F.sigmoid(torch.ones(3))\n")
+    env = _env({**cache_env(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "xdg"), **NOT_CI})
+    check = ["check", "--format", "json", "-o", str(tmp_path / "report.json"), "m.py"]
+
+    def codes(*command: str) -> list:
+        proc = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env=env)
+        assert proc.returncode in (0, 1), proc.stderr
+        return sorted(f["code"] for f in json.loads((tmp_path / "report.json").read_text()))
+
+    plain = codes("-m", "modellint", *check, "--no-cache")
+    assert "ML903" in plain  # a rule of a module that "x = 1" leaves out
+    write(tmp_path, "seed.py", "import torch\n")
+    # the same interpreter's command line: the manifest is kept per Python path
+    fresh = "import sys\nfrom modellint.cli import main\nraise SystemExit(main(sys.argv[1:]))\n"
+    codes("-c", fresh, *check[:-1], "seed.py")  # writes the plugins' manifest
+    assert codes("-c", STALE_CHOICE_PROBE, *check) == plain
+    assert codes("-c", fresh, *check) == plain  # from the cache
+
+
 def test_a_changed_file_parses_only_the_facts_that_are_looked_up(tmp_path):
     """After an edit the snapshot misses: the other files come from their cached summaries
     (imports, digests), and a file's facts are parsed when a rule looks them up; the digests

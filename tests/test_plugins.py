@@ -131,6 +131,18 @@ def test_a_plugin_that_fails_to_import_is_exit_2_naming_it(modellint, tmp_path):
     assert result.rc == 2 and "'brokenplugin'" in result.err and "failed to load" in result.err
 
 
+def test_a_hook_marked_with_an_unknown_option_is_exit_2_naming_the_plugin(modellint, tmp_path):
+    """`@hookimpl` marks for pluggy when the plugin is registered: an option pluggy does not
+    know is the plugin's load error, as it was when the mark was made on import."""
+    write(tmp_path, "typoplugin.py",
+          "from modellint import hookimpl\n\n\n@hookimpl(tryFirst=True)\n"
+          "def modellint_add_rules():\n    return []\n")
+    write(tmp_path, "code.py", "x = 1\n")
+    result = modellint("-p", "typoplugin", "code.py")
+    assert result.rc == 2 and "'typoplugin' failed to load" in result.err, result
+    assert "tryFirst" in result.err and "Traceback" not in result.err
+
+
 def test_a_plugin_registering_an_existing_code_is_exit_2_naming_it(modellint, tmp_path):
     write(tmp_path, "dupplugin.py", """\
         from modellint import hookimpl

@@ -152,6 +152,20 @@ def test_child_nodes_are_in_source_order():
     assert kinds == ["Decorator", "Name", "Parameters", "IndentedBlock"]
 
 
+def test_child_nodes_are_kept_only_while_a_lint_keeps_them():
+    """The engine keeps each node's children while it lints a file (`children_kept`): asked
+    again, the same tuple; outside a lint nothing is kept, so no tree outlives its caller."""
+    from modellint.static import walk
+
+    function = _module().body[0]
+    assert child_nodes(function) == child_nodes(function) and walk._CHILDREN is None
+    with walk.children_kept():
+        first = child_nodes(function)
+        assert child_nodes(function) is first and isinstance(first, tuple)
+        assert id(function) in walk._CHILDREN  # type: ignore[operator]
+    assert walk._CHILDREN is None
+
+
 def test_names_in_reads_names_not_attribute_names_nor_nested_scopes():
     expr = cst.parse_expression("f(a.b.c, d[e], lambda: hidden, [g for g in h])")
     assert names_in(expr) == {"f", "a", "d", "e", "g", "h"}

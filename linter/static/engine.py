@@ -31,9 +31,9 @@ from modellint.static.parse import (
 )
 from modellint.static.source import DecodeError, decode
 from modellint.static.walk import (
+    children_kept,
     dispatch_table,
     every_node,
-    forget_children,
     visitor_names,
     walk,
 )
@@ -237,13 +237,11 @@ def lint_source(
     index (`modellint.static.index.ProjectIndex`), None for a file alone. `notebook`: the
     notebook whose joined code cells `data` is (`modellint.static.notebook.Notebook`): its
     findings are then placed in their cells."""
-    try:
+    with children_kept():
         result = _lint_source(path, data, rules, options, disabled_codes, False, tree, index)
         if result.too_deep:
             result = call_deeply(_lint_source, path, data, rules, options, disabled_codes,
                                  True, tree, index)
-    finally:
-        forget_children()
     if result.raws:
         # the one findings pipeline of every pass (modellint.pipeline): spans, suppression
         # (modellint.suppress), notebook cells, each finding once

@@ -48,19 +48,39 @@ class StaticOptions:
     project: Sequence[tuple[str, Path]] = ()
     # when set, gives `rules` on first need: a file that misses the cache (a warm run then
     # never imports the rules, nor LibCST); given the texts of the files to lint, only the
-    # rules that can run on them (None: every rule)
-    load_rules: Callable[[Iterable[str] | None], Sequence[type[StaticRule]]] | None = None
+    # rules that can run on them (None: every rule), with the trigger words of those left out
+    load_rules: Callable[[Iterable[str] | None],
+                         tuple[Sequence[type[StaticRule]], frozenset[str]]] | None = None
     # the codes of `rules` that read the project's other files (`needs.project_codes`); None:
     # found from `rules`
     project_codes: frozenset[str] | None = None
+    # the trigger words of the rules `static_rules` left out, and what loads every rule: a
+    # file that holds one of the words changed since its text was read, and is linted with
+    # every rule (`every_rule_runs`)
+    left_out_words: frozenset[str] = frozenset()
+    load_every_rule: Callable[[], Sequence[type[StaticRule]]] | None = None
 
     def static_rules(self, texts: Iterable[str] | None = None) -> Sequence[type[StaticRule]]:
         """The run's rules; loaded on the first call, those that can run on `texts` when it
         gives them (every text the run will lint)."""
         if self.load_rules is not None:
             loader, self.load_rules = self.load_rules, None
-            self.rules = list(loader(texts))
+            rules, self.left_out_words = loader(texts)
+            self.rules = list(rules)
+            if self.left_out_words:
+                self.load_every_rule = lambda: loader(None)[0]
         return self.rules
+
+    def every_rule_runs(self, data: bytes) -> bool:
+        """A rule that `static_rules` left out would run on the text of `data` (the file
+        changed after the run read it to choose its rules)."""
+        if not self.left_out_words:
+            return False
+        try:
+            text = decode(data)[0]
+        except DecodeError:
+            return False
+        return any(word in text for word in self.left_out_words)
 
     def has_rules(self) -> bool:
         return self.load_rules is not None or bool(self.rules)
@@ -75,11 +95,16 @@ class StaticOptions:
             codes = self.project_codes = project_codes(self.static_rules())
         return reads_project(codes, (disabled for _, _, disabled in tasks))
 
-    def linter(self) -> Linter:
-        """The linter of the run's rules (loaded now), options and index."""
+    def linter(self, every_rule: bool = False) -> Linter:
+        """The linter of the run's rules (loaded now; `every_rule`: those left out too, from
+        now on), options and index."""
         from modellint.static.linter import Linter
 
-        return Linter(self.static_rules(), self.options, self.index)
+        rules = self.static_rules()
+        if every_rule and self.load_every_rule is not None:
+            rules = self.rules = list(self.load_every_rule())
+            self.load_every_rule, self.left_out_words = None, frozenset()
+        return Linter(rules, self.options, self.index)
 
     @property
     def max_code_bytes(self) -> int:
@@ -178,7 +203,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
         )
     from modellint.static.engine import SYNTAX_ERROR
 
-    linter = opts.linter()
+    linter = opts.linter(every_rule=opts.every_rule_runs(original))
     if outcome.notebook:
         return _lint_notebook_file(display, path, original, disabled, opts, outcome, key,
                                    piped=stdin is not None)

@@ -9,6 +9,7 @@ therefore not called (read them from the parent node instead).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -66,23 +67,34 @@ def _is_node(cls: type) -> bool:
     return known
 
 
-# node id -> (the node, its code children): the walk, the scopes and the class outlines ask
-# for the children of the same nodes (half the asks, on a model file); kept while one file is
-# linted (`forget_children`), each node held so that no other object takes its id meanwhile
-_CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+# node id -> (the node, its code children), while the engine lints a file (`children_kept`):
+# the walk, the scopes and the class outlines ask for the children of the same nodes (half
+# the asks, on a model file); each node held so that no other object takes its id meanwhile.
+# None outside a lint, where nothing would let go of the trees
+_CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] | None = None
 
 
-def forget_children() -> None:
-    """Drop what `child_nodes` keeps: the engine's lint of one file is over."""
-    _CHILDREN.clear()
+@contextlib.contextmanager
+def children_kept() -> Iterator[None]:
+    """Keep what `child_nodes` finds until the end of the block (one file's lint)."""
+    global _CHILDREN
+    outer = _CHILDREN
+    if outer is None:
+        _CHILDREN = {}
+    try:
+        yield
+    finally:
+        _CHILDREN = outer
 
 
 def child_nodes(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     """The code-bearing children of `node` in source order (the nodes `walk` goes to next:
     no whitespace, punctuation or operators); much cheaper than LibCST's `children`."""
-    cached = _CHILDREN.get(id(node))
-    if cached is not None:
-        return cached[1]
+    kept = _CHILDREN
+    if kept is not None:
+        cached = kept.get(id(node))
+        if cached is not None:
+            return cached[1]
     children: list[cst.CSTNode] = []
     is_node = _IS_NODE
     for field in _FIELDS.get(type(node)) or _child_fields(type(node)):
@@ -98,8 +110,10 @@ def child_nodes(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
             known = is_node.get(cls)
             if known or (known is None and _is_node(cls)):
                 children.append(value)
-    found = _CHILDREN[id(node)] = (node, tuple(children))
-    return found[1]
+    found = tuple(children)
+    if kept is not None:
+        kept[id(node)] = (node, found)
+    return found
 
 
 def visitor_names(cls: type, base: type) -> tuple[str, ...]:
