@@ -401,7 +401,7 @@ def light_registry(store) -> LightRegistry | None:
 
 
 def builtin_rule_classes(rules: Iterable[RuleInfo], texts: Iterable[str] | None = None
-                         ) -> list[type] | None:
+                         ) -> list[type[Rule]] | None:
     """The classes of `rules` when all are modellint's own, imported from their modules
     without loading the plugins (no entry point scan: a third of loading them); else None.
     A built-in plugin's hook only returns its module's classes, so they are the same.

@@ -228,7 +228,7 @@ def rule_classes(rules, load: Callable[[], Registry], texts=None
 
     found = builtin_rule_classes(rules, texts)
     if found is not None:
-        kept = {rule.code for rule in found}  # type: ignore[attr-defined]
+        kept = {rule.code for rule in found}
         return found, frozenset(word for rule in rules if rule.code not in kept
                                 for word in rule.triggers)
     registry = load()

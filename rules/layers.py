@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator
 from typing import ClassVar
 
 import libcst as cst
@@ -138,14 +139,20 @@ _NEAR_MISS: dict[str, bool] = {}
 _LETTER_TABLES: tuple[dict[tuple[str, int], int], dict[str, tuple[int, int]]] | None = None
 
 
+def _counted(word: str) -> Iterator[tuple[str, int]]:
+    """(letter, how many times it came so far) for each letter of `word`."""
+    seen: dict[str, int] = {}
+    for letter in word:
+        count = seen[letter] = seen.get(letter, 0) + 1
+        yield letter, count
+
+
 def _letters(word: str, positions: dict[tuple[str, int], int]) -> int:
     """The letters of `word` (counted with repeats) that attribute names have, as bits: the
     number of bits two words share is the number of letters they share."""
     bits = 0
-    seen: dict[str, int] = {}
-    for letter in word:
-        count = seen[letter] = seen.get(letter, 0) + 1
-        position = positions.get((letter, count))
+    for counted in _counted(word):
+        position = positions.get(counted)
         if position is not None:
             bits |= 1 << position
     return bits
@@ -157,10 +164,8 @@ def _letter_tables() -> tuple[dict[tuple[str, int], int], dict[str, tuple[int, i
         names = sorted(_LAYER_ATTRIBUTE_NAMES)
         positions: dict[tuple[str, int], int] = {}
         for name in names:
-            seen: dict[str, int] = {}
-            for letter in name:
-                count = seen[letter] = seen.get(letter, 0) + 1
-                positions.setdefault((letter, count), len(positions))
+            for counted in _counted(name):
+                positions.setdefault(counted, len(positions))
         _LETTER_TABLES = positions, {name: (len(name), _letters(name, positions))
                                      for name in names}
     return _LETTER_TABLES

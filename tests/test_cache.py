@@ -499,7 +499,7 @@ def test_the_project_entry_keeps_the_imports_apart_and_a_run_reads_them_when_ask
     assert all(changed.digest(path) == fresh.digest(path) for path, _ in files)
     assert changed.importers("models.py") == fresh.importers("models.py")
     assert changed._unchanged_imports is None  # the entry of the imports was not read
-    assert changed._imports_of("other.py") == fresh.files["other.py"]["imports"]
+    assert changed.imports_of("other.py") == fresh.files["other.py"]["imports"]
     assert changed._unchanged_imports is not None and "other.py" in changed._pending
 
 

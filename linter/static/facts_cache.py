@@ -448,7 +448,7 @@ def fill_index(index: ProjectIndex, files: list[tuple[str, Any]], cache: Any, jo
         # (a summary read from the entry came without its imports: the index has them)
         cache.put_facts(_imports_key(files), {"files": {
             display: [index.contents[display], summary["imports"] if "imports" in summary
-                      else index._imports_of(display)]
+                      else index.imports_of(display)]
             for display, summary in kept.items()}})
 
 

@@ -152,8 +152,8 @@ class ProjectIndex(Evaluation):
         return other
 
     def add_summary(self, path: str, summary: dict, load: Callable[[], dict]) -> None:
-        """A file known by its summary (`summary_of`): its imports (or not: then read from its
-        facts, when asked), the digest of its facts and of its text; `load()` gives its facts
+        """A file known by its summary (`summary_of`): its imports (or not: `imports_of` reads
+        them when asked), the digest of its facts and of its text; `load()` gives its facts
         when a rule looks them up."""
         self.add(path, {"imports": summary.get("imports", {}), "notebook": summary["notebook"]},
                  summary["text"])
@@ -168,7 +168,7 @@ class ProjectIndex(Evaluation):
             found = self._files[path] = load()
         return found
 
-    def _imports_of(self, path: str) -> dict | None:
+    def imports_of(self, path: str) -> dict | None:
         """A file's imports, without parsing its facts: from its summary, or the project's
         imports entry when the summary came without them."""
         pending = self._pending.get(path)
@@ -283,7 +283,7 @@ class ProjectIndex(Evaluation):
         found = self._direct.get(path)
         if found is None:
             self._load()
-            imports = self._imports_of(path)
+            imports = self.imports_of(path)
             targets = set()
             for qualified in (imports.values() if imports is not None else ()):
                 target = self._import_target(path, qualified)
