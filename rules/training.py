@@ -33,6 +33,7 @@ from modellint.rule import (
     ProjectFunction,
     Severity,
     StaticRule,
+    child_nodes,
     dotted_name,
     first_param_name,
     source_of,
@@ -1645,24 +1646,22 @@ def _held_out_batch(context, scope: Scope, site: Site) -> CallSite | None:
 
 def _iterable_names(expr: cst.BaseExpression) -> list[str]:
     """The dotted names an iterable reads (`enumerate(self.val_loader, 0)`: `enumerate`,
-    `self.val_loader`), not looking into lambdas."""
+    `self.val_loader`), in source order, not looking into lambdas."""
     found: list[str] = []
-
-    class Names(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.append(node.value)
+            continue
+        if isinstance(node, cst.Lambda):
+            continue
+        if isinstance(node, cst.Attribute):
             name = dotted_name(node)
             if name is not None:
                 found.append(name)
-                return False
-            return True
-
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node.value)
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-    expr.visit(Names())
+                continue
+        stack.extend(reversed(child_nodes(node)))
     return found
 
 

@@ -8,6 +8,7 @@ What it cannot know is None.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
@@ -536,15 +537,52 @@ class Evaluation:
             if other != path and other.replace("\\", "/").endswith("__init__.py") and any(
                     self._names(other, alias, target) for alias in imports):
                 return None  # re-exported by a package: its importers' calls are not followed
-            for where, body in self._bodies(other):
+            calls = self._calls_by_callee(other)
+            found = calls.get(target, [])
+            by_module = calls.get(("module", target[1]))
+            if by_module:
+                # a call may stand for `target` both ways: each once, in the file's order
+                found = sorted({number: (number, where, call) for number, where, call in (
+                    *found, *by_module)}.values(), key=operator.itemgetter(0))
+            offset = 1 if cls is not None else 0
+            sites.extend((where, call, offset) for _, where, call in found)
+        return sites
+
+    def _calls_by_callee(self, path: str) -> dict[tuple, list[tuple[int, Where, Call]]]:
+        """The calls of the code of `path` by a module-level name, by what that name stands
+        for (`_callee_keys`): (their number in the file, where they are, their summary).
+        Made once per file: every project function asks for its call sites in the files
+        that import its own."""
+        key = ("calls by callee", path)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = {}
+            number = 0
+            for where, body in self._bodies(path):
                 for call in body.get("invokes", ()):
                     callee = call.func
                     if not isinstance(callee, Ref) or where.local is not None and where.local(
                             callee.name.split(".")[0]) is not None:
                         continue  # a local name of the caller
-                    if self._names(other, callee.name, target):
-                        sites.append((where, call, 1 if cls is not None else 0))
-        return sites
+                    for callee_key in self._callee_keys(path, callee.name):
+                        found.setdefault(callee_key, []).append((number, where, call))
+                    number += 1
+        return found
+
+    def _callee_keys(self, path: str, dotted: str) -> list[tuple]:
+        """What the dotted name of `path` stands for: `resolve`'s answer, and ("module",
+        file) when it is a bare name imported from the project module `file`."""
+        keys: list[tuple] = []
+        found = self.resolve(path, dotted)
+        if found is not None:
+            keys.append(found)
+        if "." not in dotted:
+            qualified = self.files[path]["imports"].get(dotted)
+            if qualified is not None:
+                module = self.module_file(self._absolute(path, qualified))
+                if module is not None:
+                    keys.append(("module", module))
+        return keys
 
     def _called_by_project_only(self, path: str, cls: str, name: str) -> bool:
         """The method `name` of the project class is not one that a base class from outside
@@ -576,12 +614,8 @@ class Evaluation:
     def _names(self, path: str, dotted: str, target: tuple) -> bool:
         """The dotted name of `path` stands for `target` (("function"|"class", file, name)),
         or for the module that defines it."""
-        found = self.resolve(path, dotted)
-        if found is not None and found[0] == target[0] and found[1:] == target[1:]:
-            return True
-        qualified = self.files[path]["imports"].get(dotted.split(".")[0])
-        return qualified is not None and "." not in dotted and self.module_file(
-            self._absolute(path, qualified)) == target[1]
+        keys = self._callee_keys(path, dotted)
+        return target in keys or ("module", target[1]) in keys
 
     def _bodies(self, path: str) -> Iterator[tuple[Where, dict]]:
         """The code of a file whose calls the facts keep: (where it runs, its facts)."""

@@ -87,6 +87,9 @@ class ProjectIndex(Evaluation):
         # absolute module name -> the project file it names (`_import_target`): the files of
         # a project import the same modules over and over
         self._targets: dict[str, str | None] = {}
+        # (path, dotted name) -> what it stands for (`resolve`): rules and the evaluation ask
+        # for the same names of the same files throughout a run
+        self._resolved: dict[tuple[str, str], tuple[str, str, str] | None] = {}
         # path -> every file it imports, transitively (`_closure`)
         self._closures: dict[str, frozenset[str]] = {}
         self._importers: dict[str, list[str]] | None = None
@@ -199,6 +202,7 @@ class ProjectIndex(Evaluation):
         self._digests.clear()
         self._direct.clear()
         self._targets.clear()
+        self._resolved.clear()
         self._closures.clear()
         if facts.get("notebook") or path.endswith(".ipynb"):
             return
@@ -402,6 +406,16 @@ class ProjectIndex(Evaluation):
     def resolve(self, path: str, dotted: str, depth: int = 0) -> tuple[str, str, str] | None:
         """What a module-level dotted name of `path` stands for: ("torch", qualified, "") for
         an outside name, ("class"|"function"|"global", file, name + rest) for the project's."""
+        if depth:
+            return self._resolve(path, dotted, depth)
+        key = (path, dotted)
+        try:
+            return self._resolved[key]
+        except KeyError:
+            found = self._resolved[key] = self._resolve(path, dotted, 0)
+            return found
+
+    def _resolve(self, path: str, dotted: str, depth: int) -> tuple[str, str, str] | None:
         facts = self.files.get(path)
         if facts is None or depth > 10:
             return None
