@@ -502,6 +502,31 @@ def test_the_index_read_by_several_processes_is_the_one_read_by_one(tmp_path):
     assert one.digest("m0.py") == two.digest("m0.py")
 
 
+def test_a_file_whose_index_process_died_is_read_by_the_run(tmp_path, monkeypatch):
+    import os
+
+    from modellint.static import facts_cache
+    from modellint.static.index import index_files
+
+    files = []
+    for number in range(70):
+        path = tmp_path / f"m{number}.py"
+        path.write_text(f"import torch.nn as nn\n\nclass Net{number}(nn.Module):\n    pass\n")
+        files.append((path.name, path))
+    run = os.getpid()
+    read = facts_cache._read_facts
+
+    def dies_in_a_worker(task):
+        if os.getpid() != run:
+            os._exit(1)  # as a process killed by the system
+        return read(task)
+
+    monkeypatch.setattr(facts_cache, "_read_facts", dies_in_a_worker)
+    index = index_files(files, None, 2)
+    monkeypatch.setattr(facts_cache, "_read_facts", read)
+    assert index.files == index_files(files, None, 1).files and len(index.files) == 70
+
+
 SCHEDULES = '''\
 import torch
 
