@@ -221,6 +221,24 @@ class _Usage:
         self.attr_calls: set[str] = set()
         self.self_loads: collections.Counter[str] = collections.Counter()
         self.self_callees: collections.Counter[str] = collections.Counter()
+        # (id of a call, self name) -> [its summary, the JSON of it or None]: a method's calls
+        # are summarized for its own facts and for its class's
+        self.summaries: dict[tuple[int, str | None], list] = {}
+
+    def summary(self, node: ast.Call, self_name: str | None) -> Summary:
+        """`summarize(node, self_name)`, once per call."""
+        found = self.summaries.get((id(node), self_name))
+        if found is None:
+            found = self.summaries[(id(node), self_name)] = [summarize(node, self_name), None]
+        return found[0]
+
+    def summary_key(self, node: ast.Call, self_name: str | None) -> str:
+        """The JSON text of `summary(node, self_name)` (what tells two calls' apart)."""
+        self.summary(node, self_name)
+        found = self.summaries[(id(node), self_name)]
+        if found[1] is None:
+            found[1] = json.dumps(found[0], default=JSON_DEFAULT)
+        return found[1]
 
     def count(self, nodes: Iterable[ast.AST], self_name: str | None = None) -> None:
         """Count the names (and `self.x`) read in `nodes` and everything inside them."""
@@ -454,8 +472,8 @@ class _Modes:
         head, _, rest = callee.partition(".")
         if not rest or "." not in rest and (head == self.self_name or head in (
                 self.usage.modules)):
-            summary = summarize(node, self.self_name)
-            self.invokes.setdefault(json.dumps(summary, default=JSON_DEFAULT), summary)
+            self.invokes.setdefault(self.usage.summary_key(node, self.self_name),
+                                    self.usage.summary(node, self.self_name))
             if head == self.self_name:
                 self.usage.self_callees[rest] += 1
             else:
@@ -563,8 +581,8 @@ def _class_facts(node: ast.ClassDef, lines: list[str], usage: _Usage | None = No
     file_usage = usage if usage is not None else _Usage(frozenset())
     # the `self.x` of this class's methods, counted apart from other classes'
     own = _Usage(file_usage.modules)
-    own.loads, own.callees, own.attr_calls = (file_usage.loads, file_usage.callees,
-                                              file_usage.attr_calls)
+    own.loads, own.callees, own.attr_calls, own.summaries = (
+        file_usage.loads, file_usage.callees, file_usage.attr_calls, file_usage.summaries)
     loads, self_loads = own.loads, own.self_loads
     own.count(_signature_nodes(node))
     for statement in node.body:
@@ -589,9 +607,9 @@ def _class_facts(node: ast.ClassDef, lines: list[str], usage: _Usage | None = No
                             and func.value.func.id == "super"):
                         super_init = True
                     if isinstance(func, (ast.Name, ast.Attribute)):
-                        summary = summarize(sub, self_name)
+                        summary = own.summary(sub, self_name)
                         if isinstance(summary, Call) and isinstance(summary.func, Ref):
-                            calls.setdefault(json.dumps(summary, default=JSON_DEFAULT), summary)
+                            calls.setdefault(own.summary_key(sub, self_name), summary)
         else:
             own.count([statement])
     start, end = node.lineno - 1, getattr(node, "end_lineno", node.lineno) or node.lineno
