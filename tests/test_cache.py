@@ -178,6 +178,29 @@ def test_editing_a_file_relints_the_files_that_import_it(cli, tmp_path):
     assert len(set(entries(tmp_path)) - before) == 2
 
 
+def test_facts_read_from_the_cache_keep_the_order_of_the_source(tmp_path):
+    # (an entry written with its keys sorted gave a rerun the functions and classes in
+    # another order than a cold run: call sites and children in another order)
+    from pathlib import Path
+
+    from modellint.static.cache import Cache
+    from modellint.static.index import index_files
+
+    write(tmp_path, "models.py", "import torch.nn as nn\n\n\ndef zeta(x):\n    return x\n\n\n"
+          "def alpha(x):\n    return zeta(x)\n\n\nclass Zed(nn.Module):\n"
+          "    def __init__(self):\n        super().__init__()\n        self.z = nn.ReLU()\n"
+          "        self.a = nn.Tanh()\n\n\nclass Able(Zed):\n    pass\n")
+    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
+    assert cache.prepare()
+    files = [("models.py", Path(tmp_path / "models.py"))]
+    first = index_files(files, cache).files["models.py"]
+    again = index_files(files, cache).files["models.py"]
+    assert again == first
+    for facts in (first, again):
+        assert list(facts["functions"]) == ["zeta", "alpha"]
+        assert list(facts["classes"]) == ["Zed", "Able"]
+
+
 def test_a_rerun_reads_no_project_facts_unless_a_file_changed(tmp_path):
     from pathlib import Path
 

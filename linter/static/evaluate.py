@@ -9,7 +9,7 @@ What it cannot know is None.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
@@ -542,31 +542,39 @@ class Evaluation:
             by_module = calls.get(("module", target[1]))
             if by_module:
                 # a call may stand for `target` both ways: each once, in the file's order
-                found = sorted({number: (number, where, call) for number, where, call in (
+                found = sorted({number: (number, body, call) for number, body, call in (
                     *found, *by_module)}.values(), key=operator.itemgetter(0))
             offset = 1 if cls is not None else 0
-            sites.extend((where, call, offset) for _, where, call in found)
+            # each ask has its own `Where`s: what the evaluation remembers of a function's
+            # locals while it follows one function's call sites is its own
+            wheres: dict[int, Where] = {}
+            for _, body, call in found:
+                if body not in wheres:
+                    wheres[body] = self._where_of(other, *self._bodies(other)[body])
+                sites.append((wheres[body], call, offset))
         return sites
 
-    def _calls_by_callee(self, path: str) -> dict[tuple, list[tuple[int, Where, Call]]]:
+    def _calls_by_callee(self, path: str) -> dict[tuple, list[tuple[int, int, Call]]]:
         """The calls of the code of `path` by a module-level name, by what that name stands
-        for (`_callee_keys`): (their number in the file, where they are, their summary).
-        Made once per file: every project function asks for its call sites in the files
-        that import its own."""
+        for (`_callee_keys`): (their number in the file, the number of the body that makes
+        them (`_bodies`), their summary). Made once per file: every project function asks for
+        its call sites in the files that import its own."""
         key = ("calls by callee", path)
         found = self._memo.get(key)
         if found is None:
-            found = self._memo[key] = {}
+            found = {}
             number = 0
-            for where, body in self._bodies(path):
-                for call in body.get("invokes", ()):
+            for body, (cls, name, facts) in enumerate(self._bodies(path)):
+                local = self._where_of(path, cls, name, facts).local
+                for call in facts.get("invokes", ()):
                     callee = call.func
-                    if not isinstance(callee, Ref) or where.local is not None and where.local(
+                    if not isinstance(callee, Ref) or local is not None and local(
                             callee.name.split(".")[0]) is not None:
                         continue  # a local name of the caller
                     for callee_key in self._callee_keys(path, callee.name):
-                        found.setdefault(callee_key, []).append((number, where, call))
+                        found.setdefault(callee_key, []).append((number, body, call))
                     number += 1
+            self._memo[key] = found  # whole: a failure above leaves nothing half made
         return found
 
     def _callee_keys(self, path: str, dotted: str) -> list[tuple]:
@@ -617,16 +625,26 @@ class Evaluation:
         keys = self._callee_keys(path, dotted)
         return target in keys or ("module", target[1]) in keys
 
-    def _bodies(self, path: str) -> Iterator[tuple[Where, dict]]:
-        """The code of a file whose calls the facts keep: (where it runs, its facts)."""
-        facts = self.files[path]
-        if facts.get("script"):
-            yield Where(path), facts["script"]
-        for name, func in facts["functions"].items():
-            yield Where(path, None, _locals(func, path, None, name)), func
-        for cls, owner in facts["classes"].items():
-            for name, func in owner["methods"].items():
-                yield Where(path, cls, _locals(func, path, cls, name)), func
+    def _bodies(self, path: str) -> list[tuple[str | None, str | None, dict]]:
+        """The code of a file whose calls the facts keep: (class, function, its facts); the
+        module's own code first, with neither."""
+        key = ("bodies", path)
+        found = self._memo.get(key)
+        if found is None:
+            facts = self.files[path]
+            found = [(None, None, facts["script"])] if facts.get("script") else []
+            found += [(None, name, func) for name, func in facts["functions"].items()]
+            found += [(cls, name, func) for cls, owner in facts["classes"].items()
+                      for name, func in owner["methods"].items()]
+            self._memo[key] = found
+        return found
+
+    @staticmethod
+    def _where_of(path: str, cls: str | None, name: str | None, facts: dict) -> Where:
+        """Where a body of `_bodies` runs: its names, and its class's `self`."""
+        if name is None:
+            return Where(path)
+        return Where(path, cls, _locals(facts, path, cls, name))
 
     def _subclassed(self, path: str, cls: str) -> bool:
         """A class of the project derives from the project class `cls` of `path`."""

@@ -40,31 +40,23 @@ _SUMMARY_KEYS = ("v", "imports", "notebook", "digest", "text")
 _PROJECT_SUMMARY_KEYS = tuple(key for key in _SUMMARY_KEYS if key != "imports")
 
 
-def summary_of(facts: dict, text_digest: str, digest: str | None = None) -> dict:
+def summary_of(facts: dict, text_digest: str) -> dict:
     """What the index needs of a file before a rule looks into it: its imports (the project's
     import graph), whether it is a notebook, the digest of its facts (the cache keys of the
     files that depend on it) and of its text. Much smaller than the facts, and cached apart
     from them: a run parses only the facts that its lints look up. `facts` either as
     extracted or as the cache holds them (`convert_facts(facts, to_json)`: cheaper to
-    digest): both have one digest. `digest`: that digest, when the caller has it."""
+    digest): both have one digest."""
     return {"v": FACTS_VERSION, "imports": facts["imports"],
-            "notebook": bool(facts.get("notebook")),
-            "digest": facts_digest(facts) if digest is None else digest, "text": text_digest}
+            "notebook": bool(facts.get("notebook")), "digest": facts_digest(facts),
+            "text": text_digest}
 
 
 def facts_digest(facts: dict) -> str:
-    return _digest(facts_json(facts))
-
-
-def facts_json(facts: dict) -> str:
-    """The JSON text of `facts` whose sha256 is their digest (`facts_digest`)."""
     from modellint.static.summary import JSON_DEFAULT
 
-    return json.dumps(facts, sort_keys=True, default=JSON_DEFAULT)
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=JSON_DEFAULT).encode()
+                          ).hexdigest()
 
 
 def _facts_key(content: str) -> str:
@@ -175,12 +167,8 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     summary = None
     if cache is not None:
         encoded = convert_facts(facts, to_json)
-        body = facts_json(encoded)
-        summary = summary_of(encoded, digest, _digest(body))
-        # the entry is that same text with the text's digest added: encoded once, not twice
-        # (`{**encoded, "text": digest}`; a JSON object is one whatever its keys' order)
-        cache.put_facts_json(_facts_key(content.hexdigest()),
-                             f"{body[:-1]}, \"text\": {json.dumps(digest)}}}")
+        summary = summary_of(encoded, digest)
+        cache.put_facts(_facts_key(content.hexdigest()), {**encoded, "text": digest})
         cache.put_facts(_summary_key(content.hexdigest()), summary)
     return display, facts, digest, summary["digest"] if summary is not None else None, outline
 
@@ -237,55 +225,50 @@ _PARALLEL_FROM = 64
 
 
 def _read_shared(tasks: list[Task], jobs: int) -> list:
-    """`_read_facts` of each task, by this process and `jobs - 1` forked ones, each taking
-    the next task whenever it is free (largest files first). What this process reads is
-    not pickled back to it: copying the facts between processes cost a fifth of the index.
-    A task whose process could not start or died is read here."""
+    """`_read_facts` of each task, by this process and `jobs - 1` forked ones, the files dealt
+    out largest first, one to each in turn. What this process reads is not pickled back to
+    it: copying the facts between processes cost a fifth of the index. A task whose process
+    could not start or died is read here."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
     order = sorted(range(len(tasks)), key=lambda n: -_size(tasks[n][1]))
-    taken = context.Value("i", 0)
 
-    def take() -> int | None:
-        with taken.get_lock():
-            position = taken.value
-            taken.value = position + 1
-        return order[position] if position < len(order) else None
+    def read(share: int) -> list[tuple[int, Any]]:
+        return [(number, _read_facts(tasks[number])) for number in order[share::jobs]]
 
-    def drain() -> list[tuple[int, Any]]:
-        done = []
-        while (number := take()) is not None:
-            done.append((number, _read_facts(tasks[number])))
-        return done
-
-    def work(connection: Any) -> None:
+    def work(share: int, connection: Any) -> None:
         try:
-            connection.send(drain())
+            connection.send(read(share))
         finally:
             connection.close()
 
     workers = []
+    found: list = [_MISSING] * len(tasks)
     try:
-        for _ in range(jobs - 1):
-            ours, theirs = context.Pipe(duplex=False)
-            process = context.Process(target=work, args=(theirs,), daemon=True)
-            process.start()
+        for share in range(1, jobs):
+            try:
+                ours, theirs = context.Pipe(duplex=False)
+                process = context.Process(target=work, args=(share, theirs), daemon=True)
+                process.start()
+            except (OSError, RuntimeError):
+                break  # fewer processes (none): this one reads the rest
             theirs.close()
             workers.append((process, ours))
-    except (OSError, RuntimeError):
-        pass  # fewer processes (none): this one reads the rest
-    found: list = [_MISSING] * len(tasks)
-    for number, item in drain():
-        found[number] = item
-    for process, connection in workers:
-        try:
-            for number, item in connection.recv():
-                found[number] = item
-        except (EOFError, OSError):
-            pass  # it died: what it had read is read again below
-        connection.close()
-        process.join()
+        for number, item in read(0):
+            found[number] = item
+        for _, connection in workers:
+            try:
+                for number, item in connection.recv():
+                    found[number] = item
+            except (EOFError, OSError):
+                pass  # it died: what it had read is read again below
+    finally:
+        for process, connection in workers:
+            connection.close()
+            if process.is_alive() and found.count(_MISSING):
+                process.kill()  # this process failed before it had every share
+            process.join()
     return [_read_facts(task) if item is _MISSING else item
             for task, item in zip(tasks, found, strict=True)]
 
