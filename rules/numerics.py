@@ -28,6 +28,8 @@ from modellint.rules._loops import _NESTED, Scope, ScopeRule, invalid_at
 from modellint.rules.torch_api import reference
 
 HEADER = "import torch\n\n"
+# (`type(node) in`: cheaper than a failing `isinstance` against LibCST's classes)
+_NESTED_TYPES = frozenset(_NESTED)
 
 
 def _is_one(node: cst.BaseExpression) -> bool:
@@ -327,7 +329,7 @@ def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
     while stack:
         node = stack.pop()
         for child in child_nodes(node):
-            if isinstance(child, _NESTED):
+            if type(child) in _NESTED_TYPES:
                 continue
             parents[id(child)] = node
             stack.append(child)
@@ -450,7 +452,7 @@ class IntegerTensorTrueDivision(ScopeRule):
     def check(self, scope: Scope) -> None:
         divisions: list[cst.BinaryOperation] = []
         for node in code_nodes(_body(scope.root), prune=_NESTED):
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
                 divisions.append(node)
         if not divisions:
             return

@@ -1624,7 +1624,7 @@ def _held_out_batch(context, scope: Scope, site: Site) -> CallSite | None:
         if draw.order >= site.order:
             break
         call = draw.node
-        if not (isinstance(call.func, cst.Name) and call.func.value == "next" and call.args):
+        if not (type(call.func) is cst.Name and call.func.value == "next" and call.args):
             continue
         names = [segment for name in _iterable_names(call.args[0].value)
                  for segment in name.split(".")]

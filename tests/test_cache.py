@@ -184,6 +184,7 @@ def test_facts_read_from_the_cache_keep_the_order_of_the_source(tmp_path):
     from pathlib import Path
 
     from modellint.static.cache import Cache
+    from modellint.static.facts_cache import facts_digest
     from modellint.static.index import index_files
 
     write(tmp_path, "models.py", "import torch.nn as nn\n\n\ndef zeta(x):\n    return x\n\n\n"
@@ -193,9 +194,11 @@ def test_facts_read_from_the_cache_keep_the_order_of_the_source(tmp_path):
     cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
     assert cache.prepare()
     files = [("models.py", Path(tmp_path / "models.py"))]
-    first = index_files(files, cache).files["models.py"]
-    again = index_files(files, cache).files["models.py"]
+    cold, warm = index_files(files, cache), index_files(files, cache)
+    first, again = cold.files["models.py"], warm.files["models.py"]
     assert again == first
+    # one digest of the facts, whether extracted, read back, or written with the entry
+    assert facts_digest(first) == facts_digest(again) == warm._facts_digest("models.py")
     for facts in (first, again):
         assert list(facts["functions"]) == ["zeta", "alpha"]
         assert list(facts["classes"]) == ["Zed", "Able"]

@@ -254,6 +254,10 @@ class Cache:
     def put_facts(self, key: str, facts: dict) -> None:
         self._write_signed(self.facts_directory, key, facts)
 
+    def put_facts_json(self, key: str, payload: str) -> None:
+        """`put_facts` of a JSON object the caller has encoded already (and hashed)."""
+        self._write_payload(self.facts_directory, key, payload.encode())
+
     def get_manifest(self, key: str) -> dict | None:
         """A plugin manifest (`manifest_store`); reading it marks it used."""
         found = self._read_signed(self.directory, key)
@@ -304,7 +308,9 @@ class Cache:
             return None
 
     def _write_signed(self, folder: Path, key: str, stored: dict) -> None:
-        payload = json.dumps(stored).encode()
+        self._write_payload(folder, key, json.dumps(stored).encode())
+
+    def _write_payload(self, folder: Path, key: str, payload: bytes) -> None:
         try:
             _write_atomically(folder / f"{key}.json",
                               _HEADER + self._mac(key, payload).encode() + b"\n" + payload)

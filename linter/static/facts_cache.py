@@ -40,23 +40,29 @@ _SUMMARY_KEYS = ("v", "imports", "notebook", "digest", "text")
 _PROJECT_SUMMARY_KEYS = tuple(key for key in _SUMMARY_KEYS if key != "imports")
 
 
-def summary_of(facts: dict, text_digest: str) -> dict:
+def summary_of(facts: dict, text_digest: str, digest: str | None = None) -> dict:
     """What the index needs of a file before a rule looks into it: its imports (the project's
     import graph), whether it is a notebook, the digest of its facts (the cache keys of the
     files that depend on it) and of its text. Much smaller than the facts, and cached apart
     from them: a run parses only the facts that its lints look up. `facts` either as
     extracted or as the cache holds them (`convert_facts(facts, to_json)`: cheaper to
-    digest): both have one digest."""
+    digest): both have one digest. `digest`: that digest, when the caller has it."""
     return {"v": FACTS_VERSION, "imports": facts["imports"],
-            "notebook": bool(facts.get("notebook")), "digest": facts_digest(facts),
-            "text": text_digest}
+            "notebook": bool(facts.get("notebook")),
+            "digest": facts_digest(facts) if digest is None else digest, "text": text_digest}
 
 
 def facts_digest(facts: dict) -> str:
+    """The sha256 of the JSON of `facts`, in their own order: the extraction makes the same
+    facts in the same order from the same text (the order of a set never shows), and the
+    cache keeps that order."""
     from modellint.static.summary import JSON_DEFAULT
 
-    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=JSON_DEFAULT).encode()
-                          ).hexdigest()
+    return _digest(json.dumps(facts, default=JSON_DEFAULT))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _facts_key(content: str) -> str:
@@ -167,8 +173,12 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     summary = None
     if cache is not None:
         encoded = convert_facts(facts, to_json)
-        summary = summary_of(encoded, digest)
-        cache.put_facts(_facts_key(content.hexdigest()), {**encoded, "text": digest})
+        body = json.dumps(encoded)
+        summary = summary_of(encoded, digest, _digest(body))
+        # the entry is `{**encoded, "text": digest}`, byte for byte: the facts' own text
+        # (hashed above: their digest) with the key added last, encoded once, not twice
+        cache.put_facts_json(_facts_key(content.hexdigest()),
+                             f"{body[:-1]}, \"text\": {json.dumps(digest)}}}")
         cache.put_facts(_summary_key(content.hexdigest()), summary)
     return display, facts, digest, summary["digest"] if summary is not None else None, outline
 

@@ -10,10 +10,11 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     if type(node) is cst.Name:
         return node.value  # the common case, without building a list
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    # `type() is`: a failed `isinstance` against a LibCST class is ABCMeta's Python check
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 LOOPS = (cst.For, cst.While)
 # nodes whose body is another scope
 _NESTED = NESTED_SCOPES
+# for `type(node) in`: LibCST's node classes have no subclasses, and a failed `isinstance`
+# against one is ABCMeta's Python check
+_LOOP_TYPES = frozenset(LOOPS)
+_SEQUENCE_TYPES = frozenset({cst.Tuple, cst.List})
+_Sequence = cst.Tuple | cst.List
+_Loop = cst.For | cst.While
 _STATEMENTS = (
     cst.SimpleStatementLine, cst.For, cst.While, cst.If, cst.With, cst.Try, cst.TryStar,
     cst.Match,
@@ -47,7 +53,7 @@ class Site:
 
     @property
     def loops(self) -> tuple[cst.For | cst.While, ...]:
-        return tuple(a for a in self.ancestors if isinstance(a, LOOPS))
+        return tuple(cast(_Loop, a) for a in self.ancestors if type(a) in _LOOP_TYPES)
 
     def inside(self, node: cst.CSTNode) -> bool:
         return any(a is node for a in self.ancestors)
@@ -115,7 +121,7 @@ class Scope:
         found = []
         for site in self.calls:
             func = site.node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == method:
+            if type(func) is cst.Attribute and func.attr.value == method:
                 found.append((site, func.value))
         return found
 
@@ -140,12 +146,13 @@ def scope_of(context: FileContext, root: cst.CSTNode) -> Scope:
 
 
 def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(target, (cst.Tuple, cst.List)):
+    # `type() is`: a failed `isinstance` against a LibCST class is ABCMeta's Python check
+    if type(target) is cst.Tuple or type(target) is cst.List:
         found: list[cst.BaseExpression] = []
         for element in target.elements:
             found.extend(_targets(element.value))
         return found
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _targets(target.value)
     return [target]
 
@@ -155,8 +162,9 @@ def _elements(
 ) -> list[cst.BaseExpression] | None:
     """The value of each name of a flat tuple target (`a, b = x, y`), when the value is a
     tuple or list of as many plain elements; else None."""
-    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+    if type(target) not in _SEQUENCE_TYPES or type(value) not in _SEQUENCE_TYPES:
         return None
+    target, value = cast(_Sequence, target), cast(_Sequence, value)
     if len(target.elements) != len(value.elements) or any(
         not isinstance(e.value, (cst.Name, cst.Attribute)) for e in target.elements
     ) or any(isinstance(e, cst.StarredElement) for e in value.elements):
@@ -167,10 +175,10 @@ def _elements(
 def _positions(target: cst.BaseExpression) -> dict[int, int]:
     """For a flat tuple target (`a, b = ...`, `a, *rest = ...`): the id of each plain target
     before any starred one -> its position."""
-    if not isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) not in _SEQUENCE_TYPES:
         return {}
     found = {}
-    for position, element in enumerate(target.elements):
+    for position, element in enumerate(cast(_Sequence, target).elements):
         if isinstance(element, cst.StarredElement):
             break
         if isinstance(element.value, (cst.Name, cst.Attribute)):

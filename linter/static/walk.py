@@ -183,6 +183,15 @@ class _Leaving:
         self.node = node
 
 
+def exact_types(classes: tuple[type, ...]) -> frozenset[type] | None:
+    """`classes` as a set for `type(node) in`, when none of them has a subclass (LibCST's node
+    classes have none: `isinstance` against one that fails is a call into ABCMeta's Python
+    check, ten times the cost); else None."""
+    if any(cls.__subclasses__() for cls in classes):
+        return None
+    return frozenset(classes)
+
+
 def code_nodes(
     root: cst.CSTNode, prune: tuple[type, ...] = (), stop: tuple[type, ...] = ()
 ) -> Iterator[cst.CSTNode]:
@@ -191,12 +200,14 @@ def code_nodes(
     yielded, what is under it is not."""
     stack = [root]
     pop, extend = stack.pop, stack.extend
+    pruned, stopped = exact_types(prune), exact_types(stop)
     while stack:
         node = pop()
-        if prune and isinstance(node, prune):
+        if prune and (type(node) in pruned if pruned is not None else isinstance(node, prune)):
             continue
         yield node
-        if (stop and isinstance(node, stop)) or type(node) in LEAF_TYPES:
+        if stop and (type(node) in stopped if stopped is not None else isinstance(node, stop)
+                     ) or type(node) in LEAF_TYPES:
             continue
         extend(reversed(child_nodes(node)))
 
