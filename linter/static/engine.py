@@ -284,10 +284,20 @@ def _lint_source(
         result.raws.append(engine_error(INTERNAL_ERROR, path, too_much_code(len(data), limit),
                                         1, 1))
         return result
+    # rules share trigger words: each is looked for once (a word a file lacks is a scan of
+    # the whole text)
+    mentioned: dict[str, bool] = {}
+
+    def mentions(word: str) -> bool:
+        found = mentioned.get(word)
+        if found is None:
+            found = mentioned[word] = word in text
+        return found
+
     active = [
         rule for rule in rules
         if not result.suppressions.hides_code(rule.code)
-        and (not rule.triggers or any(word in text for word in rule.triggers))
+        and (not rule.triggers or any(map(mentions, rule.triggers)))
     ]
     # CPython decides whether the file is Python, whatever rules are selected: LibCST also
     # accepts syntax newer than this Python, and crashes on nesting CPython refuses. The
