@@ -146,6 +146,16 @@ def test_code_nodes_prune_and_stop():
                    for n in code_nodes(module))
 
 
+def test_code_nodes_prune_by_a_base_class_or_a_class_alone():
+    # (leaf classes are compared by type; a base class, or a class not in a tuple, still
+    # prunes every node that is an instance of it)
+    module = cst.parse_module("def f():\n    x = lambda: 1\n    del x\n    return x\n")
+    kinds = {type(n) for n in code_nodes(module, prune=(cst.BaseSmallStatement,))}
+    assert not kinds & {cst.Assign, cst.Del, cst.Return, cst.Lambda}
+    assert cst.Lambda not in {type(n) for n in code_nodes(module, prune=cst.Lambda)}
+    assert cst.Lambda in {type(n) for n in code_nodes(module, prune=(cst.Del,))}
+
+
 def test_child_nodes_are_in_source_order():
     function = _module().body[0]
     kinds = [type(n).__name__ for n in child_nodes(function)]

@@ -183,13 +183,20 @@ class _Leaving:
         self.node = node
 
 
+_EXACT: dict[tuple[type, ...], frozenset[type] | None] = {}
+
+
 def exact_types(classes: tuple[type, ...]) -> frozenset[type] | None:
     """`classes` as a set for `type(node) in`, when none of them has a subclass (LibCST's node
     classes have none: `isinstance` against one that fails is a call into ABCMeta's Python
-    check, ten times the cost); else None."""
-    if any(cls.__subclasses__() for cls in classes):
-        return None
-    return frozenset(classes)
+    check, ten times the cost); else None. Found once for each tuple."""
+    if type(classes) is not tuple:
+        return None  # a class alone (a plugin's): `isinstance` takes it
+    found = _EXACT.get(classes, False)
+    if found is False:
+        found = _EXACT[classes] = None if any(
+            cls.__subclasses__() for cls in classes) else frozenset(classes)
+    return found  # type: ignore[return-value]
 
 
 def code_nodes(
