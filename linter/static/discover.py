@@ -41,6 +41,14 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def file_size(path: Path | str) -> int:
+    """The size of the file at `path`, 0 when it cannot be had: for ordering work by it."""
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return 0
+
+
 def read_file_bytes(path: Path | str, limit: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, else OSError with a reason to show.
 

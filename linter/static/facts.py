@@ -227,18 +227,21 @@ class _Usage:
 
     def summary(self, node: ast.Call, self_name: str | None) -> Summary:
         """`summarize(node, self_name)`, once per call."""
-        found = self.summaries.get((id(node), self_name))
-        if found is None:
-            found = self.summaries[(id(node), self_name)] = [summarize(node, self_name), None]
-        return found[0]
+        return self._summarized(node, self_name)[0]
 
     def summary_key(self, node: ast.Call, self_name: str | None) -> str:
         """The JSON text of `summary(node, self_name)` (what tells two calls' apart)."""
-        self.summary(node, self_name)
-        found = self.summaries[(id(node), self_name)]
+        found = self._summarized(node, self_name)
         if found[1] is None:
             found[1] = json.dumps(found[0], default=JSON_DEFAULT)
         return found[1]
+
+    def _summarized(self, node: ast.Call, self_name: str | None) -> list:
+        key = (id(node), self_name)
+        found = self.summaries.get(key)
+        if found is None:
+            found = self.summaries[key] = [summarize(node, self_name), None]
+        return found
 
     def count(self, nodes: Iterable[ast.AST], self_name: str | None = None) -> None:
         """Count the names (and `self.x`) read in `nodes` and everything inside them."""

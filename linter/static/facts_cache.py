@@ -241,8 +241,10 @@ def _read_shared(tasks: list[Task], jobs: int) -> list:
     could not start or died is read here."""
     import multiprocessing
 
+    from modellint.static.discover import file_size
+
     context = multiprocessing.get_context("fork")
-    order = sorted(range(len(tasks)), key=lambda n: -_size(tasks[n][1]))
+    order = sorted(range(len(tasks)), key=lambda n: -file_size(tasks[n][1]))
 
     def read(share: int) -> list[tuple[int, Any]]:
         return [(number, _read_facts(tasks[number])) for number in order[share::jobs]]
@@ -281,13 +283,6 @@ def _read_shared(tasks: list[Task], jobs: int) -> list:
             process.join()
     return [_read_facts(task) if item is _MISSING else item
             for task, item in zip(tasks, found, strict=True)]
-
-
-def _size(path: Any) -> int:
-    try:
-        return os.stat(path).st_size
-    except (OSError, TypeError, ValueError):
-        return 0
 
 
 def snapshot_key(files: list[tuple[str, Any]], cache: Any = None

@@ -18,7 +18,7 @@ from modellint.finding import Finding, Fix
 from modellint.records import record
 from modellint.static import notebook
 from modellint.static.cache import Cache
-from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, read_file_bytes
+from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, file_size, read_file_bytes
 from modellint.static.source import DecodeError, decode
 
 if TYPE_CHECKING:
@@ -576,7 +576,7 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
 
     # largest files first, so that no worker is left with a big file at the end while the
     # others idle; results go back into the order of `tasks`
-    order = sorted(range(len(tasks)), key=lambda i: -_size(tasks[i][1]))
+    order = sorted(range(len(tasks)), key=lambda i: -file_size(tasks[i][1]))
     pending = [(i, tasks[i][0], str(tasks[i][1]), tasks[i][2]) for i in reversed(order)]
     outcomes: list[FileOutcome | None] = [None] * len(tasks)
     # fork shares the loaded plugins with the workers; spawn would re-import them
@@ -639,8 +639,3 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
     return outcomes  # type: ignore[return-value]
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

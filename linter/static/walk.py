@@ -192,11 +192,10 @@ def exact_types(classes: tuple[type, ...]) -> frozenset[type] | None:
     check, ten times the cost); else None. Found once for each tuple."""
     if type(classes) is not tuple:
         return None  # a class alone (a plugin's): `isinstance` takes it
-    found = _EXACT.get(classes, False)
-    if found is False:
-        found = _EXACT[classes] = None if any(
+    if classes not in _EXACT:
+        _EXACT[classes] = None if any(
             cls.__subclasses__() for cls in classes) else frozenset(classes)
-    return found  # type: ignore[return-value]
+    return _EXACT[classes]
 
 
 def code_nodes(
