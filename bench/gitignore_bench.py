@@ -81,7 +81,7 @@ def main() -> None:
         GitIgnore.read(root)
         compile_s = time.process_time() - start
         start = time.process_time()
-        found = list(discover([str(root)], lambda _: False))
+        found = list(discover([str(root)], lambda *_: False))
         walk_s = time.process_time() - start
         expected = git_count(root)
         print(f".gitignore lines: {args.lines}, files: {args.files}")

@@ -31,7 +31,7 @@ def default_roots() -> list[Path]:
 
 def count_lines(paths: list[str]) -> tuple[int, int]:
     files = lines = 0
-    for _, path in discover(paths, lambda _: False):
+    for _, path in discover(paths, lambda *_: False):
         files += 1
         with open(path, "rb") as handle:
             lines += sum(1 for _ in handle)

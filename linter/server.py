@@ -307,7 +307,7 @@ class ModellintServer(LanguageServer):
         if project.reading:
             return ProjectIndex()
         files = [(os.path.abspath(found), found) for _, found in project_files(
-            root, [], lambda p: is_excluded(project.config, p), SUFFIXES,
+            root, [], lambda path, _: is_excluded(project.config, path), SUFFIXES,
             lambda message: self.tell(message, warning=True))]
         inside = os.path.join(os.path.abspath(root), "")
         if len(files) <= READ_PROJECT_IN_THREAD_FROM:

@@ -140,7 +140,7 @@ def test_walk_warns_through_the_callback_for_each_folder_it_cannot_list(tmp_path
 
     monkeypatch.setattr(os, "scandir", scandir)
     warnings: list[str] = []
-    found = [display for display, _ in discover([str(tmp_path)], lambda _: False,
+    found = [display for display, _ in discover([str(tmp_path)], lambda *_: False,
                                                  warnings.append)]
     assert [Path(p).relative_to(tmp_path).as_posix() for p in found] == ["b/model.py"]
     assert warnings == [f"{tmp_path / 'a'}: folder not searched: Permission denied"]
@@ -238,7 +238,7 @@ def test_a_30k_line_gitignore_over_1000_files_takes_seconds_not_minutes(tmp_path
     # was 225 s of CPU: every pattern was matched with fnmatch for every path
     _bench_tree(tmp_path, lines=30_000, files=1_000)
     start = time.process_time()
-    found = list(discover([str(tmp_path)], lambda _: False))
+    found = list(discover([str(tmp_path)], lambda *_: False))
     cpu = time.process_time() - start
     assert cpu < 15, f"{cpu:.1f} s of CPU"
     assert len(found) == 891  # what `git ls-files --others --exclude-standard` keeps
@@ -256,7 +256,7 @@ def test_patterns_that_backtrack_do_not_hang(tmp_path):
           + "/**/a*/**/a*/**/a*/**/a*/**/a*/**/a*/**/a*/**/b\n"
           + "[a]*[a]*[a]*[a]*[a]*[a]*[a]*[a]*[a]*c\n")
     start = time.process_time()
-    found = sorted(display for display, _ in discover([str(tmp_path)], lambda _: False))
+    found = sorted(display for display, _ in discover([str(tmp_path)], lambda *_: False))
     assert time.process_time() - start < 5
     assert [Path(p).relative_to(tmp_path).as_posix() for p in found] == [deep, name]
 
@@ -367,7 +367,7 @@ def test_the_walk_keeps_the_files_git_keeps(tmp_path):
             cwd=root, capture_output=True, text=True, check=True,
         ).stdout.split()
         ours = [path.relative_to(root).as_posix()
-                for _, path in discover([str(root)], lambda _: False)]
+                for _, path in discover([str(root)], lambda *_: False)]
         assert sorted(ours) == sorted(listed), (case, patterns)
 
 

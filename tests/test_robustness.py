@@ -207,7 +207,7 @@ def test_file_deleted_between_discovery_and_reading(tmp_path, jobs):
     for name in ("a.py", "b.py", "c.py", "d.py"):
         (tmp_path / name).write_text(GOOD)
     tasks = [(display, path, frozenset())
-             for display, path in discover([str(tmp_path)], lambda _: False)]
+             for display, path in discover([str(tmp_path)], lambda *_: False)]
     assert len(tasks) == 4
     (tmp_path / "b.py").unlink()
     opts = StaticOptions(rules=static_rules(), options=Config().rule_options(), jobs=jobs)

@@ -452,14 +452,15 @@ def _is_virtualenv(directory: Path) -> bool:
 
 
 def discover(
-    paths: list[str], excluded: Callable[[Path], bool], warn: Warn | None = None,
+    paths: list[str], excluded: Callable[[Path, bool], bool], warn: Warn | None = None,
     suffixes: tuple[str, ...] = SUFFIXES, ignored: list[str] | None = None,
 ) -> Iterator[tuple[str, Path]]:
     """(display path, path) for every file to lint, in a stable order. A file named explicitly
     is always linted; folders are walked for regular files named with one of `suffixes` (*.py
     and *.pyi; `check` adds *.ipynb). `warn` is told of each folder that cannot be searched
     (the walk goes on without it); `ignored` gets the display path of each file and folder
-    (ending in `/`) that a .gitignore kept out of the walk."""
+    (ending in `/`) that a .gitignore kept out of the walk. `excluded(path, is_dir)` says
+    whether the config leaves out a file or folder met by the walk."""
     for given in paths:
         root = Path(given)
         # os.path.isdir, not Path.is_dir: that raises inside a folder that cannot be searched
@@ -469,8 +470,9 @@ def discover(
         yield from _walk(given, root, excluded, warn, suffixes, ignored)
 
 
-def _walk(display_root: str, root: Path, excluded: Callable[[Path], bool], warn: Warn | None,
-          suffixes: tuple[str, ...] = SUFFIXES, ignored: list[str] | None = None):
+def _walk(display_root: str, root: Path, excluded: Callable[[Path, bool], bool],
+          warn: Warn | None, suffixes: tuple[str, ...] = SUFFIXES,
+          ignored: list[str] | None = None):
     ignores: list[GitIgnore] = []
     resolved = Path(os.path.realpath(root))
     for parent in reversed(resolved.parents):
@@ -506,7 +508,7 @@ class _Walk:
     leave the tree either): `lib -> ../outside` or `leak.py -> ~/.netrc` in a repository would
     otherwise be linted and quoted in the report."""
 
-    def __init__(self, root: str, excluded: Callable[[Path], bool], warn: Warn | None,
+    def __init__(self, root: str, excluded: Callable[[Path, bool], bool], warn: Warn | None,
                  suffixes: tuple[str, ...], ignored: list[str] | None) -> None:
         self.root, self.excluded, self.warn, self.suffixes = root, excluded, warn, suffixes
         self.ignored = ignored
@@ -556,7 +558,7 @@ class _Walk:
                 if entry.name in SKIPPED_DIRS or entry.name.endswith(".egg-info"):
                     continue
                 if _is_virtualenv(child) or self._ignored(ignores, child, child_display + "/",
-                                                          True) or self.excluded(child):
+                                                          True) or self.excluded(child, True):
                     continue
                 if not entry.is_symlink():
                     yield from self.folder(child_display, child, os.path.join(real, entry.name),
@@ -568,7 +570,8 @@ class _Walk:
             elif entry.name.endswith(self.suffixes):
                 if not _regular_or_unreadable(entry):
                     continue  # a FIFO or device named *.py is not source code
-                if self._ignored(ignores, child, child_display, False) or self.excluded(child):
+                if (self._ignored(ignores, child, child_display, False)
+                        or self.excluded(child, False)):
                     continue
                 if not entry.is_symlink():
                     self.files.add(os.path.join(real, entry.name))
@@ -624,7 +627,7 @@ def same_file_key(path: Path | str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
 
 
-def project_files(root: Path, paths: list[str], excluded: Callable[[Path], bool],
+def project_files(root: Path, paths: list[str], excluded: Callable[[Path, bool], bool],
                   suffixes: tuple[str, ...] = SUFFIXES,
                   warn: Warn | None = None) -> list[tuple[str, Path]]:
     """(display path, path) of every file of the project at `root` that a run on `root`

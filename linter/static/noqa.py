@@ -11,13 +11,17 @@ import re
 import tokenize
 from collections.abc import Sequence
 
-_LINE = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:[\s,]+[A-Za-z]+\d+)*))?", re.I)
-_FILE = re.compile(
+from modellint.patterns import LazyPattern
+
+# compiled when a file first mentions noqa (most never do): these two were a millisecond of
+# every run's start
+_LINE = LazyPattern(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:[\s,]+[A-Za-z]+\d+)*))?", re.I)
+_FILE = LazyPattern(
     r"[ \t\f]*#[ \t\f]*modellint:[ \t\f]*noqa"
     r"(?::[ \t\f]*(?P<codes>[A-Za-z]+\d+(?:[ \t\f,]+[A-Za-z]+\d+)*))?[ \t\f]*",
     re.I,
 )
-_SPLIT = re.compile(r"[\s,]+")
+_SPLIT = LazyPattern(r"[\s,]+")
 # Python ends a line at \n, \r\n or \r only; str.splitlines also splits at \f, \v, \x1c-\x1e,
 # \x85, \u2028 and \u2029, which may stand in comments and strings
 _LINE_END = re.compile(r"\r\n|\r|\n")
