@@ -437,12 +437,15 @@ def _modules_wanted(rules: list[RuleInfo], texts: Iterable[str]) -> set[str]:
             wanted.add(rule.module)
         else:
             words.setdefault(rule.module, set()).update(rule.triggers)
+    from modellint.static.source import mentioned_in
+
     waiting = {module: found for module, found in words.items() if module not in wanted}
     for text in texts:
         if not waiting:
             break
+        mentions = mentioned_in(text)
         for module in [module for module, found in waiting.items()
-                       if any(word in text for word in found)]:
+                       if any(map(mentions, found))]:
             wanted.add(module)
             del waiting[module]
     return wanted

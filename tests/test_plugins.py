@@ -277,12 +277,20 @@ def test_a_run_imports_only_the_rule_modules_that_can_run_on_its_files(tmp_path)
     by_module: dict[str, list] = {}
     for info in infos:
         by_module.setdefault(info.module, []).append(info)
+
+    def runnable(text: str) -> set[str]:
+        return {info.code for module in by_module.values()
+                if any(not i.triggers or any(word in text for word in i.triggers) for i in module)
+                for info in module}
+
     text = "import torch\n\nx = torch.ones(3)\n"
     kept = builtin_rule_classes(infos, [text])
-    assert kept is not None and {rule.code for rule in kept} == {
-        info.code for module in by_module.values()
-        if any(not i.triggers or any(word in text for word in i.triggers) for i in module)
-        for info in module}
+    assert kept is not None and {rule.code for rule in kept} == runnable(text)
+    # what was found of a word in one text is not taken for another's
+    wider = text + "import torch.nn as nn\nlayer = nn.Dropout(0.5)\nscheduler.step()\n"
+    assert runnable(wider) > runnable(text)
+    assert {rule.code for rule in builtin_rule_classes(infos, [wider]) or []} == runnable(wider)
+    assert builtin_rule_classes(infos, [text]) == kept
     left_out = {module for module, rules in by_module.items()
                 if all(i.triggers and not any(w in text for w in i.triggers) for i in rules)}
     assert left_out and not left_out & {rule.__module__ for rule in kept}

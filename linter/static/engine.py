@@ -29,7 +29,7 @@ from modellint.static.parse import (
     parse_with_libcst,
     traceback_text,
 )
-from modellint.static.source import DecodeError, decode
+from modellint.static.source import DecodeError, decode, mentioned_in
 from modellint.static.walk import (
     children_kept,
     dispatch_table,
@@ -284,16 +284,7 @@ def _lint_source(
         result.raws.append(engine_error(INTERNAL_ERROR, path, too_much_code(len(data), limit),
                                         1, 1))
         return result
-    # rules share trigger words: each is looked for once (a word a file lacks is a scan of
-    # the whole text)
-    mentioned: dict[str, bool] = {}
-
-    def mentions(word: str) -> bool:
-        found = mentioned.get(word)
-        if found is None:
-            found = mentioned[word] = word in text
-        return found
-
+    mentions = mentioned_in(text)
     active = [
         rule for rule in rules
         if not result.suppressions.hides_code(rule.code)

@@ -6,8 +6,32 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Callable
 
 _BYTE_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+# the last text asked about (`mentioned_in`), and what was found of each word in it
+_LAST_MENTIONS: tuple[str, dict[str, bool]] = ("", {})
+
+
+def mentioned_in(text: str) -> Callable[[str], bool]:
+    """`lambda word: word in text`, each word looked for once in the same text: rules share
+    trigger words, and a run on a file asks for them twice (which rule modules to import,
+    which rules to run); a word the file lacks is a scan of all of it."""
+    global _LAST_MENTIONS
+    last, found = _LAST_MENTIONS
+    if last is not text and last != text:
+        found = {}
+        _LAST_MENTIONS = (text, found)
+
+    def mentions(word: str) -> bool:
+        hit = found.get(word)
+        if hit is None:
+            hit = found[word] = word in text
+        return hit
+
+    return mentions
 
 
 class DecodeError(ValueError):
