@@ -275,15 +275,16 @@ class FileSettings:
         the caller knows (a folder walk does: a stat of each file is a fifth of the walk)."""
         if self.session.overrides.config_file:
             return self.first
-        found = self._by_path.get(str(path))
+        named = str(path)
+        found = self._by_path.get(named)
         if found is None:
-            found = self._by_path[str(path)] = self._of(path, is_dir)
+            found = self._by_path[named] = self._of(named, is_dir)
         return found
 
-    def _of(self, path: Path, is_dir: bool | None) -> Settings:
+    def _of(self, path: str, is_dir: bool | None) -> Settings:
         if is_dir is None:
             is_dir = os.path.isdir(path)
-        named = str(path) if is_dir else os.path.dirname(path) or "."
+        named = path if is_dir else os.path.dirname(path) or "."
         folder = self._real_folders.get(named)
         if folder is None:
             folder = self._real_folders[named] = os.path.realpath(named)
