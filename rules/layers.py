@@ -335,7 +335,11 @@ class LayerAttributeTypo(_SiteTracker):
         attr = node.attr.value
         if attr.startswith("_") or attr in MODULE_ATTRIBUTES or not _reportable(attr):
             return
-        layer = _torch_layer(self.kind_at(node.value))
+        value = node.value
+        if type(value) is cst.Name and value.value == self.context.semantic.own_instance(
+                self.context.current_function):
+            return  # the method's own object: an instance of a class of this file, not torch's
+        layer = _torch_layer(self.kind_at(value))
         if layer is None:
             return
         meant = _misspelt(attr, layer)

@@ -26,6 +26,7 @@ from modellint.rule import (
     OPTIMIZER,
     PERIOD_ARGUMENT,
     SCHEDULER,
+    TENSOR_METHODS,
     VALUE_METHODS,
     Fix,
     Invalid,
@@ -1911,12 +1912,14 @@ class EvalWithoutEvalMode(ScopeRule):
         if context.in_module_class:
             return
         decorated = function_without_grad(context, scope.root)
-        evals, trains = _modes_with_helpers(context, scope)
+        # what the function and its helpers put in eval or train mode: asked only for a call
+        # that evaluates (most functions have none)
+        modes: tuple[dict[str, list[CallSite]], dict[str, list[CallSite]]] | None = None
         trains_here = None
         reported: set[str] = set()
         for site in scope.calls:
             name = dotted_name(site.node.func)
-            if name is None or name in reported or name in evals:
+            if name is None or name in reported:
                 continue
             held_out = None
             batch = None
@@ -1928,6 +1931,11 @@ class EvalWithoutEvalMode(ScopeRule):
                     batch = _held_out_batch(context, scope, site)
                     if batch is None:
                         continue
+            if modes is None:
+                modes = _modes_with_helpers(context, scope)
+            evals, trains = modes
+            if name in evals:
+                continue
             # the semantic model knows it has no train/eval behaviour (a loss, a softmax, an
             # upsampling layer, a project model without dropout or batch norm)
             kind = context.semantic.kind_of_name(name, scope, site.order)
@@ -2460,6 +2468,8 @@ class SoftmaxBeforeCrossEntropy(ScopeRule):
                 constructor is not None) else None
             if found is not None:
                 return found
+        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS:
+            return None  # a tensor's method (`x.view(n, -1)`, `x.mean(1)`) is no loss
         # the semantic model: a loss kept on self, at module level, or a project's own loss
         # class or function that wraps one
         kind = self.context.semantic.kind(func, scope, order)

@@ -525,10 +525,18 @@ class SemanticModel:
         self._mutations[id(scope)] = (scope, result)
         return result
 
+    def own_instance(self, function: cst.CSTNode | None) -> str | None:
+        """The name that holds the method's own object in `function` (its first parameter,
+        which `kind` reads as an instance of the function's class), None when `function` is
+        not a method of a class of this file, or is a static method."""
+        return self._method_of_node(function)[0]
+
     def _method_of(self, scope: Scope | None) -> tuple[str | None, str | None]:
-        if scope is None or not isinstance(scope.root, cst.FunctionDef):
+        return self._method_of_node(scope.root if scope is not None else None)
+
+    def _method_of_node(self, root: cst.CSTNode | None) -> tuple[str | None, str | None]:
+        if not isinstance(root, cst.FunctionDef):
             return None, None
-        root = scope.root
         known = self._methods.get(id(root))
         if known is not None and known[0] is root:
             return known[1]
