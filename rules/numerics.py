@@ -458,9 +458,10 @@ class IntegerTensorTrueDivision(ScopeRule):
             return
         parents = _parents(scope.root)
         for division in divisions:
-            if _floating(division.right) or self._rounded(division, parents):
+            divisor = source_of(division.right)
+            if _floating(division.right, divisor) or self._rounded(division, parents):
                 continue
-            numerator, divisor = source_of(division.left), source_of(division.right)
+            numerator = source_of(division.left)
             if _CONV_TERMS.search(numerator) and _STRIDE.search(divisor):
                 why = ("this length follows the convolution arithmetic, which rounds down, but "
                        "`/` is true division (on integer tensors too, since torch 1.5): the "
@@ -619,9 +620,9 @@ def _body(root: cst.CSTNode) -> cst.CSTNode:
     return root.body if isinstance(root, cst.FunctionDef) else root
 
 
-def _floating(expr: cst.BaseExpression) -> bool:
-    """A divisor that is a float: a float literal, `float(n)`, `x.float()`."""
-    text = source_of(expr)
+def _floating(expr: cst.BaseExpression, text: str) -> bool:
+    """A divisor that is a float: a float literal, `float(n)`, `x.float()` (`text`: its
+    source)."""
     return any(isinstance(node, cst.Float) for node in code_nodes(expr)) or bool(
         re.search(r"\bfloat\(|\.float\(\)|\.double\(\)", text))
 
