@@ -764,6 +764,9 @@ class SoftmaxDimOutOfRange(ScopeRule):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._reported: set[int] = set()
+        # a softmax layer's class is named in the file (`nn.Softmax`, `LogSoftmax`,
+        # `Softmin`, or their import): else no `self.<attr>(x)` needs its class read
+        self._names_layers = "Softm" in self.context.source
 
     def _where(self, call: cst.Call, report_at: cst.CSTNode) -> str:
         if report_at is call:
@@ -787,7 +790,7 @@ class SoftmaxDimOutOfRange(ScopeRule):
             dim_arg = argument(call, "dim", 0)
             dim = _literal_int(dim_arg.value) if dim_arg is not None else None
             return (func.value, dim, call) if dim is not None else None
-        layer = self._layer_call(func)
+        layer = self._layer_call(func) if self._names_layers else None
         if layer is not None and len(call.args) == 1 and call.args[0].keyword is None:
             for built in layer:
                 if context.call_name(built) in SOFTMAX_MODULES:
