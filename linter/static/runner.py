@@ -637,5 +637,3 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
                 process.kill()
                 process.join()
     return outcomes  # type: ignore[return-value]
-
-
