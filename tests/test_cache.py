@@ -58,10 +58,10 @@ def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     env = cache_env(tmp_path)
     first = cli("net.py", "--format", "json", env=env)
     assert len(entries(tmp_path)) == 1
-    # beside: the file's project facts, their summary, the digests of the run's files, the
-    # summaries of the project's files as one entry, their imports as another, and their
-    # stats beside their digests
-    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 6
+    # beside: the file's summary and project facts (one entry), the digests of the run's
+    # files, the summaries of the project's files as one entry, their imports as another, and
+    # their stats beside their digests
+    assert len(list((tmp_path / "cache").glob("*/facts/*.json"))) == 5
     second = cli("net.py", "--format", "json", env=env)
     assert first.rc == second.rc == 1
     assert first.json() == second.json()
@@ -502,6 +502,47 @@ def test_a_changed_file_parses_only_the_facts_that_are_looked_up(tmp_path):
     assert changed.files["models.py"] == fresh.files["models.py"]
     assert set(changed._pending) == {"other.py"}
     assert dict(changed.files) == dict(fresh.files) and not changed._pending
+
+
+def test_with_a_file_added_each_summary_is_read_alone_and_an_altered_entry_is_not_believed(
+        tmp_path):
+    """A file added, the project's entries miss: every other file's summary comes from its own
+    entry (the first of its two parts), and its facts are decoded only when asked. One signature
+    covers both parts: an entry whose facts were altered is not believed, and the file's facts
+    are extracted again."""
+    from modellint.static.index import index_files
+
+    cache, files = _three_files(tmp_path, "import torch\n\nx = torch.ones(2)\n")
+    index_files(files, cache)
+    write(tmp_path, "extra.py", "import torch\n")
+    more = [*files, ("extra.py", tmp_path / "extra.py")]
+    fresh = index_files(more, None)
+    added = index_files(more, cache)
+    assert set(added._pending) == {"models.py", "other.py", "train.py"}
+    assert dict(added.files) == dict(fresh.files) and not added._pending
+
+    altered = 0
+    for entry in (tmp_path / "cache").glob("*/facts/*.json"):
+        header, _, payload = entry.read_bytes().partition(b"\n")
+        summary, _, facts = payload.partition(b"\n")
+        if b"other.py" not in summary and facts and b"torch.ones" in facts:
+            entry.write_bytes(header + b"\n" + summary + b"\n"
+                              + facts.replace(b"torch.ones", b"torch.zeros"))
+            altered += 1
+    assert altered == 1  # other.py's (the summaries hold no file names)
+    # the same files: its summary from the project's entry, its facts extracted again
+    assert dict(index_files(more, cache).files) == dict(fresh.files)
+    write(tmp_path, "extra.py", "import torch\n")  # (rewritten by the extraction above)
+    for entry in (tmp_path / "cache").glob("*/facts/*.json"):
+        header, _, payload = entry.read_bytes().partition(b"\n")
+        if b"torch.ones" in payload and b"other.py" not in payload:
+            entry.write_bytes(header + b"\n" + payload.replace(b"torch.ones", b"torch.zeros"))
+    # another set of files: its summary from its own entry, not believed either
+    write(tmp_path, "second.py", "x = 1\n")
+    most = [*more, ("second.py", tmp_path / "second.py")]
+    other = index_files(most, cache)
+    assert "other.py" not in other._pending and "models.py" in other._pending
+    assert dict(other.files) == dict(index_files(most, None).files)
 
 
 def test_the_project_entry_keeps_the_imports_apart_and_a_run_reads_them_when_asked(tmp_path):

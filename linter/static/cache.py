@@ -254,9 +254,26 @@ class Cache:
     def put_facts(self, key: str, facts: dict) -> None:
         self._write_signed(self.facts_directory, key, facts)
 
-    def put_facts_json(self, key: str, payload: str) -> None:
-        """`put_facts` of a JSON object the caller has encoded already (and hashed)."""
-        self._write_payload(self.facts_directory, key, payload.encode())
+    def put_facts_parts(self, key: str, parts: list[str]) -> None:
+        """JSON objects the caller has encoded already, kept as one entry (one file to write,
+        signed once) and read one at a time (`get_facts_part`)."""
+        self._write_payload(self.facts_directory, key, "\n".join(parts).encode())
+
+    def get_facts_part(self, key: str, part: int, required: tuple[str, ...]) -> dict | None:
+        """The object number `part` of the entry `put_facts_parts` wrote under `key`, when it
+        has the `required` keys; only that object is decoded."""
+        found = self._read_payload(self.facts_directory, key)
+        if found is None:
+            return None
+        # (JSON as `json.dumps` writes it has no line breaks: they separate the objects)
+        parts = found[0].split(b"\n")
+        try:
+            stored = json.loads(parts[part])
+        except (IndexError, ValueError):
+            return None
+        if not isinstance(stored, dict) or not set(required) <= stored.keys():
+            return None
+        return stored
 
     def get_manifest(self, key: str) -> dict | None:
         """A plugin manifest (`manifest_store`); reading it marks it used."""
@@ -292,19 +309,28 @@ class Cache:
 
     def _read_entry(self, folder: Path, key: str) -> tuple[dict, os.stat_result] | None:
         """`_read_signed`, with the stat of the entry's file."""
+        found = self._read_payload(folder, key)
+        if found is None:
+            return None
+        try:
+            stored = json.loads(found[0])
+        except ValueError:
+            return None
+        return (stored, found[1]) if isinstance(stored, dict) else None
+
+    def _read_payload(self, folder: Path, key: str) -> tuple[bytes, os.stat_result] | None:
+        """The payload stored under `key` in `folder` and the stat of its file, or None:
+        missing, of another format, or not signed with this user's key (forged)."""
         try:
             raw, info = _read_regular(folder / f"{key}.json", MAX_ENTRY_BYTES)
             header, _, payload = raw.partition(b"\n")
             if not header.startswith(_HEADER):
-                raise ValueError("unknown cache format")
+                return None
             mac = header[len(_HEADER):].decode("ascii")
             if not hmac.compare_digest(mac, self._mac(key, payload)):
-                raise ValueError("not an entry of this user's modellint")
-            stored = json.loads(payload)
-            if not isinstance(stored, dict):
-                raise ValueError("bad cache entry")
-            return stored, info
-        except (OSError, ValueError, KeyError, TypeError):
+                return None
+            return payload, info
+        except (OSError, ValueError, TypeError):
             return None
 
     def _write_signed(self, folder: Path, key: str, stored: dict) -> None:

@@ -2,9 +2,9 @@
 file's from the facts cache (`modellint.static.cache`, keyed by the sha256 of its bytes), else
 extracted from its bytes (`modellint.static.facts`; by several processes when many files
 missed) and put there. A file's *summary* (its imports and the digests of its facts and text)
-is cached apart from its facts, the summaries of all the run's files in one entry, and the
-digests of the linted files under the key of the whole run's bytes (`snapshot_key`): a rerun
-on unchanged files reads one entry.
+is read apart from its facts (the first of the two parts of its entry), the summaries of all
+the run's files from one entry, and the digests of the linted files under the key of the
+whole run's bytes (`snapshot_key`): a rerun on unchanged files reads one entry.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ _PROJECT_SUMMARY_KEYS = tuple(key for key in _SUMMARY_KEYS if key != "imports")
 def summary_of(facts: dict, text_digest: str, digest: str | None = None) -> dict:
     """What the index needs of a file before a rule looks into it: its imports (the project's
     import graph), whether it is a notebook, the digest of its facts (the cache keys of the
-    files that depend on it) and of its text. Much smaller than the facts, and cached apart
-    from them: a run parses only the facts that its lints look up. `facts` either as
+    files that depend on it) and of its text. Much smaller than the facts, and read apart
+    from them: a run decodes only the facts that its lints look up. `facts` either as
     extracted or as the cache holds them (`convert_facts(facts, to_json)`: cheaper to
     digest): both have one digest. `digest`: that digest, when the caller has it."""
     return {"v": FACTS_VERSION, "imports": facts["imports"],
@@ -66,12 +66,9 @@ def _digest(text: str) -> str:
 
 
 def _facts_key(content: str) -> str:
-    """The cache key of the facts of a file whose bytes have the sha256 `content`."""
-    return hashlib.sha256(b"project-facts\0" + bytes.fromhex(content)).hexdigest()
-
-
-def _summary_key(content: str) -> str:
-    return hashlib.sha256(b"project-summary\0" + bytes.fromhex(content)).hexdigest()
+    """The cache key of the summary and the facts of a file whose bytes have the sha256
+    `content`: one entry of two parts (`Cache.put_facts_parts`), each read alone."""
+    return hashlib.sha256(b"project-summary-and-facts\0" + bytes.fromhex(content)).hexdigest()
 
 
 def _summaries_key(files: list[tuple[str, Any]]) -> str:
@@ -116,16 +113,17 @@ def _cached_facts(task: Task, known: dict) -> Any:
         except OSError:
             return None
     last = known.get(display)
+    key = _facts_key(content)
     if (isinstance(last, list) and len(last) == 2 and last[0] == content
             and isinstance(last[1], dict) and set(_PROJECT_SUMMARY_KEYS) <= last[1].keys()):
         summary = last[1]
     else:
-        summary = cache.get_facts(_summary_key(content), required=_SUMMARY_KEYS)
+        summary = cache.get_facts_part(key, 0, _SUMMARY_KEYS)
     if summary is None or summary["v"] != FACTS_VERSION or not all(
             isinstance(summary[k], str) for k in ("digest", "text")) or not isinstance(
             summary.get("imports", {}), dict):
         return _MISSING
-    return display, summary, functools.partial(_load_facts, task, _facts_key(content))
+    return display, summary, functools.partial(_load_facts, task, key)
 
 
 def _load_facts(task: Task, key: str) -> dict:
@@ -134,10 +132,8 @@ def _load_facts(task: Task, key: str) -> dict:
     from modellint.static.facts import extract
     from modellint.static.summary import convert_facts, from_json
 
-    facts = task[2].get_facts(key)
-    if facts is not None and facts.get("v") == FACTS_VERSION and isinstance(
-            facts.get("text"), str):
-        facts.pop("text")
+    facts = task[2].get_facts_part(key, 1, ("v", "imports", "classes", "functions", "globals"))
+    if facts is not None and facts["v"] == FACTS_VERSION:
         try:
             return convert_facts(facts, from_json)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
@@ -175,11 +171,9 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
         encoded = convert_facts(facts, to_json)
         body = json.dumps(encoded)
         summary = summary_of(encoded, digest, _digest(body))
-        # the entry is `{**encoded, "text": digest}`, byte for byte: the facts' own text
-        # (hashed above: their digest) with the key added last, encoded once, not twice
-        cache.put_facts_json(_facts_key(content.hexdigest()),
-                             f"{body[:-1]}, \"text\": {json.dumps(digest)}}}")
-        cache.put_facts(_summary_key(content.hexdigest()), summary)
+        # the facts as encoded (and hashed) once; a file of their own would cost a run on a
+        # fresh cache a third more files to write
+        cache.put_facts_parts(_facts_key(content.hexdigest()), [json.dumps(summary), body])
     return display, facts, digest, summary["digest"] if summary is not None else None, outline
 
 
