@@ -53,6 +53,15 @@ def entries(tmp_path):
     return sorted((tmp_path / "cache").glob("*/*.json"))
 
 
+def kept_outcomes(tmp_path):
+    """Display path -> (the file's key, its outcome) in the one entry of a run's outcomes."""
+    import json
+
+    [run] = (tmp_path / "cache").glob("*/runs/*.json")
+    lines = run.read_bytes().split(b"\n")[1:]  # (the first holds the signature)
+    return {item[0]: (item[1], item[2]) for item in map(json.loads, lines)}
+
+
 def test_rerun_uses_the_cache_and_gives_the_same_findings(cli, tmp_path):
     write(tmp_path, "net.py", NET)
     env = cache_env(tmp_path)
@@ -168,14 +177,17 @@ def test_editing_a_file_relints_the_files_that_import_it(cli, tmp_path):
     write(tmp_path, "other.py", "x = 1\n")
     env = cache_env(tmp_path)
     assert cli(".", "--select", "ML308", "--format", "json", env=env).codes() == []
-    before = set(entries(tmp_path))
+    before = kept_outcomes(tmp_path)
     # the model now ends in a softmax: train.py's findings change though train.py did not
     models.write_text(MODEL_LOGITS.replace("nn.Linear(784, 10))", "nn.Linear(784, 10), "
                                            "nn.Softmax(dim=1))"))
     assert cli(".", "--select", "ML308", "--format", "json",
                env=env).codes() == [("ML308", 7)]
-    # models.py and train.py were linted again; other.py was not
-    assert len(set(entries(tmp_path)) - before) == 2
+    # models.py and train.py were linted again (their keys changed); other.py was not
+    after = kept_outcomes(tmp_path)
+    assert {display for display in after if after[display] != before[display]} == {
+        "models.py", "train.py"}
+    assert entries(tmp_path) == []  # a run of several files keeps them in one entry
 
 
 def test_facts_read_from_the_cache_keep_the_order_of_the_source(tmp_path):
@@ -617,15 +629,62 @@ def test_only_the_latest_runs_are_kept_as_one_entry(cli, tmp_path):
     write(tmp_path, "a.py", "import torch\n")
     env = cache_env(tmp_path)
     for number in range(KEPT_RUNS + 3):
-        write(tmp_path, "b.py", f"x = {number}\n")
+        write(tmp_path, f"b{number}.py", f"x = {number}\n")  # another project each time
         cli(".", env=env)
     runs = list((tmp_path / "cache").glob("*/runs/*.json"))
     assert len(runs) == KEPT_RUNS
-    # the latest is among them: a rerun is answered from it alone, linting nothing
-    for entry in entries(tmp_path):
-        entry.unlink()
+    # the latest is among them: a rerun is answered from it alone, writing nothing
+    written = {path: path.stat().st_mtime_ns for path in runs}
     assert cli(".", env=env).rc == 0
-    assert entries(tmp_path) == []
+    assert {path: path.stat().st_mtime_ns
+            for path in (tmp_path / "cache").glob("*/runs/*.json")} == written
+    # the same project after an edit: its entry again, not a new one
+    write(tmp_path, "a.py", "import torch\n\n\nx = torch.ones(2)\n")
+    assert cli(".", env=env).rc == 0
+    assert len(list((tmp_path / "cache").glob("*/runs/*.json"))) == KEPT_RUNS
+
+
+def test_an_interrupted_run_keeps_the_outcomes_of_the_files_it_finished(cli, tmp_path,
+                                                                         monkeypatch):
+    from modellint.static import runner
+
+    for name in ("a.py", "b.py", "c.py"):
+        write(tmp_path, name, NET)
+    lint_file = runner.lint_file
+
+    def interrupted(display, *args, **kwargs):
+        if display == "c.py":
+            raise KeyboardInterrupt
+        return lint_file(display, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "lint_file", interrupted)
+    env = cache_env(tmp_path)
+    assert cli(".", "--jobs", "1", env=env).rc == 130
+    assert set(kept_outcomes(tmp_path)) == {"a.py", "b.py"}
+    monkeypatch.setattr(runner, "lint_file", lint_file)
+    expected = cli(".", "--format", "json", "--no-cache").json()
+    assert {f["path"] for f in expected} == {"a.py", "b.py", "c.py"}
+    assert cli(".", "--format", "json", env=env).json() == expected
+    assert set(kept_outcomes(tmp_path)) == {"a.py", "b.py", "c.py"}
+
+
+def test_a_run_on_some_of_the_project_files_shares_the_entry_of_a_run_on_all(cli, tmp_path):
+    """The entry of a run's outcomes is named by the project's files: a run on a folder of
+    the project after a run on all of it is answered from that entry, and what it lints again
+    is kept beside the others' outcomes."""
+    _project(tmp_path)
+    env = cache_env(tmp_path)
+    whole = cli(".", "--format", "json", env=env).json()
+    first = kept_outcomes(tmp_path)
+    assert set(first) == {"models.py", "train.py", "pkg/util.py"}
+    some = [f for f in whole if f["path"] in ("models.py", "pkg/util.py")]
+    assert some and cli("pkg", "models.py", "--format", "json", env=env).json() == some
+    assert kept_outcomes(tmp_path) == first  # nothing linted, nothing written
+    write(tmp_path, "pkg/util.py", "import torch\n\ny = torch.zeros(2)\n")
+    cli("pkg", "models.py", "--format", "json", env=env)
+    again = kept_outcomes(tmp_path)
+    assert again["models.py"] == first["models.py"] and again["train.py"] == first["train.py"]
+    assert again["pkg/util.py"] != first["pkg/util.py"]
 
 
 class _FactsStore:

@@ -141,13 +141,13 @@ def test_a_poisoned_cache_is_ignored_and_never_runs(tmp_path):
     first = run(command, tmp_path, **not_ci)
     assert first.returncode == 1, first.stderr
     entries = sorted(tmp_path.rglob(".modellint_cache/**/*.json"))
-    # findings of each file; project facts and their summary of each file, the run's
-    # digests, the project's summaries, its files' imports and their stats (facts/); the
-    # run's findings as one entry (runs/)
-    assert len([e for e in entries if not {"facts", "runs"} & set(e.parts)]) == 2, sorted(
+    # the summary and project facts of each file, the run's digests, the project's
+    # summaries, its files' imports and their stats (facts/); the findings of the run's
+    # files as one entry (runs/), none of a file alone
+    assert len([e for e in entries if not {"facts", "runs"} & set(e.parts)]) == 0, sorted(
         tmp_path.rglob("*"))
     assert len([e for e in entries if "runs" in e.parts]) == 1
-    assert len(entries) == 11, sorted(tmp_path.rglob("*"))
+    assert len(entries) == 7, sorted(tmp_path.rglob("*"))
     # a pickle that would run a command, and JSON of the wrong shape, in every entry
     for number, entry in enumerate(entries):
         if number % 2:

@@ -347,10 +347,10 @@ def test_a_pyproject_linked_within_its_folder_is_read(tmp_path):
 # 3. planted cache entries
 
 def findings_entry(folder: Path) -> Path:
-    """The one cache entry under `folder` that holds a file's findings (the others hold the
-    project facts of a file)."""
-    [entry] = [path for path in folder.rglob("*.json")
-               if "findings" in json.loads(path.read_bytes().partition(b"\n")[2])]
+    """The one cache entry under `folder` that holds a file's findings (those in the folders
+    below hold the project facts of files, and the outcomes of runs of several)."""
+    [entry] = [path for path in folder.rglob("*.json") if path.parent.name not in (
+        "facts", "runs") and "findings" in json.loads(path.read_bytes().partition(b"\n")[2])]
     return entry
 
 

@@ -44,7 +44,7 @@ _HEADER = f"modellint-cache {FORMAT} ".encode()
 MAX_AGE_SECONDS = 7 * 24 * 3600
 KEY_FILE_NAME = "key"
 FACTS_DIR_NAME = "facts"
-# a run's outcomes as one entry (`put_run`), the latest KEPT_RUNS of them
+# the outcomes of a run of several files as one entry (`put_run`), the latest KEPT_RUNS of them
 RUNS_DIR_NAME = "runs"
 KEPT_RUNS = 8
 # beside this user's key: the plugin manifests (`modellint.plugins.light_registry`), which
@@ -360,28 +360,21 @@ class Cache:
             classes: tuple[tuple[str, int], ...] = ()) -> None:
         self._write_signed(self.directory, key, _encode(findings, classes))
 
-    def get_run(self, key: str) -> dict[str, Outcome] | None:
-        """The outcome of every file of a run stored as one entry (`put_run`): file key ->
-        (findings, model classes); None when any cannot be read."""
-        stored = self._read_signed(self.runs_directory, key)
-        files = stored.get("files") if stored is not None else None
-        if not isinstance(files, dict):
-            return None
-        found = {}
-        for file_key, entry in files.items():
-            outcome = _decode(entry) if isinstance(entry, dict) else None
-            if outcome is None:
-                return None
-            found[file_key] = outcome
-        return found
+    def get_run(self, key: str) -> RunOutcomes:
+        """The outcomes kept as one entry (`put_run`); none when it cannot be read."""
+        found = self._read_payload(self.runs_directory, key)
+        return RunOutcomes(found[0] if found is not None else b"")
 
-    def put_run(self, key: str, outcomes: dict[str, Outcome]) -> None:
-        """Every file's outcome of a run in one entry: a rerun on the same files reads one
-        entry instead of one per file. Only the latest few are kept (each repeats what the
-        files' own entries hold)."""
-        self._write_signed(self.runs_directory, key, {"files": {
-            file_key: _encode(findings, classes)
-            for file_key, (findings, classes) in outcomes.items()}})
+    def put_run(self, key: str, kept: dict[str, bytes],
+                outcomes: dict[str, tuple[str, Outcome]]) -> None:
+        """The outcomes of the files of a run of several as one entry, one line per file: the
+        `kept` lines (`RunOutcomes.lines`) and the `outcomes` (display path -> (the file's
+        key, its outcome)). A rerun reads one entry instead of one per file, and a run writes
+        one. Only the latest few are kept."""
+        lines = [*kept.values(), *(
+            json.dumps([display, file_key, _encode(findings, classes)]).encode()
+            for display, (file_key, (findings, classes)) in outcomes.items())]
+        self._write_payload(self.runs_directory, key, b"\n".join(lines))
         try:
             with os.scandir(self.runs_directory) as listing:
                 runs = [entry for entry in listing if _ENTRY_NAME.fullmatch(entry.name)
@@ -413,6 +406,52 @@ class Cache:
 
 
 Outcome = tuple[list[Finding], tuple[tuple[str, int], ...]]
+
+
+class RunOutcomes:
+    """The outcomes of a run of several files kept as one entry (`Cache.put_run`), one line
+    `[display path, the file's key, its outcome]` per file: decoded one file at a time (a run
+    on one file of the project reads its own line alone)."""
+
+    def __init__(self, payload: bytes) -> None:
+        self._payload = b"\n" + payload
+        self._lines: dict[str, bytes] | None = None
+
+    def lines(self) -> dict[str, bytes]:
+        """Display path -> its line, undecoded beyond the path."""
+        if self._lines is None:
+            self._lines = {}
+            decoder = json.JSONDecoder()
+            for line in self._payload.split(b"\n"):
+                try:
+                    display = decoder.raw_decode(line.decode(), 1)[0]
+                except ValueError:
+                    continue
+                if isinstance(display, str):
+                    self._lines[display] = line
+        return self._lines
+
+    def get(self, display: str) -> tuple[str, Outcome] | None:
+        """(the file's key, its outcome) kept for `display`, or None."""
+        if self._lines is not None:
+            line = self._lines.get(display)
+        else:
+            # (JSON as `json.dumps` writes it has no line breaks: they separate the files)
+            start = self._payload.find(b"\n[" + json.dumps(display).encode() + b", ")
+            end = self._payload.find(b"\n", start + 1)
+            line = (None if start < 0 else
+                    self._payload[start + 1:end if end >= 0 else len(self._payload)])
+        if line is None:
+            return None
+        try:
+            item = json.loads(line)
+        except ValueError:
+            return None
+        if not (isinstance(item, list) and len(item) == 3 and item[0] == display
+                and isinstance(item[1], str) and isinstance(item[2], dict)):
+            return None
+        outcome = _decode(item[2])
+        return (item[1], outcome) if outcome is not None else None
 
 
 def _encode(findings: list[Finding], classes: tuple[tuple[str, int], ...]) -> dict:

@@ -17,7 +17,7 @@ from modellint.config import DEFAULT_MAX_CODE_BYTES
 from modellint.finding import Finding, Fix
 from modellint.records import record
 from modellint.static import notebook
-from modellint.static.cache import Cache
+from modellint.static.cache import Cache, Outcome, RunOutcomes
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, file_size, read_file_bytes
 from modellint.static.source import DecodeError, decode
 
@@ -59,6 +59,9 @@ class StaticOptions:
     # every rule (`every_rule_runs`)
     left_out_words: frozenset[str] = frozenset()
     load_every_rule: Callable[[], Sequence[type[StaticRule]]] | None = None
+    # the run keeps its files' outcomes as one entry (`_CachedRun`): none is looked up nor put
+    # in the cache alone
+    outcomes_kept_by_run: bool = False
 
     def static_rules(self, texts: Iterable[str] | None = None) -> Sequence[type[StaticRule]]:
         """The run's rules; loaded on the first call, those that can run on `texts` when it
@@ -186,7 +189,7 @@ def _lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticO
     wants_fix = opts.fix or opts.diff
     outcome.notebook = notebook.is_notebook(path, original)
     key = None
-    if opts.cache is not None and not wants_fix:
+    if opts.cache is not None and not wants_fix and not opts.outcomes_kept_by_run:
         key = _file_key(display, original, disabled, opts)
         cached = opts.cache.get(key)
         if cached is not None:
@@ -448,18 +451,24 @@ def _run_all(
     outcomes: list[FileOutcome | None] = (
         cached.outcomes if cached is not None else [None] * len(tasks))
     missed = [number for number, outcome in enumerate(outcomes) if outcome is None]
-    if missed:
-        from modellint.static.facts_cache import CachedDigests
+    fresh: list[FileOutcome | None] = [None] * len(missed)
+    try:
+        if missed:
+            from modellint.static.facts_cache import CachedDigests
 
-        if isinstance(opts.index, CachedDigests):  # the lint reads facts
-            opts.index = opts.index.index()
-        # before the workers are forked, so that they share what the rules imported
-        opts.static_rules(None if opts.fix or opts.diff else _texts(
-            [tasks[n][1] for n in missed]))
-        for number, outcome in zip(missed, _run([tasks[n] for n in missed], opts), strict=True):
+            if isinstance(opts.index, CachedDigests):  # the lint reads facts
+                opts.index = opts.index.index()
+            # before the workers are forked, so that they share what the rules imported
+            opts.static_rules(None if opts.fix or opts.diff else _texts(
+                [tasks[n][1] for n in missed]))
+            if cached is not None and cached.several:
+                opts = replace(opts, outcomes_kept_by_run=True)
+            _run([tasks[n] for n in missed], opts, fresh)
+    finally:
+        for number, outcome in zip(missed, fresh, strict=True):
             outcomes[number] = outcome
-    if cached is not None:
-        cached.keep(outcomes, bool(missed))
+        if cached is not None:
+            cached.keep(outcomes)  # an interrupted run's too: what it finished
     return outcomes  # type: ignore[return-value]
 
 
@@ -482,43 +491,76 @@ def _texts(paths: list[Path]) -> Iterator[str] | None:
 
 class _CachedRun:
     """The outcomes of a run's files that the cache holds: read here, so that a warm run
-    starts no worker and imports no rule. A run of several files is also kept as one entry
-    (`Cache.put_run`), keyed by every file's key: the same run again reads that alone."""
+    starts no worker and imports no rule. A run of several files keeps every file's outcome,
+    beside the file's key, in one entry (`Cache.put_run`) named by the files of the project
+    (those of the run and the others the index reads: a run on some of a project's files
+    shares it with a run on all of them). A file is found there when its key is the one kept,
+    else in its own entry, which a run on one file keeps (and looks up first)."""
 
     def __init__(self, tasks: list[tuple[str, Path, frozenset[str]]],
                  opts: StaticOptions) -> None:
         assert opts.cache is not None
         self.cache = opts.cache
+        self.tasks = tasks
         self.keys = [_cache_key(display, path, disabled, opts)
                      for display, path, disabled in tasks]
-        self.run_key = None
-        self.stored: dict | None = None
-        if len(tasks) > 1 and all(self.keys):
-            self.run_key = hashlib.sha256("\0".join(
-                f"run:{found[0]}" for found in self.keys if found is not None
-            ).encode()).hexdigest()
-            self.stored = self.cache.get_run(self.run_key)
+        self.several = len(tasks) > 1
+        self.run_key = (_run_key(tasks, opts.project) if self.several or opts.project
+                        else None)
+        self._stored: RunOutcomes | None = None
+        self.from_entry = 0
         self.outcomes: list[FileOutcome | None] = [None] * len(tasks)
         for number, found in enumerate(self.keys):
             if found is None:
                 continue
             key, is_book = found
-            entry = (self.stored.get(key) if self.stored is not None
-                     else self.cache.get(key))
+            entry = self._find(tasks[number][0], key)
             if entry is not None:
                 outcome = self.outcomes[number] = FileOutcome(tasks[number][0], notebook=is_book)
                 outcome.findings, outcome.classes = entry
 
-    def keep(self, outcomes: list[FileOutcome | None], linted: bool) -> None:
-        """Keep the run as one entry when it is not kept already (`linted`: some files were
-        not in it), unless a file's lint failed (linted again next time)."""
-        if (self.run_key is None or (self.stored is not None and not linted)
-                or any(o is None or o.tracebacks for o in outcomes)):
+    def stored(self) -> RunOutcomes:
+        if self._stored is None:
+            assert self.run_key is not None
+            self._stored = self.cache.get_run(self.run_key)
+            if self.several:
+                self._stored.lines()  # each file looked up in it
+        return self._stored
+
+    def _find(self, display: str, key: str) -> Outcome | None:
+        own = None if self.several else self.cache.get(key)
+        if own is None and self.run_key is not None:
+            kept = self.stored().get(display)
+            if kept is not None and kept[0] == key:
+                self.from_entry += 1
+                return kept[1]
+        return own if own is not None or not self.several else self.cache.get(key)
+
+    def keep(self, outcomes: list[FileOutcome | None]) -> None:
+        """Keep the outcomes of a run of several files in its entry, with those the entry
+        holds of the project's other files, unless every one came from it. A file whose lint
+        failed is left out: linted again next time."""
+        if not self.several or self.from_entry == len(self.tasks):
             return
-        self.cache.put_run(self.run_key, {
-            found[0]: (outcome.findings, outcome.classes)
-            for found, outcome in zip(self.keys, outcomes, strict=True)
-            if found is not None and outcome is not None})
+        kept = dict(self.stored().lines())
+        linted = {}
+        for (display, _, _), found, outcome in zip(self.tasks, self.keys, outcomes, strict=True):
+            kept.pop(display, None)
+            if found is not None and outcome is not None and not outcome.tracebacks:
+                linted[display] = (found[0], (outcome.findings, outcome.classes))
+        assert self.run_key is not None
+        self.cache.put_run(self.run_key, kept, linted)
+
+
+def _run_key(tasks: list[tuple[str, Path, frozenset[str]]],
+             project: Sequence[tuple[str, Path]]) -> str:
+    """The key of the entry of the outcomes of a run of several files (`_CachedRun`): the
+    display paths of the files it lints and of the project's others."""
+    digest = hashlib.sha256(b"run-outcomes\0")
+    for display in sorted({display for display, _, _ in tasks}.union(
+            display for display, _ in project)):
+        digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
+    return digest.hexdigest()
 
 
 def _new_index() -> Any:
@@ -566,11 +608,14 @@ def _file_key(display: str, original: bytes, disabled: frozenset[str],
                                opts.index.digest(display) if opts.index is not None else "")
 
 
-def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
-         ) -> list[FileOutcome]:
+def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions,
+         outcomes: list[FileOutcome | None]) -> None:
+    """Lint `tasks`, each outcome into `outcomes` (of their order) as it comes."""
     jobs = max(1, min(opts.jobs, len(tasks)))
     if jobs == 1 or len(tasks) < 4:
-        return [lint_file(display, path, disabled, opts) for display, path, disabled in tasks]
+        for number, (display, path, disabled) in enumerate(tasks):
+            outcomes[number] = lint_file(display, path, disabled, opts)
+        return
     import multiprocessing
     from multiprocessing.connection import Connection, wait
 
@@ -578,7 +623,6 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
     # others idle; results go back into the order of `tasks`
     order = sorted(range(len(tasks)), key=lambda i: -file_size(tasks[i][1]))
     pending = [(i, tasks[i][0], str(tasks[i][1]), tasks[i][2]) for i in reversed(order)]
-    outcomes: list[FileOutcome | None] = [None] * len(tasks)
     # fork shares the loaded plugins with the workers; spawn would re-import them
     context: multiprocessing.context.ForkContext | multiprocessing.context.SpawnContext = (
         multiprocessing.get_context("fork") if os.name == "posix"
@@ -636,4 +680,3 @@ def _run(tasks: list[tuple[str, Path, frozenset[str]]], opts: StaticOptions
             if process.is_alive():
                 process.kill()
                 process.join()
-    return outcomes  # type: ignore[return-value]
