@@ -516,15 +516,41 @@ def test_a_file_whose_index_process_died_is_read_by_the_run(tmp_path, monkeypatc
     run = os.getpid()
     read = facts_cache._read_facts
 
-    def dies_in_a_worker(task):
+    def dies_in_a_worker(task, *args):
         if os.getpid() != run:
             os._exit(1)  # as a process killed by the system
-        return read(task)
+        return read(task, *args)
 
     monkeypatch.setattr(facts_cache, "_read_facts", dies_in_a_worker)
     index = index_files(files, None, 2)
     monkeypatch.setattr(facts_cache, "_read_facts", read)
     assert index.files == index_files(files, None, 1).files and len(index.files) == 70
+
+
+def test_facts_read_by_another_index_process_come_back_the_same(tmp_path):
+    """With a cache, what the other processes read comes back as the JSON of its facts made
+    for the cache: decoded, the same facts in the same order as read in one process."""
+    import json
+
+    from modellint.static.cache import Cache
+    from modellint.static.index import index_files
+
+    files = []
+    for number in range(70):
+        path = tmp_path / f"m{number}.py"
+        path.write_text(f"import torch.nn as nn\n\nclass Net{number}(nn.Module):\n"
+                        "    def __init__(self):\n        super().__init__()\n"
+                        f"        self.fc = nn.Linear({number} + 1, 2.0)\n"
+                        "        self.zeta, self.alpha = nn.ReLU(), [nn.Tanh()] * 2\n")
+        files.append((path.name, path))
+    cache = Cache(tmp_path / "cache", "0" * 32, key_directory=tmp_path / "key")
+    assert cache.prepare()
+    shared, alone = index_files(files, cache, 2), index_files(files, None, 1)
+    assert len(shared.files) == 70
+    for name, _ in files:
+        assert shared.files[name] == alone.files[name]
+        assert json.dumps(shared.files[name], default=repr) == json.dumps(
+            alone.files[name], default=repr)  # the order and the types of every value
 
 
 SCHEDULES = '''\

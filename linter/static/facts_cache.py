@@ -142,12 +142,13 @@ def _load_facts(task: Task, key: str) -> dict:
     return found[1] if found is not None else extract("")
 
 
-def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Outline] | None
-                                    ] | None:
+def _read_facts(task: Task, as_json: bool = False
+                ) -> tuple[str, Any, str, str | None, tuple[bytes, Outline] | None] | None:
     """(display, facts, text hash, facts digest, outline) of one file, or None when it cannot
     be read or decoded (its own lint reports why), extracted with `ast` and put in the cache
     with its summary (the digest of the facts only then). The outline (with the hash of the
-    bytes it was made of) only for a linted file that parses."""
+    bytes it was made of) only for a linted file that parses. `as_json`: the facts as the
+    JSON text put in the cache, when they were (`_decoded` makes them again)."""
     from modellint.static.discover import read_file_bytes
     from modellint.static.outline import Outline
     from modellint.static.summary import convert_facts, to_json
@@ -166,7 +167,7 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
     if linted and tree is not None and not facts.get("notebook"):
         outline = (content.digest(), Outline.of(tree, text))
     digest = text_hash(text)
-    summary = None
+    summary = body = None
     if cache is not None:
         encoded = convert_facts(facts, to_json)
         body = json.dumps(encoded)
@@ -174,7 +175,17 @@ def _read_facts(task: Task) -> tuple[str, dict, str, str | None, tuple[bytes, Ou
         # the facts as encoded (and hashed) once; a file of their own would cost a run on a
         # fresh cache a third more files to write
         cache.put_facts_parts(_facts_key(content.hexdigest()), [json.dumps(summary), body])
-    return display, facts, digest, summary["digest"] if summary is not None else None, outline
+    return (display, body if as_json and body is not None else facts, digest,
+            summary["digest"] if summary is not None else None, outline)
+
+
+def _decoded(item: Any) -> Any:
+    """An item of `_read_facts(task, as_json=True)` with its facts decoded."""
+    if item is None or not isinstance(item[1], str):
+        return item
+    from modellint.static.summary import convert_facts, from_json
+
+    return (item[0], convert_facts(json.loads(item[1]), from_json), *item[2:])
 
 
 def facts_of_bytes(path: Any, data: bytes, max_code_bytes: int
@@ -231,8 +242,9 @@ _PARALLEL_FROM = 64
 def _read_shared(tasks: list[Task], jobs: int) -> list:
     """`_read_facts` of each task, by this process and `jobs - 1` forked ones, the files dealt
     out largest first, one to each in turn. What this process reads is not pickled back to
-    it: copying the facts between processes cost a fifth of the index. A task whose process
-    could not start or died is read here."""
+    it: copying the facts between processes cost a fifth of the index (what the others read
+    comes back as the JSON text of their facts, made for the cache: half the cost of pickling
+    them both ways). A task whose process could not start or died is read here."""
     import multiprocessing
 
     from modellint.static.discover import file_size
@@ -240,12 +252,12 @@ def _read_shared(tasks: list[Task], jobs: int) -> list:
     context = multiprocessing.get_context("fork")
     order = sorted(range(len(tasks)), key=lambda n: -file_size(tasks[n][1]))
 
-    def read(share: int) -> list[tuple[int, Any]]:
-        return [(number, _read_facts(tasks[number])) for number in order[share::jobs]]
+    def read(share: int, as_json: bool = False) -> list[tuple[int, Any]]:
+        return [(number, _read_facts(tasks[number], as_json)) for number in order[share::jobs]]
 
     def work(share: int, connection: Any) -> None:
         try:
-            connection.send(read(share))
+            connection.send(read(share, as_json=True))
         finally:
             connection.close()
 
@@ -266,7 +278,7 @@ def _read_shared(tasks: list[Task], jobs: int) -> list:
         for _, connection in workers:
             try:
                 for number, item in connection.recv():
-                    found[number] = item
+                    found[number] = _decoded(item)
             except (EOFError, OSError):
                 pass  # it died: what it had read is read again below
     finally:
