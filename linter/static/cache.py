@@ -365,16 +365,16 @@ class Cache:
         found = self._read_payload(self.runs_directory, key)
         return RunOutcomes(found[0] if found is not None else b"")
 
-    def put_run(self, key: str, kept: dict[str, bytes],
+    def put_run(self, key: str, kept: Iterable[list],
                 outcomes: dict[str, tuple[str, Outcome]]) -> None:
         """The outcomes of the files of a run of several as one entry, one line per file: the
-        `kept` lines (`RunOutcomes.lines`) and the `outcomes` (display path -> (the file's
-        key, its outcome)). A rerun reads one entry instead of one per file, and a run writes
-        one. Only the latest few are kept."""
-        lines = [*kept.values(), *(
-            json.dumps([display, file_key, _encode(findings, classes)]).encode()
-            for display, (file_key, (findings, classes)) in outcomes.items())]
-        self._write_payload(self.runs_directory, key, b"\n".join(lines))
+        `kept` lines (items of `RunOutcomes.items`) and the `outcomes` (display path -> (the
+        file's key, its outcome)). A rerun reads one entry instead of one per file, and a run
+        writes one. Only the latest few are kept."""
+        lines = [*kept, *([display, file_key, _encode(findings, classes)]
+                          for display, (file_key, (findings, classes)) in outcomes.items())]
+        self._write_payload(self.runs_directory, key,
+                            "\n".join(map(json.dumps, lines)).encode())
         try:
             with os.scandir(self.runs_directory) as listing:
                 runs = [entry for entry in listing if _ENTRY_NAME.fullmatch(entry.name)
@@ -410,45 +410,45 @@ Outcome = tuple[list[Finding], tuple[tuple[str, int], ...]]
 
 class RunOutcomes:
     """The outcomes of a run of several files kept as one entry (`Cache.put_run`), one line
-    `[display path, the file's key, its outcome]` per file: decoded one file at a time (a run
-    on one file of the project reads its own line alone)."""
+    `[display path, the file's key, its outcome]` per file: a run on one file of the project
+    decodes its own line alone, a run of several decodes them all at once (`items`)."""
 
     def __init__(self, payload: bytes) -> None:
-        self._payload = b"\n" + payload
-        self._lines: dict[str, bytes] | None = None
+        self._payload = payload
+        self._items: dict[str, list] | None = None
 
-    def lines(self) -> dict[str, bytes]:
-        """Display path -> its line, undecoded beyond the path."""
-        if self._lines is None:
-            self._lines = {}
-            decoder = json.JSONDecoder()
-            for line in self._payload.split(b"\n"):
-                try:
-                    display = decoder.raw_decode(line.decode(), 1)[0]
-                except ValueError:
-                    continue
-                if isinstance(display, str):
-                    self._lines[display] = line
-        return self._lines
+    def items(self) -> dict[str, list]:
+        """Display path -> its line, decoded (the outcome not made into findings yet)."""
+        if self._items is None:
+            self._items = {}
+            try:
+                # (JSON as `json.dumps` writes it has no line breaks: they separate the files)
+                lines = json.loads(b"[" + self._payload.replace(b"\n", b",") + b"]")
+            except ValueError:
+                lines = []
+            for item in lines:
+                if (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+                        and isinstance(item[1], str) and isinstance(item[2], dict)):
+                    self._items[item[0]] = item
+        return self._items
 
     def get(self, display: str) -> tuple[str, Outcome] | None:
         """(the file's key, its outcome) kept for `display`, or None."""
-        if self._lines is not None:
-            line = self._lines.get(display)
+        if self._items is not None:
+            item = self._items.get(display)
         else:
-            # (JSON as `json.dumps` writes it has no line breaks: they separate the files)
-            start = self._payload.find(b"\n[" + json.dumps(display).encode() + b", ")
-            end = self._payload.find(b"\n", start + 1)
-            line = (None if start < 0 else
-                    self._payload[start + 1:end if end >= 0 else len(self._payload)])
-        if line is None:
-            return None
-        try:
-            item = json.loads(line)
-        except ValueError:
-            return None
-        if not (isinstance(item, list) and len(item) == 3 and item[0] == display
-                and isinstance(item[1], str) and isinstance(item[2], dict)):
+            payload = b"\n" + self._payload
+            start = payload.find(b"\n[" + json.dumps(display).encode() + b", ")
+            end = payload.find(b"\n", start + 1)
+            try:
+                item = None if start < 0 else json.loads(
+                    payload[start + 1:end if end >= 0 else len(payload)])
+            except ValueError:
+                return None
+            if not (isinstance(item, list) and len(item) == 3 and item[0] == display
+                    and isinstance(item[1], str) and isinstance(item[2], dict)):
+                return None
+        if item is None:
             return None
         outcome = _decode(item[2])
         return (item[1], outcome) if outcome is not None else None

@@ -524,7 +524,7 @@ class _CachedRun:
             assert self.run_key is not None
             self._stored = self.cache.get_run(self.run_key)
             if self.several:
-                self._stored.lines()  # each file looked up in it
+                self._stored.items()  # each file looked up in it
         return self._stored
 
     def _find(self, display: str, key: str) -> Outcome | None:
@@ -542,14 +542,14 @@ class _CachedRun:
         failed is left out: linted again next time."""
         if not self.several or self.from_entry == len(self.tasks):
             return
-        kept = dict(self.stored().lines())
+        kept = dict(self.stored().items())
         linted = {}
         for (display, _, _), found, outcome in zip(self.tasks, self.keys, outcomes, strict=True):
             kept.pop(display, None)
             if found is not None and outcome is not None and not outcome.tracebacks:
                 linted[display] = (found[0], (outcome.findings, outcome.classes))
         assert self.run_key is not None
-        self.cache.put_run(self.run_key, kept, linted)
+        self.cache.put_run(self.run_key, kept.values(), linted)
 
 
 def _run_key(tasks: list[tuple[str, Path, frozenset[str]]],
