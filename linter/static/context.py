@@ -46,7 +46,18 @@ class FileContext:
         # it): which top-level statement each report was made in
         self._top_level_marks: list[tuple[int, cst.CSTNode | None]] = []
         self._class_infos: dict[int, ClassInfo] = {}
+        # id of a FunctionDef or Module -> its `modellint.static.scope.Scope` (`scope_of`)
+        self.built_scopes: dict[int, Any] = {}
         self._module_class_ids: set[int] = set()
+
+    def release(self) -> None:
+        """Let go of what the file's lint kept (`run_rules`, once it is done): the rules, the
+        semantic model and their caches refer to this context, and it to them and to the
+        file's tree."""
+        semantic = self._semantic
+        self.__dict__.clear()
+        if semantic is not None:
+            semantic.release()
 
     def check_need(self, need: str, what: str) -> None:
         """UndeclaredNeed when the running rule reads `what` without declaring `need`."""

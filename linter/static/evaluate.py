@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import field, fields
 from typing import TYPE_CHECKING, Any
 
 from modellint.records import record
@@ -62,6 +62,9 @@ class Where:
     local: Callable[[str], Summary | None] | None = None
     # the same function, at another point of it (for `Local` summaries)
     at: Callable[[int], Where] | None = None
+    # where `Evaluation._local` keeps the kinds it finds of `local`'s names, when not in the
+    # index: those of a function of the file being linted (its LibCST scope) die with its lint
+    kinds: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
 
 class Evaluation:
@@ -188,7 +191,7 @@ class Evaluation:
                 return Known(first)
             return outer(local_name) if outer is not None else None
 
-        inner = Where(where.file, where.cls, local, where.at)
+        inner = Where(where.file, where.cls, local, where.at, where.kinds)
         for value in plain:
             if value in direct:
                 continue
@@ -240,7 +243,8 @@ class Evaluation:
         if not isinstance(value, (Join, Mutated)):
             return self._kind(value, where, depth + 1)
         key = (id(where.local), id(where.at), where.file, where.cls, name)
-        found = self._locals.get(key)
+        kinds = self._locals if where.kinds is None else where.kinds
+        found = kinds.get(key)
         if found is not None:
             return found[1]
         if key in self._busy:
@@ -251,7 +255,7 @@ class Evaluation:
         finally:
             self._busy.discard(key)
         # the function is kept with its kind, so that its id is not reused for another
-        self._locals[key] = ((where.local, where.at), kind)
+        kinds[key] = ((where.local, where.at), kind)
         return kind
 
     def _function_reference(self, path: str, name: str, depth: int) -> Kind | None:
@@ -1073,7 +1077,7 @@ def _binding(where: Where, bound: Sequence[tuple[str, Summary]]) -> Where:
             return names[name]
         return outer(name) if outer is not None else None
 
-    return Where(where.file, where.cls, local, where.at)
+    return Where(where.file, where.cls, local, where.at, where.kinds)
 
 
 def _dict_view(kind: Kind, method: str) -> Kind | None:

@@ -10,7 +10,6 @@ It is computed once per function and shared by every rule of the file.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import field
 from typing import TYPE_CHECKING, cast
 
@@ -132,16 +131,13 @@ class Scope:
         return self._code
 
 
-_CACHE: weakref.WeakKeyDictionary[FileContext, dict[int, Scope]] = weakref.WeakKeyDictionary()
-
-
 def scope_of(context: FileContext, root: cst.CSTNode) -> Scope:
     """The (cached) analysis of a FunctionDef or Module."""
     context.check_need("scope", "`scope_of`")
-    per_file = _CACHE.setdefault(context, {})
-    scope = per_file.get(id(root))
+    built = context.built_scopes
+    scope = built.get(id(root))
     if scope is None or scope.root is not root:
-        scope = per_file[id(root)] = _build(root)
+        scope = built[id(root)] = _build(root)
     return scope
 
 

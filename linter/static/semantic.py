@@ -251,6 +251,8 @@ class SemanticModel:
         # a rule looks up in it
         self._methods: dict[int, tuple[cst.FunctionDef, tuple[str | None, str | None]]] = {}
         self._param_sets: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
+        # what the evaluation finds of the names of this file's functions (`Where.kinds`)
+        self._local_kinds: dict[tuple, tuple] = {}
         self._tops: list[cst.CSTNode] | None = None
         self._identities: dict[int, tuple[cst.FunctionDef, tuple[str | None, str] | None]] = {}
         # id of a scope -> (the scope, its comprehensions (names bound -> iterable, ids of
@@ -259,6 +261,11 @@ class SemanticModel:
         # id of a scope -> (the scope, the names it changes the containers of)
         self._mutations: dict[int, tuple[Scope, frozenset[str]]] = {}
 
+
+    def release(self) -> None:
+        """Let go of the file's nodes and of what was found of them (`FileContext.release`):
+        the places of its questions (`Where`) refer to this model, and it to them."""
+        self.__dict__.clear()
     def kind(self, expr: cst.BaseExpression, scope: Scope | None = None,
              before: int | None = None) -> Kind | None:
         """What `expr` holds, or None when that is not known. `scope` is the function (or
@@ -640,7 +647,7 @@ class SemanticModel:
             return result
 
         return Where(self.path, cls, local,
-                     lambda order: self._where(scope, order, cls, self_name))
+                     lambda order: self._where(scope, order, cls, self_name), self._local_kinds)
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
