@@ -166,7 +166,7 @@ def run_command() -> NoReturn:
     are flushed, as mypy's `hard_exit` does. The garbage collector runs rarely throughout
     (`fewer_collections`), and not at all at the end: put back to its usual pace, it would
     first scan everything the run left alive."""
-    from modellint.static.runner import fewer_collections
+    from modellint.static.collection import fewer_collections
 
     with fewer_collections():
         code = main()

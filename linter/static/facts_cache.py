@@ -149,6 +149,14 @@ def _read_facts(task: Task, as_json: bool = False
     with its summary (the digest of the facts only then). The outline (with the hash of the
     bytes it was made of) only for a linted file that parses. `as_json`: the facts as the
     JSON text put in the cache, when they were (`_decoded` makes them again)."""
+    from modellint.static.collection import no_collections
+
+    with no_collections():
+        return _read_facts_of(task, as_json)
+
+
+def _read_facts_of(task: Task, as_json: bool
+                   ) -> tuple[str, Any, str, str | None, tuple[bytes, Outline] | None] | None:
     from modellint.static.discover import read_file_bytes
     from modellint.static.outline import Outline
     from modellint.static.summary import convert_facts, to_json

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import os
 import signal
@@ -18,6 +16,7 @@ from modellint.finding import Finding, Fix
 from modellint.records import record
 from modellint.static import notebook
 from modellint.static.cache import Cache, Outcome, RunOutcomes
+from modellint.static.collection import fewer_collections, no_collections
 from modellint.static.discover import MAX_FILE_BYTES, SUFFIXES, file_size, read_file_bytes
 from modellint.static.source import DecodeError, decode
 
@@ -159,7 +158,8 @@ def lint_file(display: str, path: Path, disabled: frozenset[str], opts: StaticOp
     """Lint the file at `path`, or `stdin` (what was read from standard input for `path`,
     which is then never read nor written)."""
     try:
-        return _lint_file(display, path, disabled, opts, stdin)
+        with no_collections():
+            return _lint_file(display, path, disabled, opts, stdin)
     except Exception as exc:  # noqa: BLE001 - one file must not stop the run
         from modellint.static.engine import INTERNAL_ERROR
         from modellint.static.parse import traceback_text
@@ -403,22 +403,6 @@ def _died(display: str, exitcode: int | None) -> FileOutcome:
         INTERNAL_ERROR, display,
         f"the worker process linting this file {how}; it was not linted"))
     return outcome
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Any:
-    """Run the cyclic garbage collector about a hundred times less often (forked workers
-    inherit it). A LibCST tree is hundreds of thousands of small objects without cycles,
-    freed by reference counting alone; with CPython's default thresholds (a collection every
-    700 new objects) a tree kept while its file is linted reaches the oldest generation, whose
-    full collections then scan every live object again and again: a quarter of a cold run's
-    CPU time. mypy raises the thresholds for the same reason."""
-    before = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def run(
