@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from modellint.finding import Finding, Fix, Severity
 from modellint.safe_write import UnsafePath, enter_folder, new_temporary
@@ -234,11 +234,9 @@ class Cache:
         digest.update(b"\0" + facts.encode())
         return digest.hexdigest()
 
-    def get_facts(self, key: str, required: tuple[str, ...] = ("imports", "classes",
-                                                               "functions", "globals")
-                  ) -> dict | None:
-        """The project facts of a file (`modellint.static.facts.extract`) stored under `key`
-        (or another JSON object with the `required` keys)."""
+    def get_facts(self, key: str, required: tuple[str, ...]) -> dict | None:
+        """The JSON object stored under `key` among the project facts (`put_facts`), when it
+        has the `required` keys."""
         found = self.get_facts_written(key, required)
         return found[0] if found is not None else None
 
@@ -427,8 +425,7 @@ class RunOutcomes:
             except ValueError:
                 lines = []
             for item in lines:
-                if (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
-                        and isinstance(item[1], str) and isinstance(item[2], dict)):
+                if _is_run_line(item):
                     self._items[item[0]] = item
         return self._items
 
@@ -445,13 +442,16 @@ class RunOutcomes:
                     payload[start + 1:end if end >= 0 else len(payload)])
             except ValueError:
                 return None
-            if not (isinstance(item, list) and len(item) == 3 and item[0] == display
-                    and isinstance(item[1], str) and isinstance(item[2], dict)):
-                return None
-        if item is None:
+        if not _is_run_line(item) or item[0] != display:
             return None
         outcome = _decode(item[2])
         return (item[1], outcome) if outcome is not None else None
+
+
+def _is_run_line(item: Any) -> TypeGuard[list]:
+    """`[display path, file key, outcome]`, as `Cache.put_run` writes a line."""
+    return (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+            and isinstance(item[1], str) and isinstance(item[2], dict))
 
 
 def _encode(findings: list[Finding], classes: tuple[tuple[str, int], ...]) -> dict:

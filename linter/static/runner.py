@@ -512,13 +512,18 @@ class _CachedRun:
         return self._stored
 
     def _find(self, display: str, key: str) -> Outcome | None:
-        own = None if self.several else self.cache.get(key)
-        if own is None and self.run_key is not None:
+        """The file's outcome: a run on one file looks in the file's own entry first (a small
+        read), a run of several in the run's entry first."""
+        if not self.several:
+            own = self.cache.get(key)
+            if own is not None:
+                return own
+        if self.run_key is not None:
             kept = self.stored().get(display)
             if kept is not None and kept[0] == key:
                 self.from_entry += 1
                 return kept[1]
-        return own if own is not None or not self.several else self.cache.get(key)
+        return self.cache.get(key) if self.several else None
 
     def keep(self, outcomes: list[FileOutcome | None]) -> None:
         """Keep the outcomes of a run of several files in its entry, with those the entry
